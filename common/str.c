@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Number parsing on byte ranges (the network and annotations hand us ranges, not C strings),
+ * and bounded copies.  Bottom of the dependency order: depends on libc only.
+ */
+#include "str.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int
+str_to_int64(const char *s, size_t len, int64_t min, int64_t max, int64_t *ret)
+{
+        bool neg = false;
+        uint64_t v = 0, limit;
+        size_t i = 0;
+
+        if (!s || len == 0)
+                return -EINVAL;
+        if (s[0] == '+' || s[0] == '-') {
+                neg = s[0] == '-';
+                i++;
+        }
+        if (i == len)
+                return -EINVAL;
+        limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+        for (; i < len; i++) {
+                unsigned d;
+
+                if (s[i] < '0' || s[i] > '9')
+                        return -EINVAL;
+                d = (unsigned)(s[i] - '0');
+                if (v > (limit - d) / 10)
+                        return -ERANGE;
+                v = v * 10 + d;
+        }
+        int64_t r = neg ? (int64_t)(0 - v) : (int64_t)v;
+        if (r < min || r > max)
+                return -ERANGE;
+        *ret = r;
+        return 0;
+}
+
+int
+str_to_int(const char *s, size_t len, int min, int max, int *ret)
+{
+        int64_t v;
+        int r = str_to_int64(s, len, min, max, &v);
+
+        if (r < 0)
+                return r;
+        *ret = (int)v;
+        return 0;
+}
+
+int
+str_to_double(const char *s, size_t len, double *ret)
+{
+        char tmp[64], *end;
+        double v;
+
+        if (!s || len == 0 || len >= sizeof(tmp))
+                return -EINVAL;
+        for (size_t i = 0; i < len; i++)
+                if (s[i] == '\0' || !strchr("0123456789+-.eE", s[i]))
+                        return -EINVAL;
+        memcpy(tmp, s, len);
+        tmp[len] = '\0';
+        errno = 0;
+        v = strtod(tmp, &end);
+        if (end != tmp + len)
+                return -EINVAL;
+        if (errno == ERANGE || !isfinite(v))
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+int
+str_copy(char *dst, size_t size, const char *src, size_t len)
+{
+        size_t n;
+
+        if (size == 0)
+                return -E2BIG;
+        n = len < size - 1 ? len : size - 1;
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+        return n < len ? -E2BIG : 0;
+}
+
+char *
+str_ndup(const char *s, size_t len)
+{
+        char *d = malloc(len + 1);
+
+        if (!d)
+                return NULL;
+        memcpy(d, s, len);
+        d[len] = '\0';
+        return d;
+}
+
+bool
+str_has_prefix(const char *s, const char *prefix)
+{
+        return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool
+str_eq_n(const char *s, size_t len, const char *lit)
+{
+        return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+static bool
+is_blank(char c)
+{
+        return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+void
+str_trim(const char **s, size_t *len)
+{
+        while (*len > 0 && is_blank((*s)[0])) {
+                (*s)++;
+                (*len)--;
+        }
+        while (*len > 0 && is_blank((*s)[*len - 1]))
+                (*len)--;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Safe number parsing and bounded string helpers.  Pure: no allocation unless the name
+ * says so (str_ndup), no locale, no errno leaking to the caller.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a whole decimal integer in [min, max] from s[0..len).  Leading '+' and '-' are
+ * accepted, whitespace is not.  Returns 0, -EINVAL (not a number, trailing bytes) or
+ * -ERANGE (outside [min, max]); *ret is written only on success. */
+int str_to_int64(const char *s, size_t len, int64_t min, int64_t max, int64_t *ret);
+int str_to_int(const char *s, size_t len, int min, int max, int *ret);
+
+/* Parses a whole decimal floating-point number (no hex, no inf/nan).  Same returns. */
+int str_to_double(const char *s, size_t len, double *ret);
+
+/* Copies at most size-1 bytes of src[0..len) and NUL-terminates; returns -E2BIG when it
+ * had to cut (dst then holds the cut string), 0 otherwise. */
+int str_copy(char *dst, size_t size, const char *src, size_t len);
+
+/* strndup that caps at max bytes: NULL on OOM. */
+char *str_ndup(const char *s, size_t len);
+
+bool str_has_prefix(const char *s, const char *prefix);
+bool str_eq_n(const char *s, size_t len, const char *lit);
+
+/* Trims ASCII blanks (space, tab, CR, LF) on both ends of [*s, *s + *len). */
+void str_trim(const char **s, size_t *len);

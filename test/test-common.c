@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests for common/: number parsing edges, capped buffers, JSON string escaping. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "buf.h"
+#include "str.h"
+
+static void
+str_to_int64_parses_table(void **state)
+{
+        static const struct {
+                const char *s;
+                int64_t min, max;
+                int r;
+                int64_t v;
+        } cases[] = {
+                { "0", 0, 10, 0, 0 },
+                { "10", 0, 10, 0, 10 },
+                { "11", 0, 10, -ERANGE, 0 },
+                { "-5", -10, 10, 0, -5 },
+                { "+7", 0, 10, 0, 7 },
+                { "", 0, 10, -EINVAL, 0 },
+                { "-", -10, 10, -EINVAL, 0 },
+                { "1x", 0, 10, -EINVAL, 0 },
+                { " 1", 0, 10, -EINVAL, 0 },
+                { "9223372036854775807", INT64_MIN, INT64_MAX, 0, INT64_MAX },
+                { "9223372036854775808", INT64_MIN, INT64_MAX, -ERANGE, 0 },
+                { "-9223372036854775808", INT64_MIN, INT64_MAX, 0, INT64_MIN },
+                { "99999999999999999999999", INT64_MIN, INT64_MAX, -ERANGE, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                int64_t v = 12345;
+                int r = str_to_int64(cases[i].s, strlen(cases[i].s), cases[i].min, cases[i].max, &v);
+
+                assert_int_equal(r, cases[i].r);
+                assert_true(r < 0 ? v == 12345 : v == cases[i].v);
+        }
+}
+
+static void
+str_to_double_rejects_non_numbers(void **state)
+{
+        double v = 0;
+
+        assert_int_equal(str_to_double("1.5", 3, &v), 0);
+        assert_true(v == 1.5);
+        assert_int_equal(str_to_double("nan", 3, &v), -EINVAL);
+        assert_int_equal(str_to_double("1e999", 5, &v), -ERANGE);
+        assert_int_equal(str_to_double("1.5\0", 4, &v), -EINVAL);
+        assert_int_equal(str_to_double("", 0, &v), -EINVAL);
+}
+
+static void
+buf_refuses_to_pass_its_cap(void **state)
+{
+        struct buf b;
+
+        buf_init(&b, 8);
+        assert_int_equal(buf_puts(&b, "12345678"), 0);
+        assert_int_equal(buf_puts(&b, "9"), -E2BIG);
+        assert_int_equal(b.len, 8);
+        assert_string_equal(b.data, "12345678");
+        assert_int_equal(buf_printf(&b, "%d", 1), -E2BIG);
+        buf_release(&b);
+}
+
+static void
+buf_escapes_json_strings(void **state)
+{
+        struct buf b;
+
+        buf_init(&b, 1024);
+        assert_int_equal(buf_put_json_string(&b, "a\"b\\c\n\x01"), 0);
+        assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
+        buf_release(&b);
+}
+
+static void
+str_trim_stops_at_content(void **state)
+{
+        const char *s = " \t x y \r\n";
+        size_t n = strlen(s);
+
+        str_trim(&s, &n);
+        assert_int_equal(n, 3);
+        assert_memory_equal(s, "x y", 3);
+}
+
+int
+main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(str_to_int64_parses_table),
+                cmocka_unit_test(str_to_double_rejects_non_numbers),
+                cmocka_unit_test(buf_refuses_to_pass_its_cap),
+                cmocka_unit_test(buf_escapes_json_strings),
+                cmocka_unit_test(str_trim_stops_at_content),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
