@@ -69,9 +69,10 @@ struct kube_config; /* opaque; owns its strings and PEM bytes */
 int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, const char **ret_why);
 
 /* A kubeconfig file (YAML or JSON), current-context (or context when non-NULL): cluster
- * server, certificate-authority / certificate-authority-data, insecure-skip-tls-verify,
- * tls-server-name; user client-certificate(-data) / client-key(-data), token / tokenFile,
- * username/password (basic).  Relative file paths resolve against the kubeconfig's
+ * server, certificate-authority / certificate-authority-data, insecure-skip-tls-verify;
+ * user client-certificate(-data) / client-key(-data), token / tokenFile,
+ * username/password (basic); a tokenFile wins over token and is re-read like the
+ * in-cluster one.  Relative file paths resolve against the kubeconfig's
  * directory.  Returns -ENOENT (file, context, cluster or user missing), -EINVAL (malformed
  * or missing field), -EOPNOTSUPP (exec credential plugins, auth-provider: not supported),
  * -E2BIG; *ret_why is a static sentence naming the problem. */
@@ -144,9 +145,9 @@ typedef int (*kube_item_fn)(const cJSON *item, void *userdata);
 
 /* LIST a collection ("/api/v1/pods") page by page (limit = page_size, 0: default; the
  * continue token of each page).  Calls fn for each item in order, then writes the list's
- * resourceVersion to *ret_resource_version (malloc()ed) when non-NULL.  A continue token
- * that expired (410) restarts the LIST from the beginning once; fn then sees items twice,
- * so callers build into a fresh store.  Returns the number of items or -errno. */
+ * resourceVersion to *ret_resource_version (malloc()ed; an old value there is freed) when
+ * non-NULL.  A continue token that expired (410) ends the LIST with -ESTALE: callers start
+ * over into a fresh store.  Returns the number of items or -errno. */
 int kube_list(struct kube_client *c, const char *collection, const struct kube_selector *sel,
               unsigned page_size, kube_item_fn fn, void *userdata, char **ret_resource_version,
               struct kube_error *err);
@@ -177,7 +178,7 @@ struct kube_watch_options {
 };
 
 /* One WATCH request on collection with allowWatchBookmarks=true, until the server ends
- * the stream (returns 0), fn stops it, or an error: -ESTALE (410 as status or as an ERROR
+ * the stream (returns the number of events delivered), fn stops it, or an error: -ESTALE (410 as status or as an ERROR
  * event), -E2BIG (event over KUBE_MAX_EVENT), -EBADMSG (malformed event), -ECONNRESET (the
  * stream broke mid-event), -ECANCELED.  The newest resourceVersion seen (object or
  * bookmark) is written to *ret_resource_version (malloc()ed, replaces the old value, which
@@ -340,6 +341,7 @@ struct kube_cache_stats {
         uint64_t relists;         /* LISTs after the first (410, errors) */
         uint64_t reconnects;      /* watches restarted after the first */
         uint64_t errors;          /* failed LISTs/WATCHes (each followed by a backoff) */
+        uint64_t decode_errors;   /* objects that did not decode (dropped from the cache) */
         uint64_t last_event_lag_ms; /* now - creationTimestamp of the newest ADDED object */
         size_t n_nodes;
         size_t n_pods;
