@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import random
+import select
 import socket
 import ssl
 import sys
@@ -676,12 +677,29 @@ class Handler(BaseHTTPRequestHandler):
                                                    "metadata": {"resourceVersion": str(since)}}))
                 next_bookmark = now + interval
 
+    def client_gone(self):
+        # A watch client sends nothing after its request: readable means it hung up.
+        try:
+            r, _, _ = select.select([self.connection], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(r)
+
     def send_event(self, typ, o):
         st = self.store
+        if self.client_gone():
+            # Faults are meant for live watchers, not for streams nobody reads any more.
+            self.close_connection = True
+            raise ConnectionResetError("watch client went away")
         data = self.event(typ, o)
         if st.faults.get("slow_ms"):
             time.sleep(st.faults["slow_ms"] / 1000)
         if st.take_fault("drop"):
+            if st.take_fault("compact_on_drop"):
+                # The history the client needs to resume is gone by the time it reconnects.
+                with st.cond:
+                    st.compacted = st.rv
+                    st.history.clear()
             # Announce the whole chunk, send half of it, and cut the connection.
             self.wfile.write(b"%x\r\n%s" % (len(data), data[: len(data) // 2]))
             self.close_connection = True
