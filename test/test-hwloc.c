@@ -20,7 +20,7 @@ load(const char *rel)
 {
         struct topo_error err = { 0 };
         struct topo *t = NULL;
-        size_t len;
+        size_t len = 0;
         char *xml = read_shared(rel, &len);
 
         assert_non_null(xml);
@@ -89,6 +89,63 @@ hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie(void **state)
                 assert_int_equal(p->links, cases[i].links);
                 assert_int_equal(topo_pair(t, cases[i].b, cases[i].a)->link, cases[i].link);
         }
+        topo_unref(t);
+}
+
+/* test/data/hwloc-pcie-tree.xml, hand-written: package 0 / NUMA 0 has host bridge H0 with a
+ * PCIe switch (upstream U; GPU 01:00.0 behind downstream D1, NIC mlx5_0 behind D2 with an
+ * OpenFabrics and a Network OS device, GPU 05:00.0 three bridges below U) and a second port
+ * with GPU 06:00.0, and host bridge H1 with GPU 11:00.0; package 1 / NUMA 1 has host bridge
+ * H2 with GPU 81:00.0 and an Ethernet-only NIC eth0. */
+static void
+hwloc_derives_each_pcie_relation_from_the_pci_tree(void **state)
+{
+        static const struct {
+                unsigned a, b;
+                enum topo_link link;
+        } pairs[] = {
+                { 0, 1, TOPO_LINK_PXB },  /* same switch, one side three bridges deep */
+                { 0, 2, TOPO_LINK_PHB },  /* same host bridge, not the same switch */
+                { 1, 2, TOPO_LINK_PHB },
+                { 0, 3, TOPO_LINK_NODE }, /* two host bridges, one NUMA node */
+                { 2, 3, TOPO_LINK_NODE },
+                { 0, 4, TOPO_LINK_SYS },  /* across packages */
+                { 3, 4, TOPO_LINK_SYS },
+        };
+        static const struct {
+                unsigned nic, gpu;
+                enum topo_link link;
+        } nics[] = {
+                { 0, 0, TOPO_LINK_PIX }, { 0, 1, TOPO_LINK_PXB }, { 0, 2, TOPO_LINK_PHB },
+                { 0, 3, TOPO_LINK_NODE }, { 0, 4, TOPO_LINK_SYS }, { 1, 4, TOPO_LINK_PHB },
+                { 1, 0, TOPO_LINK_SYS },
+        };
+        struct topo_error err = { 0 };
+        struct topo *t = NULL;
+        size_t len = 0;
+        char *xml = read_test_data("hwloc-pcie-tree.xml", &len);
+
+        assert_non_null(xml);
+        assert_int_equal(topo_hwloc_load_xml(xml, len, &t, &err), 0);
+        free(xml);
+        assert_int_equal(t->n_gpus, 5);
+        assert_int_equal(t->n_nics, 2);
+        assert_false(t->nvswitch);
+        assert_int_equal(t->cpu_link, TOPO_CPU_LINK_AMD_IF);
+        assert_string_equal(t->nics[0].name, "mlx5_0"); /* OpenFabrics name beats ib0 */
+        assert_string_equal(t->nics[1].name, "eth0");
+        assert_int_equal(t->nics[0].numa, 0);
+        assert_int_equal(t->nics[1].numa, 1);
+        assert_string_equal(t->gpus[0].model, "NVIDIA H100 80GB HBM3");
+        assert_int_equal(t->gpus[0].nvlink_gen, 4);
+        assert_string_equal(t->gpus[4].pci_bus_id, "00000000:81:00.0");
+        assert_int_equal(t->gpus[4].numa, 1);
+        for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
+                assert_int_equal(topo_pair(t, pairs[i].a, pairs[i].b)->link, pairs[i].link);
+                assert_int_equal(topo_pair(t, pairs[i].b, pairs[i].a)->link, pairs[i].link);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(nics); i++)
+                assert_int_equal(topo_nic_link(t, nics[i].nic, nics[i].gpu), nics[i].link);
         topo_unref(t);
 }
 
@@ -185,6 +242,7 @@ main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(hwloc_joins_every_dgx2_gpu_pair_through_the_nvswitch_fabric),
                 cmocka_unit_test(hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie),
+                cmocka_unit_test(hwloc_derives_each_pcie_relation_from_the_pci_tree),
                 cmocka_unit_test(hwloc_topologies_round_trip_through_the_annotation),
                 cmocka_unit_test(hwloc_rejects_hostile_xml),
                 cmocka_unit_test(hwloc_live_machine_loads_or_says_it_has_no_gpu),

@@ -169,7 +169,7 @@ static struct topo *
 load_shared(const char *file, int *ret_r, struct topo_error *err)
 {
         char rel[256];
-        size_t len;
+        size_t len = 0;
         struct topo *t = NULL;
 
         snprintf(rel, sizeof(rel), "topologies/%s", file);
