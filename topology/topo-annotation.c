@@ -48,6 +48,8 @@ put_key_string(struct buf *b, const char *key, const char *value)
 
         if (!value[0])
                 return 0;
+        if (!topo__id_ok(value, strlen(value)))
+                return -EINVAL; /* not something a parser produced */
         r = buf_printf(b, ",\"%s\":", key);
         return r < 0 ? r : buf_put_json_string(b, value);
 }
@@ -65,6 +67,9 @@ put_gpu(struct buf *b, const struct topo_gpu *g)
                 r = put_key_string(b, "model", g->model);
         if (r >= 0)
                 r = put_key_string(b, "bus", g->pci_bus_id);
+        if (r >= 0 && g->cpu_affinity[0] &&
+            topo__cpuset_check(g->cpu_affinity, strlen(g->cpu_affinity)) < 0)
+                r = -EINVAL;
         if (r >= 0)
                 r = put_key_string(b, "cpus", g->cpu_affinity);
         if (r >= 0 && g->memory_mib)
@@ -137,6 +142,8 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
                 r = buf_puts(&b, ",\"nics\":[");
         for (unsigned k = 0; r >= 0 && k < t->n_nics; k++) {
                 r = buf_puts(&b, k ? ",{\"name\":" : "{\"name\":");
+                if (r >= 0 && !topo__id_ok(t->nics[k].name, strlen(t->nics[k].name)))
+                        r = -EINVAL;
                 if (r >= 0)
                         r = buf_put_json_string(&b, t->nics[k].name);
                 if (r >= 0 && t->nics[k].numa >= 0)
@@ -263,6 +270,8 @@ get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, 
                 return bad(rd, -EINVAL, "%s.%s must be a string.", path, key);
         if (len >= size)
                 return bad(rd, -E2BIG, "%s.%s is longer than %zu bytes.", path, key, size - 1);
+        if (!topo__id_ok(s, len))
+                return bad(rd, -EINVAL, "%s.%s must be printable ASCII.", path, key);
         memcpy(dst, s, len + 1);
         return 0;
 }

@@ -268,9 +268,10 @@ parse_header(const struct line *l, struct tok *toks, size_t n, struct header *h,
                 if (h->n_nics == TOPO_MAX_NICS)
                         return topo__error(err, -E2BIG, l->no, toks[i].col,
                                            "More than %u NIC columns.", TOPO_MAX_NICS);
-                if (toks[i].len >= TOPO_ID_MAX)
+                if (!topo__id_ok(toks[i].s, toks[i].len))
                         return topo__error(err, -EINVAL, l->no, toks[i].col,
-                                           "NIC column name longer than %u bytes.",
+                                           "NIC column name is not printable ASCII of at most "
+                                           "%u bytes.",
                                            TOPO_ID_MAX - 1);
                 for (unsigned k = 0; k < h->n_nics; k++)
                         if (h->dev[h->n_gpus + k].len == toks[i].len &&
@@ -449,9 +450,10 @@ parse_legend_line(const struct line *l, const struct tok *toks, size_t n, const 
         for (unsigned k = 0; k < h->n_nics; k++) {
                 const struct tok *c = &h->dev[h->n_gpus + k];
                 if (c->len == toks[0].len - 1 && memcmp(c->s, toks[0].s, c->len) == 0) {
-                        if (toks[1].len >= TOPO_ID_MAX)
+                        if (!topo__id_ok(toks[1].s, toks[1].len))
                                 return topo__error(err, -EINVAL, l->no, toks[1].col,
-                                                   "NIC name longer than %u bytes.",
+                                                   "NIC name is not printable ASCII of at most "
+                                                   "%u bytes.",
                                                    TOPO_ID_MAX - 1);
                         (void)str_copy(t->nics[k].name, TOPO_ID_MAX, toks[1].s, toks[1].len);
                         return 0;
@@ -484,9 +486,10 @@ parse_nvlink_status_line(const struct line *l, struct topo *t)
         }
         size_t ml = (size_t)(model_end - m);
         str_trim(&m, &ml);
-        if (ml > 0 && ml < TOPO_ID_MAX)
+        /* Informational lines: what does not fit an identity field is left out. */
+        if (ml > 0 && topo__id_ok(m, ml))
                 (void)str_copy(t->gpus[idx].model, TOPO_ID_MAX, m, ml);
-        if (uuid && uuid_end > uuid && (size_t)(uuid_end - uuid) < TOPO_ID_MAX)
+        if (uuid && uuid_end > uuid && topo__id_ok(uuid, (size_t)(uuid_end - uuid)))
                 (void)str_copy(t->gpus[idx].uuid, TOPO_ID_MAX, uuid, (size_t)(uuid_end - uuid));
 }
 

@@ -323,9 +323,9 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
 
                 if (!uuid)
                         uuid = osdev_info(gpus[i].pci, "AMDUUID");
-                if (model && strlen(model) < TOPO_ID_MAX)
+                if (model && topo__id_ok(model, strlen(model)))
                         (void)str_copy(g->model, TOPO_ID_MAX, model, strlen(model));
-                if (uuid && strlen(uuid) < TOPO_ID_MAX)
+                if (uuid && topo__id_ok(uuid, strlen(uuid)))
                         (void)str_copy(g->uuid, TOPO_ID_MAX, uuid, strlen(uuid));
                 snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%08x:%02x:%02x.%x",
                          (unsigned)a->domain, a->bus, a->dev, a->func);
@@ -341,7 +341,7 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
         }
         for (unsigned k = 0; k < n_nics; k++) {
                 const char *name = nic_name(nics[k].pci);
-                if (strlen(name) < TOPO_ID_MAX)
+                if (topo__id_ok(name, strlen(name)))
                         (void)str_copy(t->nics[k].name, TOPO_ID_MAX, name, strlen(name));
                 t->nics[k].numa = numa_of(topo, nics[k].pci);
                 for (unsigned j = 0; j < n_gpus; j++)
