@@ -202,6 +202,13 @@ parse_string(struct parser *ps, uint32_t *ret_off, uint32_t *ret_len)
         while (q < ps->end && *q != '"') {
                 unsigned char c = (unsigned char)*q;
 
+                /* The common case first: plain printable ASCII, copied as is. */
+                if (c >= 0x20 && c < 0x80 && c != '\\') {
+                        *o++ = (char)c;
+                        q++;
+                        continue;
+                }
+
                 if (c < 0x20)
                         return fail(ps, q, -EINVAL, "Unescaped control character in string.");
                 if (c != '\\') {

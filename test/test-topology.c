@@ -662,6 +662,28 @@ topo_to_annotation_refuses_strings_no_parser_produces(void **state)
 }
 
 static void
+topo_annotation_escapes_quotes_and_backslashes(void **state)
+{
+        struct topo *t = topo_new(1, 1), *t2 = NULL;
+        struct topo_error err = {0};
+        char *json = NULL;
+        size_t len = 0;
+
+        assert_non_null(t);
+        snprintf(t->gpus[0].model, TOPO_ID_MAX, "A \"quoted\" \\ name");
+        snprintf(t->nics[0].name, TOPO_ID_MAX, "\\\"");
+        snprintf(t->node_name, TOPO_ID_MAX, "\"");
+        assert_int_equal(topo_to_annotation(t, &json, &len), 0);
+        assert_non_null(strstr(json, "\"model\":\"A \\\"quoted\\\" \\\\ name\""));
+        assert_int_equal(topo_parse_annotation(json, len, &t2, &err), 0);
+        assert_true(topo_equal(t, t2));
+        assert_string_equal(t2->nics[0].name, "\\\"");
+        free(json);
+        topo_unref(t);
+        topo_unref(t2);
+}
+
+static void
 topo_annotation_ignores_unknown_keys(void **state)
 {
         static const char json[] =
@@ -1041,6 +1063,7 @@ main(void)
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
+                cmocka_unit_test(topo_annotation_escapes_quotes_and_backslashes),
                 cmocka_unit_test(topo_to_annotation_refuses_strings_no_parser_produces),
                 cmocka_unit_test(topo_finish_infers_nvlink_generation_and_nvswitch),
                 cmocka_unit_test(topo_finish_reads_the_dgx1_hybrid_cube_mesh_as_direct_links),

@@ -22,23 +22,66 @@
 
 /* --- writing ------------------------------------------------------------------------------- */
 
-/* One link code: NAME[count][w<weight>][h<hops>], e.g. "NV18", "XGMIw15h1", "SYS". */
+/* Appends the decimal digits of v to out; returns the new end. */
+static char *
+put_uint(char *out, unsigned v)
+{
+        char tmp[12];
+        size_t n = 0;
+
+        do
+                tmp[n++] = (char)('0' + v % 10);
+        while ((v /= 10) > 0);
+        while (n > 0)
+                *out++ = tmp[--n];
+        return out;
+}
+
+/* One link code: NAME[count][w<weight>][h<hops>], e.g. "NV18", "XGMIw15h1", "SYS".  Built
+ * by hand: this runs n^2 times per annotation and printf dominated the encoder. */
 static int
 put_cell(struct buf *b, const struct topo_pair *p)
 {
         const char *name = topo_link_to_string((enum topo_link)p->link);
-        int r;
+        char code[32], *o;
+        size_t nl;
 
         if (!name)
                 return -EINVAL;
-        r = buf_puts(b, name);
-        if (r >= 0 && p->links)
-                r = buf_printf(b, "%u", p->links);
-        if (r >= 0 && p->weight)
-                r = buf_printf(b, "w%u", p->weight);
-        if (r >= 0 && p->hops)
-                r = buf_printf(b, "h%u", p->hops);
-        return r;
+        nl = strlen(name);
+        memcpy(code, name, nl);
+        o = code + nl;
+        if (p->links)
+                o = put_uint(o, p->links);
+        if (p->weight) {
+                *o++ = 'w';
+                o = put_uint(o, p->weight);
+        }
+        if (p->hops) {
+                *o++ = 'h';
+                o = put_uint(o, p->hops);
+        }
+        return buf_append(b, code, (size_t)(o - code));
+}
+
+/* value as a JSON string.  Identity fields are printable ASCII (topo__id_ok), so only the
+ * quote and the backslash need escaping; runs between them are appended whole. */
+static int
+put_ascii_string(struct buf *b, const char *value)
+{
+        const char *run = value;
+        int r = buf_append(b, "\"", 1);
+
+        for (const char *p = value; r >= 0 && *p; p++)
+                if (*p == '"' || *p == '\\') {
+                        r = buf_append(b, run, (size_t)(p - run));
+                        if (r >= 0)
+                                r = buf_append(b, *p == '"' ? "\\\"" : "\\\\", 2);
+                        run = p + 1;
+                }
+        if (r >= 0)
+                r = buf_puts(b, run);
+        return r < 0 ? r : buf_append(b, "\"", 1);
 }
 
 static int
@@ -50,8 +93,12 @@ put_key_string(struct buf *b, const char *key, const char *value)
                 return 0;
         if (!topo__id_ok(value, strlen(value)))
                 return -EINVAL; /* not something a parser produced */
-        r = buf_printf(b, ",\"%s\":", key);
-        return r < 0 ? r : buf_put_json_string(b, value);
+        r = buf_append(b, ",\"", 2);
+        if (r >= 0)
+                r = buf_puts(b, key);
+        if (r >= 0)
+                r = buf_append(b, "\":", 2);
+        return r < 0 ? r : put_ascii_string(b, value);
 }
 
 static int
@@ -145,7 +192,7 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
                 if (r >= 0 && !topo__id_ok(t->nics[k].name, strlen(t->nics[k].name)))
                         r = -EINVAL;
                 if (r >= 0)
-                        r = buf_put_json_string(&b, t->nics[k].name);
+                        r = put_ascii_string(&b, t->nics[k].name);
                 if (r >= 0 && t->nics[k].numa >= 0)
                         r = buf_printf(&b, ",\"numa\":%d", t->nics[k].numa);
                 if (r >= 0)
@@ -181,46 +228,66 @@ struct reader {
 
 #define bad(rd, r, ...) topo__error((rd)->err, (r), 0, 0, __VA_ARGS__)
 
+/* Reads the digits at s[*i..len) as a number in [1, max]; -EINVAL when there are none, when
+ * it is out of range or has more than 5 digits. */
+static int
+cell_number(const char *s, size_t len, size_t *i, unsigned max, unsigned *ret)
+{
+        unsigned v = 0;
+        size_t a = *i;
+
+        while (*i < len && s[*i] >= '0' && s[*i] <= '9' && *i - a < 5)
+                v = v * 10 + (unsigned)(s[(*i)++] - '0');
+        if (*i == a || v < 1 || v > max || (*i < len && s[*i] >= '0' && s[*i] <= '9'))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* Link names as written, longest first so that "XGMI" never reads as "X". */
+static const struct {
+        const char *name;
+        uint8_t len;
+        uint8_t link;
+} cell_names[] = {
+        {"XGMI", 4, TOPO_LINK_XGMI}, {"PCIE", 4, TOPO_LINK_PCIE},   {"NODE", 4, TOPO_LINK_NODE},
+        {"PIX", 3, TOPO_LINK_PIX},   {"PXB", 3, TOPO_LINK_PXB},     {"PHB", 3, TOPO_LINK_PHB},
+        {"SYS", 3, TOPO_LINK_SYS},   {"N/A", 3, TOPO_LINK_UNKNOWN}, {"NV", 2, TOPO_LINK_NVLINK},
+        {"X", 1, TOPO_LINK_SELF},
+};
+
 static int
 cell_parse(const char *s, size_t len, struct topo_pair *ret)
 {
         struct topo_pair p = {0};
-        size_t best = 0, i;
-        int best_link = -1;
-        int v;
+        size_t i = 0;
+        unsigned v;
+        int link = -1;
 
-        /* Longest name first: "XGMI" must not read as "X". */
-        for (int l = 0; l < _TOPO_LINK_MAX; l++) {
-                const char *name = topo_link_to_string((enum topo_link)l);
-                size_t nl = strlen(name);
-                if (nl <= len && nl > best && memcmp(s, name, nl) == 0)
-                        best = nl, best_link = l;
-        }
-        if (best_link < 0)
+        for (size_t k = 0; k < ELEMENTSOF(cell_names); k++)
+                if (cell_names[k].len <= len && s[0] == cell_names[k].name[0] &&
+                    memcmp(s, cell_names[k].name, cell_names[k].len) == 0) {
+                        link = cell_names[k].link;
+                        i = cell_names[k].len;
+                        break;
+                }
+        if (link < 0)
                 return -EINVAL;
-        p.link = (uint8_t)best_link;
-        i = best;
+        p.link = (uint8_t)link;
         if (i < len && s[i] >= '0' && s[i] <= '9') {
-                size_t a = i;
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                        i++;
-                if (str_to_int(s + a, i - a, 1, TOPO_MAX_NVLINKS, &v) < 0)
+                if (cell_number(s, len, &i, TOPO_MAX_NVLINKS, &v) < 0)
                         return -EINVAL;
                 p.links = (uint8_t)v;
         }
         if (i < len && s[i] == 'w') {
-                size_t a = ++i;
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                        i++;
-                if (str_to_int(s + a, i - a, 1, UINT16_MAX, &v) < 0)
+                i++;
+                if (cell_number(s, len, &i, UINT16_MAX, &v) < 0)
                         return -EINVAL;
                 p.weight = (uint16_t)v;
         }
         if (i < len && s[i] == 'h') {
-                size_t a = ++i;
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                        i++;
-                if (str_to_int(s + a, i - a, 1, UINT8_MAX, &v) < 0)
+                i++;
+                if (cell_number(s, len, &i, UINT8_MAX, &v) < 0)
                         return -EINVAL;
                 p.hops = (uint8_t)v;
         }
