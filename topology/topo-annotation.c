@@ -324,10 +324,10 @@ row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsi
 }
 
 static int
-get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, char *dst,
+get_string(struct reader *rd, uint32_t obj, const char *key, const char *path, char *dst,
            size_t size)
 {
-        json_id_t n = json_get(rd->d, obj, key);
+        uint32_t n = json_get(rd->d, obj, key);
         const char *s;
         size_t len;
 
@@ -344,10 +344,10 @@ get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, 
 }
 
 static int
-get_int(struct reader *rd, json_id_t obj, const char *key, const char *path, int64_t min,
+get_int(struct reader *rd, uint32_t obj, const char *key, const char *path, int64_t min,
         int64_t max, int64_t *v)
 {
-        json_id_t n = json_get(rd->d, obj, key);
+        uint32_t n = json_get(rd->d, obj, key);
 
         if (n == JSON_NONE)
                 return 0;
@@ -358,7 +358,7 @@ get_int(struct reader *rd, json_id_t obj, const char *key, const char *path, int
 }
 
 static int
-get_enum(struct reader *rd, json_id_t obj, const char *key, const char *path,
+get_enum(struct reader *rd, uint32_t obj, const char *key, const char *path,
          int (*from)(const char *), uint8_t *dst)
 {
         char s[32];
@@ -392,7 +392,7 @@ mig_from(const char *s)
 }
 
 static int
-read_gpu(struct reader *rd, json_id_t o, unsigned i, struct topo_gpu *g)
+read_gpu(struct reader *rd, uint32_t o, unsigned i, struct topo_gpu *g)
 {
         char path[32];
         int64_t v;
@@ -430,16 +430,16 @@ read_gpu(struct reader *rd, json_id_t o, unsigned i, struct topo_gpu *g)
                 g->nvlink_gen = (uint8_t)v;
         if ((r = get_enum(rd, o, "mig", path, mig_from, &g->mig)) < 0)
                 return r;
-        json_id_t ok = json_get(rd->d, o, "ok");
+        uint32_t ok = json_get(rd->d, o, "ok");
         if (ok != JSON_NONE && json_get_bool(rd->d, ok, &g->healthy) < 0)
                 return bad(rd, -EINVAL, "%s.ok must be a boolean.", path);
         return 0;
 }
 
-static json_id_t
-get_array(struct reader *rd, json_id_t root, const char *key, bool required, int *r)
+static uint32_t
+get_array(struct reader *rd, uint32_t root, const char *key, bool required, int *r)
 {
-        json_id_t n = json_get(rd->d, root, key);
+        uint32_t n = json_get(rd->d, root, key);
 
         *r = 0;
         if (n == JSON_NONE) {
@@ -472,11 +472,11 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 return topo__error(err, r, jerr.line, jerr.column, "Annotation JSON: %s",
                                    jerr.msg ? jerr.msg : "invalid.");
         rd.d = d;
-        json_id_t root = json_root(d);
+        uint32_t root = json_root(d);
         if (json_type(d, root) != JSON_OBJECT)
                 return bad(&rd, -EINVAL, "The annotation must be a JSON object.");
 
-        json_id_t vn = json_get(d, root, "v");
+        uint32_t vn = json_get(d, root, "v");
         if (vn == JSON_NONE)
                 return bad(&rd, -EINVAL, "The annotation has no version (\"v\").");
         if (json_get_int64(d, vn, INT32_MIN, INT32_MAX, &v) < 0)
@@ -487,13 +487,13 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                         "Annotation version %lld is not supported (this build reads version %d).",
                         (long long)v, TOPO_ANNOTATION_VERSION);
 
-        json_id_t gpus = get_array(&rd, root, "gpus", true, &r);
+        uint32_t gpus = get_array(&rd, root, "gpus", true, &r);
         if (r < 0)
                 return r;
-        json_id_t links = get_array(&rd, root, "links", true, &r);
+        uint32_t links = get_array(&rd, root, "links", true, &r);
         if (r < 0)
                 return r;
-        json_id_t nics = get_array(&rd, root, "nics", false, &r);
+        uint32_t nics = get_array(&rd, root, "nics", false, &r);
         if (r < 0)
                 return r;
         size_t n_gpus = json_count(d, gpus), n_nics = nics == JSON_NONE ? 0 : json_count(d, nics);
@@ -519,18 +519,18 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
             (r = get_string(&rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) <
                     0)
                 return r;
-        json_id_t nvs = json_get(d, root, "nvswitch");
+        uint32_t nvs = json_get(d, root, "nvswitch");
         if (nvs != JSON_NONE && json_get_bool(d, nvs, &t->nvswitch) < 0)
                 return bad(&rd, -EINVAL, "\"nvswitch\" must be a boolean.");
 
         unsigned i = 0;
-        for (json_id_t g = json_first(d, gpus); g != JSON_NONE; g = json_next(d, g), i++) {
+        for (uint32_t g = json_first(d, gpus); g != JSON_NONE; g = json_next(d, g), i++) {
                 r = read_gpu(&rd, g, i, &t->gpus[i]);
                 if (r < 0)
                         return r;
         }
         i = 0;
-        for (json_id_t row = json_first(d, links); row != JSON_NONE; row = json_next(d, row), i++) {
+        for (uint32_t row = json_first(d, links); row != JSON_NONE; row = json_next(d, row), i++) {
                 const char *s;
                 if (json_get_string(d, row, &s, NULL) < 0)
                         return bad(&rd, -EINVAL, "links[%u] must be a string.", i);
@@ -553,7 +553,7 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 }
 
         unsigned k = 0;
-        for (json_id_t o = nics == JSON_NONE ? JSON_NONE : json_first(d, nics); o != JSON_NONE;
+        for (uint32_t o = nics == JSON_NONE ? JSON_NONE : json_first(d, nics); o != JSON_NONE;
              o = json_next(d, o), k++) {
                 char path[32];
                 const char *s;
@@ -568,7 +568,7 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                         return r;
                 if (r > 0)
                         t->nics[k].numa = (int)v;
-                json_id_t ls = json_get(d, o, "links");
+                uint32_t ls = json_get(d, o, "links");
                 if (ls == JSON_NONE || json_get_string(d, ls, &s, NULL) < 0)
                         return bad(&rd, -EINVAL, "%s.links must be a string.", path);
                 r = row_parse(&rd, "nics.links", k, s, t->n_gpus, cells);
