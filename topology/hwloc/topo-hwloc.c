@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hwloc -> struct topo.  The one file that speaks hwloc: it loads an XML export or the live
- * machine with every PCI and OS device kept, picks GPUs and NICs among the PCI devices,
- * derives the nvidia-smi relation of every pair from the PCI tree (common non-host bridge:
- * PIX when each side is at most one bridge below it, else PXB; common host bridge: PHB;
- * otherwise NODE when both sit in the same NUMA node, SYS when not) and NVLink from the
- * "NVLinkBandwidth" distances.  NVSwitch ports appear there as PCI devices of subtype
- * "NVSwitch": two GPUs that both reach switches are joined through the fabric with the
- * smaller of their link counts (hwloc does not list switch-to-switch trunks, and the
- * switches of one node form one fabric).  AMD XGMI comes from "XGMIBandwidth"/"XGMIHops".  The hwloc topology lives only inside a call.
+ * hwloc -> struct topo, the one file that speaks hwloc.  Loads an XML export (version 3
+ * rewritten for Debian's hwloc 2) or the live machine keeping every PCI and OS device; GPUs
+ * and NICs are PCI devices.  PCIe relations come from the tree: common non-host bridge: PIX
+ * when each side is at most one bridge below it, else PXB; common host bridge: PHB; else
+ * NODE within a NUMA node, SYS across.  NVLink from "NVLinkBandwidth": GPUs that both reach
+ * NVSwitch ports (PCI devices of subtype "NVSwitch") are joined with the smaller port count,
+ * since hwloc lists no switch-to-switch trunks and one node's switches form one fabric.
+ * AMD XGMI from "XGMIBandwidth"/"XGMIHops".  The hwloc topology lives only inside a call.
  */
 #include "topo-hwloc.h"
 
