@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Parser for `nvidia-smi topo -m` (and the old `topo --matrix`) text of every driver
- * generation, into a `struct topo`.  Pure: a byte range in, a new topology or a positioned
- * error out.  Lines are split on blanks (tabs and spaces both occur, and posts turn one into
- * the other); the header names the columns; each row must carry one link cell per device
- * column.  Cells glued together by lost tab stops ("NODENODE") are split only when the
- * split into known cells is unique and the row then has exactly the expected width; the
- * symmetry and GPU/NIC cross-checks below then confirm it.  A row cut short, a missing GPU
- * row, an unknown cell, an asymmetric matrix: errors naming line and column, never a guess.
- * NIC rows are redundant (their GPU cells repeat the GPU rows' NIC columns) and may be
- * missing at the end; when present they must agree.  Everything after the matrix is read
- * only for the "NIC Legend" and `nvlink --status` lines ("GPU 0: <model> (UUID: ...)").
+ * `nvidia-smi topo -m` (and old `topo --matrix`) text of every driver generation -> struct
+ * topo.  Pure: bytes in, a topology or a positioned error out.  Lines split on blanks (posts
+ * turn tabs into spaces); the header names the columns; each row carries one cell per device.
+ * Cells glued by lost tab stops ("NODENODE") are split only when the split into known cells
+ * is unique and gives the row its exact width; symmetry and GPU/NIC cross-checks confirm it.
+ * A short row, a missing GPU row, an unknown cell, an asymmetric matrix: errors with line and
+ * column, never a guess.  NIC rows repeat the GPU rows' NIC columns, so trailing ones may be
+ * missing; present ones must agree.  After the matrix only the NIC Legend and `nvlink
+ * --status` lines ("GPU 0: <model> (UUID: ...)") are read.
  */
 #include <stdlib.h>
 #include <string.h>
