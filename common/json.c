@@ -221,7 +221,7 @@ parse_string(struct parser *ps, uint32_t *ret_off, uint32_t *ret_len)
                         continue;
                 }
                 if (q + 1 >= ps->end)
-                        break;
+                        return fail(ps, ps->p, -EINVAL, "Unterminated string.");
                 switch (q[1]) {
                 case '"':
                         *o++ = '"';

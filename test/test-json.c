@@ -68,6 +68,8 @@ json_rejects_invalid_documents_with_a_position(void **state)
                 {"NaN", 0, -EINVAL, 1, 1, "Unexpected character"},
                 {"tru", 0, -EINVAL, 1, 1, "Unexpected character"},
                 {"\"abc", 0, -EINVAL, 1, 1, "Unterminated string"},
+                {"\"abc\\", 0, -EINVAL, 1, 1, "Unterminated string"},
+                {"[\"\\\"]", 0, -EINVAL, 1, 2, "Unterminated string"},
                 {"\"a\tb\"", 0, -EINVAL, 1, 3, "control character"},
                 {"\"\\x\"", 0, -EINVAL, 1, 2, "Invalid escape"},
                 {"\"\\u12g4\"", 0, -EINVAL, 1, 2, "Invalid \\u escape"},
