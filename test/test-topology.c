@@ -378,7 +378,7 @@ topo_nvsmi_rejects_hostile_inputs(void **state)
         static const char garbage[] = "\x7f"
                                       "ELF\x02\x01\x01\xff\xfe\x80GPU0\x01\x02";
         char *big = malloc(TOPO_MAX_TEXT_BYTES + 2);
-        struct hostile_case cases[16];
+        struct hostile_case cases[20];
         size_t n = 0;
         char buf[8192];
 
@@ -444,6 +444,12 @@ topo_nvsmi_rejects_hostile_inputs(void **state)
         cases[n].name = "glued cells past the row end";
         cases[n].r = -EINVAL;
         cases[n++].msg = "runs past the last device column";
+        cases[n].text = dup_lit("\tGPU0\tmlx5_0\tmlx5_1\nGPU0\t X \tPIX\tPIX\n"
+                                "mlx5_0\tPIX\t X \tPIX\nmlx5_1\tPIX\tSYS\t X \n",
+                                &cases[n].len);
+        cases[n].name = "asymmetric NIC rows";
+        cases[n].r = -EINVAL;
+        cases[n++].msg = "mlx5_0 to mlx5_1 is PIX but mlx5_1 to mlx5_0 is SYS";
         cases[n].text = dup_lit("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPIX\t0-3,7-2\n"
                                 "GPU1\tPIX\t X \t0-3\n",
                                 &cases[n].len);
