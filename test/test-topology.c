@@ -690,6 +690,27 @@ topo_annotation_escapes_quotes_and_backslashes(void **state)
 }
 
 static void
+topo_parsers_refuse_a_null_empty_input(void **state)
+{
+        static const struct {
+                int (*parse)(const char *, size_t, struct topo **, struct topo_error *);
+        } parsers[] = {
+                {topo_parse_nvsmi},
+                {topo_parse_rocm},
+                {topo_parse_annotation},
+                {topo_parse_any},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(parsers); i++) {
+                struct topo *t = NULL;
+                struct topo_error err = {0};
+
+                assert_true(parsers[i].parse(NULL, 0, &t, &err) < 0);
+                assert_null(t);
+                assert_true(err.msg[0] != '\0');
+        }
+}
+
+static void
 topo_annotation_ignores_unknown_keys(void **state)
 {
         static const char json[] =
@@ -1069,6 +1090,7 @@ main(void)
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
+                cmocka_unit_test(topo_parsers_refuse_a_null_empty_input),
                 cmocka_unit_test(topo_annotation_escapes_quotes_and_backslashes),
                 cmocka_unit_test(topo_to_annotation_refuses_strings_no_parser_produces),
                 cmocka_unit_test(topo_finish_infers_nvlink_generation_and_nvswitch),

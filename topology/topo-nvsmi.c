@@ -526,7 +526,7 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
         if (len > TOPO_MAX_TEXT_BYTES)
                 return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
                                    TOPO_MAX_TEXT_BYTES);
-        const char *nul = memchr(text, '\0', len);
+        const char *nul = len ? memchr(text, '\0', len) : NULL;
         if (nul) {
                 struct cursor c2 = {.p = text, .end = nul};
                 while (next_line(&c2, &l))
