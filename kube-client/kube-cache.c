@@ -628,11 +628,11 @@ jitter(unsigned ms)
 {
         /* +-25%: spreads the reconnects of many clients after a server restart. */
         unsigned span = ms / 2;
-        return ms - ms / 4 + (span ? (unsigned)(random() % (span + 1)) : 0);
+        return ms - ms / 4 + kube__jitter(span);
 }
 
 static void
-note_error(struct kube_cache *c, int r, bool relist)
+note_error(struct kube_cache *c, int r)
 {
         pthread_mutex_lock(&c->lock);
         c->stats.errors++;
@@ -666,7 +666,7 @@ resource_thread(void *userdata)
                                 page_size /= 2; /* a page over KUBE_MAX_BODY: smaller pages */
                         if (r < 0) {
                                 store_release(&fresh);
-                                note_error(c, r, true);
+                                note_error(c, r);
                                 if (sleep_or_stop(c, jitter(backoff)))
                                         break;
                                 backoff = MIN(backoff * 2, c->opts.backoff_max_ms);
@@ -717,7 +717,7 @@ resource_thread(void *userdata)
                 if (r == -E2BIG || r == -EBADMSG)
                         need_list = true; /* an event was lost: relist to converge */
                 if (r < 0)
-                        note_error(c, r, need_list);
+                        note_error(c, r);
                 /* Quick clean ends, errors: back off so we never busy-loop. */
                 if (sleep_or_stop(c, jitter(backoff)))
                         break;
