@@ -1,18 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The cluster cache: one thread per watched resource (nodes, pods) runs LIST then WATCH
- * from the list's resourceVersion, forever: 410 (as status or ERROR event), an oversized
- * or malformed event => relist; a broken stream => re-watch from the last version; every
- * failure => exponential backoff with jitter, sleeping on a condition so shutdown is quick.
- *
- * Lock discipline: `lock` guards the stores, the generation, the stats and the cached
- * snapshot; it is held only to apply one event or swap in a relisted store, or to copy
- * object pointers (O(n) reference increments, no allocation per object) when a snapshot is
- * built: pods are kept grouped by node and sorted inside each group as changes arrive, so
- * that copy is the whole build apart from sorting the nodes, which happens outside it.  Objects (kube__obj) are immutable
- * and refcounted: a store holds one reference, each snapshot one more, so a snapshot stays
- * valid after the store moved on.  `build_lock` makes concurrent readers build one snapshot
- * per generation, not one each.  The change callback runs with no lock held.
+ * The cluster cache: a thread per resource runs LIST, then WATCH from the list's version,
+ * forever; 410 (status or ERROR event) or a lost event => relist; a broken stream => resume
+ * from the last version; every failure => jittered exponential backoff (an interruptible
+ * sleep).  `lock` guards stores, generation, stats and the cached snapshot, held only to
+ * apply one event, swap in a relisted store, or copy object pointers for a snapshot (pods
+ * stay grouped by node and sorted as they change, so no sort of pods is ever needed).
+ * Objects are immutable and refcounted (the store holds one reference, each snapshot one),
+ * so a snapshot outlives changes and its cache.  `build_lock` gives one build per
+ * generation.  The change callback runs with no lock held.
  */
 #include <assert.h>
 #include <pthread.h>
