@@ -187,6 +187,10 @@ score_class_new(struct topo *t, const struct score_config *cfg)
                 memset(c->set_busbw, 0xff, ((size_t)1 << n) * sizeof(uint32_t));
         score__fill_pairs(c);
         build_classes(c);
+        /* The best any set of each size gets on an empty node: every decision's bound and
+         * the fragmentation yardstick, so it is paid here, once per class. */
+        for (unsigned k = 2; k <= n; k++)
+                score__ideal(c, k);
         return c;
 }
 
