@@ -29,12 +29,13 @@ next_rand(void)
         return rng;
 }
 
+/* Thread CPU time: the other engineers' load on the shared cores does not count. */
 static double
 now_ns(void)
 {
         struct timespec ts;
 
-        clock_gettime(CLOCK_MONOTONIC, &ts);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
