@@ -55,7 +55,7 @@ check() {
 dgx1=$T/dgx1-v100-sxm2-oneflow.txt
 h100=$T/hgx-h100-13nic-mlx5ib-eth-penny.txt
 
-echo "1..27"
+echo "1..29"
 case_ "place on the DGX-1 with 0 and 4 busy avoids the additive scorer's {1,2,3,5}" 0 \
         '"all_nvlink_ring":true' '' -- place --topology "$dgx1" --count 4 --free 1,2,3,5,6,7 --json
 check "the DGX-1 choice is not {1,2,3,5}" bash -c "! grep -q '\"gpus\":\[1,2,3,5\]' '$tmp/out'"
@@ -81,6 +81,9 @@ case_ "topo convert prints version 1 annotation JSON" 0 \
 "$topofit" place --topology "$dgx1" --count 4 --free 1,2,3,5,6,7 --json >"$tmp/from-text" 2>/dev/null
 case_ "place on the converted annotation answers as on the text" 0 \
         "^$(sed 's/[][{}.]/\\&/g' "$tmp/from-text")\$" '' -- place --topology "$tmp/dgx1.json" --count 4 --free 1,2,3,5,6,7 --json
+case_ "place reads hwloc XML: DGX-2, 16 GPUs on NVSwitch, 6 x 25 GB/s ports" 0 \
+        '^busbw_gbps: 150\.0$' '' -- place --topology "$2/hwloc/nvidiaDGX2.xml" --count 16
+case_ "topo convert reads hwloc XML" 0 '^\{"v":1,.*"Tesla P100' '' -- topo convert "$2/hwloc/power8gpudistances.xml"
 case_ "topo convert reads stdin as -" 0 '^\{"v":1,' '' -- topo convert - <"$h100"
 case_ "a missing file fails with its name on stderr" 1 '' 'no-such-file' -- place --topology "$tmp/no-such-file" --count 1
 case_ "a damaged matrix fails with line and column" 1 '' ':[0-9]+:[0-9]+: .*cut off' -- place --topology "$T/dgx-a100-40gb-12nic-PARTIAL.txt" --count 1
@@ -96,5 +99,5 @@ case_ "every command has --help" 0 '^Usage: topofit place' '' -- place --help
 check "explain has --help" bash -c "'$topofit' explain --help | grep -q '^Usage: topofit explain'"
 check "topo convert has --help" bash -c "'$topofit' topo convert --help | grep -q '^Usage: topofit topo convert'"
 check "the top level --help lists the commands" bash -c "'$topofit' --help | grep -q '^  topo convert'"
-[ "$n" = 27 ] || { echo "not ok 28 - the plan counts every case ($n run)"; exit 1; }
+[ "$n" = 29 ] || { echo "not ok 30 - the plan counts every case ($n run)"; exit 1; }
 [ "$fails" = 0 ]
