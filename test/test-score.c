@@ -824,6 +824,28 @@ score_top_lists_the_best_first_then_runner_ups_in_rank_order(void **state)
 }
 
 static void
+score_never_places_on_unhealthy_gpus(void **state)
+{
+        CLEANUP(topo_unrefp) struct topo *t = uniform(4, (struct cell)NV(4), "NVIDIA A100-SXM4-80GB",
+                                                     NULL, false);
+        CLEANUP(score_class_unrefp) struct score_class *c = NULL;
+        struct score_request req = { .count = 2 };
+        struct topo_mask free;
+        struct score_choice x;
+        const char *why = NULL;
+
+        t->gpus[0].healthy = false;
+        t->gpus[2].healthy = false;
+        c = score_class_new(t, NULL);
+        topo_mask_fill(&free, 4);
+        assert_int_equal(score_best(c, &free, &req, &x, NULL), 0);
+        assert_true(x.set.w[0] == 0xa);
+        req.count = 3;
+        assert_int_equal(score_best(c, &free, &req, &x, &why), -ENOSPC);
+        assert_non_null(strstr(why, "healthy"));
+}
+
+static void
 score_class_refuses_a_mix_over_its_cap(void **state)
 {
         CLEANUP(topo_unrefp) struct topo *t = uniform(2, (struct cell)NV(4), "NVIDIA A100-SXM4-80GB",
@@ -833,6 +855,14 @@ score_class_refuses_a_mix_over_its_cap(void **state)
 
         score_config_default(&cfg);
         cfg.n_sizes = SCORE_MAX_SIZES + 1;
+        assert_null(score_class_new(t, &cfg));
+        cfg.n_sizes = 4;
+        cfg.weight_of[1] = -1;
+        assert_null(score_class_new(t, &cfg));
+        cfg.weight_of[1] = NAN;
+        assert_null(score_class_new(t, &cfg));
+        cfg.weight_of[1] = 0.2;
+        cfg.size_of[2] = 0;
         assert_null(score_class_new(t, &cfg));
         cfg.n_sizes = 1; /* only 2-GPU jobs matter */
         cfg.size_of[0] = 2;
@@ -867,6 +897,7 @@ main(void)
                 cmocka_unit_test(score_memo_stays_bounded),
                 cmocka_unit_test(score_evaluate_rejects_empty_and_out_of_range_sets),
                 cmocka_unit_test(score_top_lists_the_best_first_then_runner_ups_in_rank_order),
+                cmocka_unit_test(score_never_places_on_unhealthy_gpus),
                 cmocka_unit_test(score_class_refuses_a_mix_over_its_cap),
         };
 
