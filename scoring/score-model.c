@@ -20,6 +20,10 @@
 #define SCORE_DEFAULT_XGMI_GBPS 46.0f  /* one link, AMD generation unknown (oldest) */
 #define SCORE_DEFAULT_PCIE_GEN 3
 
+/* The ring search is exhaustive for sets of 8: Hamiltonian paths from a fixed start on 8
+ * vertices form a tree of sum(7!/(7-k)!, k = 0..7) = 13,700 nodes. */
+_Static_assert(SCORE_RING_DFS_BUDGET >= 13700u, "ring search budget below an 8-GPU set");
+
 /* GB/s per direction of one NVLink, by generation (index = generation). */
 static const float nvlink_gen_gbps[] = {
         [0] = SCORE_DEFAULT_NVLINK_GBPS,
