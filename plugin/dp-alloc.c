@@ -206,9 +206,11 @@ dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p)
         if (old) {
                 uint64_t seq = old->seq;
                 int64_t offered = old->offered_ms;
+                bool reported = old->mismatch_reported;
                 *old = *p;
                 old->seq = seq;
                 old->offered_ms = offered;
+                old->mismatch_reported = reported;
                 return 0;
         }
         if (c->n_pods >= DP_MAX_PODS)
@@ -216,6 +218,7 @@ dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p)
         c->pods[c->n_pods] = *p;
         c->pods[c->n_pods].seq = c->next_seq++;
         c->pods[c->n_pods].offered_ms = 0;
+        c->pods[c->n_pods].mismatch_reported = false;
         c->n_pods++;
         return 0;
 }

@@ -134,7 +134,8 @@ struct dp_pod {
         struct dp_pod_set sets[DP_MAX_POD_SETS];
         uint64_t seq;       /* cache insertion order: older pods are admitted first */
         int64_t offered_ms; /* when a set of it was last offered; 0 = never */
-        bool mark;          /* dp_cache_load_podlist's sweep */
+        bool mark;          /* the sweep of a full reload */
+        bool mismatch_reported; /* the verification loop reported this pod once */
 };
 
 /* The node's devices as the cache resolves annotation UUIDs against them. */
@@ -160,8 +161,8 @@ int dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t
                              struct dp_pod_set *ret_sets, unsigned *ret_n,
                              const char **ret_why);
 
-/* Inserts or replaces the pod with p->uid (p->seq and p->offered_ms are kept for an
- * existing pod).  -ENOSPC when the cache is full. */
+/* Inserts or replaces the pod with p->uid (seq, offered_ms and mismatch_reported are kept
+ * for an existing pod).  -ENOSPC when the cache is full. */
 int dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p);
 /* Removes the pod with uid; -ENOENT when absent. */
 int dp_cache_remove(struct dp_cache *c, const char *uid);
