@@ -33,6 +33,7 @@ dp_cache_init(struct dp_cache *c, const struct dp_device *devs, unsigned n)
                 memcpy(c->device_ids[i], devs[i].id, TOPO_ID_MAX);
         c->n_devices = n;
         c->next_seq = 1;
+        c->next_offer = 1;
         return 0;
 }
 
@@ -206,10 +207,12 @@ dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p)
         if (old) {
                 uint64_t seq = old->seq;
                 int64_t offered = old->offered_ms;
+                uint64_t offer_seq = old->offer_seq;
                 bool reported = old->mismatch_reported;
                 *old = *p;
                 old->seq = seq;
                 old->offered_ms = offered;
+                old->offer_seq = offer_seq;
                 old->mismatch_reported = reported;
                 return 0;
         }
@@ -218,7 +221,7 @@ dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p)
         c->pods[c->n_pods] = *p;
         c->pods[c->n_pods].seq = c->next_seq++;
         c->pods[c->n_pods].offered_ms = 0;
-        c->pods[c->n_pods].mismatch_reported = false;
+        c->pods[c->n_pods].offer_seq = 0;
         c->n_pods++;
         return 0;
 }
@@ -263,7 +266,7 @@ dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
 
         for (unsigned i = 0; i < c->n_pods; i++) {
                 struct dp_pod *p = &c->pods[i];
-                bool fresh = p->offered_ms == 0 || now_ms - p->offered_ms >= DP_OFFER_TTL_MS;
+                bool fresh = p->offer_seq == 0 || now_ms - p->offered_ms >= DP_OFFER_TTL_MS;
 
                 if (!p->pending || !p->live)
                         continue;
@@ -272,10 +275,12 @@ dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
                         if (topo_mask_count(&s->gpus) != size ||
                             !dp__mask_subset(&s->gpus, available) || !dp__mask_subset(must, &s->gpus))
                                 continue;
-                        /* Not-yet-offered pods first, then the oldest: the kubelet admits
-                         * pods in the order it learns about them. */
+                        /* Not-yet-offered pods first, oldest first (the kubelet admits pods
+                         * in the order it learns about them); then the least recently
+                         * offered, so racing admissions spread over the candidates. */
                         if (!best || (fresh && !best_fresh) ||
-                            (fresh == best_fresh && p->seq < best->seq)) {
+                            (fresh && best_fresh && p->seq < best->seq) ||
+                            (!fresh && !best_fresh && p->offer_seq < best->offer_seq)) {
                                 best = p;
                                 best_set = s;
                                 best_fresh = fresh;
@@ -285,7 +290,8 @@ dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
         }
         if (!best)
                 return -ENOENT;
-        best->offered_ms = now_ms ? now_ms : 1;
+        best->offered_ms = now_ms;
+        best->offer_seq = c->next_offer++;
         *ret = best_set->gpus;
         if (ret_pod)
                 *ret_pod = best->name;

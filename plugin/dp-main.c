@@ -77,6 +77,8 @@ struct dp_daemon {
         uint64_t kube_gen;
         uint64_t n_annotated, n_fallback, n_mismatch, n_registered, n_register_failed;
         uint64_t n_verify_failed;
+        char rejected_seen[16][DP_NAME_MAX * 2]; /* "uid@resourceVersion" logged already */
+        unsigned rejected_next;
 
         struct dp_server *server;
         struct kube_client *kc;
@@ -150,6 +152,23 @@ pods_file_refresh_locked(struct dp_daemon *d)
         log_debug("pods file loaded", "pods=%u", d->cache.n_pods);
 }
 
+/* Counts and logs a refused annotation once per pod version, not once per snapshot. */
+static void
+note_rejected(struct dp_daemon *d, const struct kube_pod *kp, const char *why)
+{
+        char key[DP_NAME_MAX * 2];
+
+        snprintf(key, sizeof(key), "%s@%s", kp->uid, kp->resource_version ? kp->resource_version : "");
+        for (size_t i = 0; i < ELEMENTSOF(d->rejected_seen); i++)
+                if (strcmp(d->rejected_seen[i], key) == 0)
+                        return;
+        snprintf(d->rejected_seen[d->rejected_next], sizeof(d->rejected_seen[0]), "%s", key);
+        d->rejected_next = (d->rejected_next + 1) % ELEMENTSOF(d->rejected_seen);
+        d->cache.rejected++;
+        log_warn("pod annotation rejected", "pod=%s/%s why=\"%s\"", kp->ns, kp->name,
+                 why ? why : "");
+}
+
 /* Rebuilds the cache's pods from a kube-client snapshot: upsert what is there, drop the rest. */
 static void
 kube_sync_locked(struct dp_daemon *d)
@@ -168,10 +187,14 @@ kube_sync_locked(struct dp_daemon *d)
         for (size_t i = 0; i < snap->n_pods; i++) {
                 const struct kube_pod *kp = snap->pods[i];
                 const char *gpus = NULL, *why = NULL;
+                bool observed = false;
 
-                for (uint32_t k = 0; k < kp->n_annotations; k++)
+                for (uint32_t k = 0; k < kp->n_annotations; k++) {
                         if (strcmp(kp->annotations[k].key, DP_GPUS_ANNOTATION) == 0)
                                 gpus = kp->annotations[k].value;
+                        if (strcmp(kp->annotations[k].key, DP_MISMATCH_ANNOTATION) == 0)
+                                observed = true;
+                }
                 if (!gpus || (d->o.node && strcmp(kp->node_name, d->o.node) != 0))
                         continue;
                 *p = (struct dp_pod){ 0 };
@@ -184,12 +207,11 @@ kube_sync_locked(struct dp_daemon *d)
                 p->pending = p->live && kp->phase == KUBE_POD_PENDING;
                 if (dp_parse_gpus_annotation(&d->cache, gpus, strlen(gpus), p->sets, &p->n_sets,
                                              &why) < 0) {
-                        d->cache.rejected++;
-                        log_warn("pod annotation rejected", "pod=%s/%s why=\"%s\"", kp->ns, kp->name,
-                                 why ? why : "");
+                        note_rejected(d, kp, why);
                         continue;
                 }
                 p->mark = true;
+                p->mismatch_reported = observed; /* reported before a restart */
                 if (dp_cache_upsert(&d->cache, p) < 0)
                         log_error("pod cache full", "max=%d", DP_MAX_PODS);
         }

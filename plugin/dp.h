@@ -133,7 +133,8 @@ struct dp_pod {
         unsigned n_sets;
         struct dp_pod_set sets[DP_MAX_POD_SETS];
         uint64_t seq;       /* cache insertion order: older pods are admitted first */
-        int64_t offered_ms; /* when a set of it was last offered; 0 = never */
+        int64_t offered_ms; /* when a set of it was last offered */
+        uint64_t offer_seq; /* order of that offer; 0 = never offered */
         bool mark;          /* the sweep of a full reload */
         bool mismatch_reported; /* the verification loop reported this pod once */
 };
@@ -145,6 +146,7 @@ struct dp_cache {
         unsigned n_pods;
         struct dp_pod *pods; /* DP_MAX_PODS slots */
         uint64_t next_seq;
+        uint64_t next_offer;
         uint64_t rejected;   /* annotations refused (unknown UUIDs, malformed) */
 };
 
@@ -161,16 +163,17 @@ int dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t
                              struct dp_pod_set *ret_sets, unsigned *ret_n,
                              const char **ret_why);
 
-/* Inserts or replaces the pod with p->uid (seq, offered_ms and mismatch_reported are kept
+/* Inserts or replaces the pod with p->uid (seq, the offer and mismatch_reported are kept
  * for an existing pod).  -ENOSPC when the cache is full. */
 int dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p);
 /* Removes the pod with uid; -ENOENT when absent. */
 int dp_cache_remove(struct dp_cache *c, const char *uid);
 const struct dp_pod *dp_cache_find(const struct dp_cache *c, const char *ns, const char *name);
 
-/* The annotated answer: the oldest pending pod (not offered within DP_OFFER_TTL_MS of
- * now_ms, unless none else fits) that has a set of exactly size GPUs inside available and
- * containing must.  Returns 0 and the set, marking the pod offered; -ENOENT if none. */
+/* The annotated answer: a pending pod that has a set of exactly size GPUs inside available
+ * and containing must.  Pods not offered within DP_OFFER_TTL_MS of now_ms come first,
+ * oldest first; then the least recently offered (two admissions racing on the same offer
+ * get different pods).  Returns 0 and the set, marking the pod offered; -ENOENT if none. */
 int dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
                    const struct topo_mask *must, unsigned size, int64_t now_ms,
                    struct topo_mask *ret, const char **ret_pod);
