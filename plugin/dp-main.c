@@ -56,6 +56,7 @@ struct dp_opts {
         const char *metrics_file;
         bool no_kube;
         bool label;
+        bool annotate_mismatch;
         unsigned poll_ms;
         unsigned verify_ms;
         struct dp_discover_opts disc;
@@ -381,14 +382,16 @@ publish_topology(struct dp_daemon *d)
         return 0;
 }
 
+/* A log line (always), a Warning Event, and with --annotate-mismatch the pod annotation
+ * topofit.io/gpus-observed (which the extender reads to correct its view). */
 static void
-report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char *container,
-                const char *actual)
+report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char *uid,
+                const char *container, const char *actual)
 {
         CLEANUP(freep) char *path = NULL;
         struct kube_error err = { 0 };
         struct buf patch;
-        char value[1200];
+        char value[1200], msg[1400];
         int r;
 
         log_warn("GPU assignment differs from the annotation", "pod=%s/%s container=%s actual=%s",
@@ -396,6 +399,12 @@ report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char
         if (!d->kc)
                 return;
         snprintf(value, sizeof(value), "%s=%s", container, actual);
+        snprintf(msg, sizeof(msg),
+                 "container %s got GPUs %s, not the ones in " DP_GPUS_ANNOTATION, container, actual);
+        if (kube_emit_event(d->kc, ns, pod, uid, "Warning", "GPUMismatch", msg, &err) < 0)
+                log_warn("mismatch event failed", "pod=%s/%s why=\"%s\"", ns, pod, err.message);
+        if (!d->o.annotate_mismatch)
+                return;
         if (asprintf(&path, "/api/v1/namespaces/%s/pods/%s", ns, pod) < 0) {
                 path = NULL;
                 return;
@@ -435,7 +444,7 @@ verify_once(struct dp_daemon *d)
         for (size_t i = 0; i < n; i++) {
                 struct topo_mask got, want;
                 bool known = true, found = false, report = false;
-                char actual[1024];
+                char actual[1024], uid[DP_NAME_MAX] = "";
 
                 topo_mask_clear(&got);
                 for (unsigned k = 0; k < cds[i].n_ids; k++) {
@@ -458,6 +467,7 @@ verify_once(struct dp_daemon *d)
                                 p->mismatch_reported = true;
                                 d->n_mismatch++;
                                 report = true;
+                                snprintf(uid, sizeof(uid), "%s", p->uid);
                         }
                 }
                 pthread_mutex_unlock(&d->lock);
@@ -465,7 +475,7 @@ verify_once(struct dp_daemon *d)
                         if (dp_join_ids((const char *const *)cds[i].ids, cds[i].n_ids, actual,
                                         sizeof(actual)) < 0)
                                 snprintf(actual, sizeof(actual), "(%u GPUs)", cds[i].n_ids);
-                        report_mismatch(d, cds[i].ns, cds[i].pod, cds[i].container, actual);
+                        report_mismatch(d, cds[i].ns, cds[i].pod, uid, cds[i].container, actual);
                 }
         }
         dp_container_devices_free_array(cds, n);
@@ -719,7 +729,7 @@ usage(FILE *f)
               "  run       serve the device plugin, publish the topology (default)\n"
               "  discover  print what discovery finds and the annotation JSON, then exit\n"
               "Options:\n"
-              "  --node NAME              this node (default $NODE_NAME)\n"
+              "  --node, --node-name NAME this node (default $NODE_NAME)\n"
               "  --device-plugin-dir DIR  default " DP_DEFAULT_DIR "\n"
               "  --endpoint NAME          our socket in that dir (default " DP_DEFAULT_ENDPOINT ")\n"
               "  --resource NAME          default " DP_DEFAULT_RESOURCE "\n"
@@ -728,6 +738,8 @@ usage(FILE *f)
               "  --no-kube                no API server: --pods-file only, nothing published\n"
               "  --pods-file PATH         static pod list (PodList JSON), re-read when it changes\n"
               "  --label                  also label the node with its topology class\n"
+              "  --annotate-mismatch      also write " DP_MISMATCH_ANNOTATION " on mismatched pods\n"
+              "                           (needs patch on pods; a Warning Event is always sent)\n"
               "  --topology-file PATH     static topology (annotation JSON, nvidia-smi, rocm-smi, hwloc XML)\n"
               "  --nvml-lib PATH          default libnvidia-ml.so.1\n"
               "  --nvidia-smi PATH        default nvidia-smi\n"
@@ -746,9 +758,11 @@ main(int argc, char **argv)
 {
         enum { O_NODE = 256, O_DIR, O_ENDPOINT, O_RESOURCE, O_PODRES, O_KUBECONFIG, O_NO_KUBE,
                O_PODS, O_LABEL, O_TOPO, O_NVML, O_NVSMI, O_HWLOC_XML, O_NO_HWLOC, O_POLL,
-               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP };
+               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP, O_ANNOTATE };
         static const struct option longopts[] = {
                 { "node", required_argument, NULL, O_NODE },
+                { "node-name", required_argument, NULL, O_NODE },
+                { "annotate-mismatch", no_argument, NULL, O_ANNOTATE },
                 { "device-plugin-dir", required_argument, NULL, O_DIR },
                 { "endpoint", required_argument, NULL, O_ENDPOINT },
                 { "resource", required_argument, NULL, O_RESOURCE },
@@ -793,6 +807,7 @@ main(int argc, char **argv)
                 case O_NO_KUBE: o.no_kube = true; break;
                 case O_PODS: o.pods_file = optarg; break;
                 case O_LABEL: o.label = true; break;
+                case O_ANNOTATE: o.annotate_mismatch = true; break;
                 case O_TOPO: o.disc.topology_file = optarg; break;
                 case O_NVML: o.disc.nvml_lib = optarg; break;
                 case O_NVSMI: o.disc.nvidia_smi = optarg; break;

@@ -193,7 +193,8 @@ class Api:
 def start_plugin(extra=()):
     args = [BINARY, "--node", NODE, "--device-plugin-dir", DPDIR, "--pod-resources", PODRES,
             "--kubeconfig", API.kubeconfig, "--topology-file", TOPO_FILE, "--poll-ms", "100",
-            "--verify-interval", "1", "--metrics-file", METRICS, "--label", *extra]
+            "--verify-interval", "1", "--metrics-file", METRICS, "--label", "--annotate-mismatch",
+            *extra]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
 
 
@@ -345,6 +346,11 @@ try:
     obs = wait_for(observed, 10)
     check("verification_annotates_a_pod_whose_gpus_differ_from_its_annotation",
           obs == "main=" + UUIDS[6], obs)
+    evs = API.call("GET", "/api/v1/namespaces/default/events")["items"]
+    mism = [e for e in evs if e.get("reason") == "GPUMismatch"]
+    check("verification_sends_one_warning_event_naming_the_pod",
+          len(mism) == 1 and mism[0]["involvedObject"]["name"] == "pod-a"
+          and mism[0]["type"] == "Warning" and UUIDS[6] in mism[0]["message"], evs)
     pc = API.call("GET", "/api/v1/namespaces/default/pods/pod-c")
     wait_for(lambda: (metric_value("topofit_node_gpu_mismatch_total") or 0) >= 1, 5)
     check("verification_counts_one_mismatch_and_accepts_a_matching_pod_in_any_order",
