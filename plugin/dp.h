@@ -99,6 +99,14 @@ void dp_server_get_stats(struct dp_server *s, struct dp_server_stats *ret);
 int dp_register(const char *kubelet_path, const char *endpoint, const char *resource,
                 int timeout_ms, const char **ret_why);
 
+/* GetPreferredAllocation for one container, as the kubelet calls it (tools, benchmarks);
+ * a new connection per call.  Writes the answer's IDs (malloc()ed array of malloc()ed
+ * strings, free with dp_strv_free) to *ret_ids.  Same errors as dp_register. */
+int dp_preferred_call(const char *path, const char *const *available, unsigned n_available,
+                      const char *const *must, unsigned n_must, unsigned size, int timeout_ms,
+                      char ***ret_ids, unsigned *ret_n, const char **ret_why);
+void dp_strv_free(char **v, unsigned n);
+
 /* What PodResources.List says one container got. */
 struct dp_container_devices {
         char ns[DP_NAME_MAX];
