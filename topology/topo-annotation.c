@@ -144,7 +144,7 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
                 if (r >= 0)
                         r = buf_puts(&b, ",\"links\":\"");
                 for (unsigned j = 0; r >= 0 && j < t->n_gpus; j++) {
-                        struct topo_pair p = { .link = t->nic_links[(size_t)k * t->n_gpus + j] };
+                        struct topo_pair p = {.link = t->nic_links[(size_t)k * t->n_gpus + j]};
                         if (j)
                                 r = buf_puts(&b, " ");
                         if (r >= 0)
@@ -177,7 +177,7 @@ struct reader {
 static int
 cell_parse(const char *s, size_t len, struct topo_pair *ret)
 {
-        struct topo_pair p = { 0 };
+        struct topo_pair p = {0};
         size_t best = 0, i;
         int best_link = -1;
         int v;
@@ -234,7 +234,8 @@ row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsi
         for (;;) {
                 const char *sp = strchrnul(p, ' ');
                 if (k == n)
-                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx, n);
+                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx,
+                                   n);
                 if (cell_parse(p, (size_t)(sp - p), &out[k]) < 0)
                         return bad(rd, -EINVAL, "%s[%u]: link code %u '%.*s' is not valid.", what,
                                    idx, k, (int)MIN(sp - p, 16), p);
@@ -380,8 +381,8 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
 {
         CLEANUP(json_doc_freep) struct json_doc *d = NULL;
         CLEANUP(topo_unrefp) struct topo *t = NULL;
-        struct json_error jerr = { 0 };
-        struct reader rd = { .err = err };
+        struct json_error jerr = {0};
+        struct reader rd = {.err = err};
         int64_t v;
         int r;
 
@@ -405,9 +406,10 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
         if (json_get_int64(d, vn, INT32_MIN, INT32_MAX, &v) < 0)
                 return bad(&rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
         if (v != TOPO_ANNOTATION_VERSION)
-                return bad(&rd, -EPROTONOSUPPORT,
-                           "Annotation version %lld is not supported (this build reads version %d).",
-                           (long long)v, TOPO_ANNOTATION_VERSION);
+                return bad(
+                        &rd, -EPROTONOSUPPORT,
+                        "Annotation version %lld is not supported (this build reads version %d).",
+                        (long long)v, TOPO_ANNOTATION_VERSION);
 
         json_id_t gpus = get_array(&rd, root, "gpus", true, &r);
         if (r < 0)
@@ -438,8 +440,8 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
             (r = get_enum(&rd, root, "cpu_link", "annotation", cpu_link_from, &t->cpu_link)) < 0 ||
             (r = get_string(&rd, root, "domain", "annotation", t->nvlink_domain,
                             sizeof(t->nvlink_domain))) < 0 ||
-            (r = get_string(&rd, root, "node", "annotation", t->node_name,
-                            sizeof(t->node_name))) < 0)
+            (r = get_string(&rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) <
+                    0)
                 return r;
         json_id_t nvs = json_get(d, root, "nvswitch");
         if (nvs != JSON_NONE && json_get_bool(d, nvs, &t->nvswitch) < 0)
@@ -464,11 +466,14 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 for (unsigned j = 0; j < t->n_gpus; j++) {
                         const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
                         if ((i == j) != (a->link == TOPO_LINK_SELF))
-                                return bad(&rd, -EINVAL, "links[%u][%u]: X must be on the "
-                                           "diagonal and only there.", i, j);
+                                return bad(&rd, -EINVAL,
+                                           "links[%u][%u]: X must be on the "
+                                           "diagonal and only there.",
+                                           i, j);
                         if (a->link != b->link || a->links != b->links || a->hops != b->hops ||
                             a->weight != b->weight)
-                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i, j);
+                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i,
+                                           j);
                 }
 
         unsigned k = 0;

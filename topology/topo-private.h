@@ -8,8 +8,8 @@
 #include "topo.h"
 
 /* Fills err (when non-NULL) with a position and a printf-formatted sentence; returns r. */
-int topo__error(struct topo_error *err, int r, unsigned line, unsigned column, const char *fmt,
-                ...) _printf_(5, 6);
+int topo__error(struct topo_error *err, int r, unsigned line, unsigned column, const char *fmt, ...)
+        _printf_(5, 6);
 
 /* NVLink generation (1..5) of a GPU model name, 0 when the name is not known. */
 unsigned topo__nvlink_gen_from_model(const char *model);
