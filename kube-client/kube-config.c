@@ -53,6 +53,11 @@ kube__read_file(const char *path, size_t max, char **ret, size_t *ret_len)
         close(fd);
         if (r < 0)
                 return r;
+        /* buf_steal() of a never-written buf returns unterminated memory: append nothing
+         * first, which terminates. */
+        r = buf_append(&b, "", 0);
+        if (r < 0)
+                return r;
         *ret = buf_steal(&b, ret_len);
         return *ret ? 0 : -ENOMEM;
 }

@@ -430,7 +430,7 @@ perform_once(struct kube_client *c, CURL *h, const struct kube__request *req, co
         if (s->status == 0)
                 curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
         if (code == CURLE_WRITE_ERROR && s->err < 0) {
-                if (s->err == -E2BIG)
+                if (s->err == -E2BIG && !s->sink) /* a sink words its own errors */
                         kube__error(err, s->status, "%s %s: response larger than its cap",
                                     req->method, req->path);
                 return s->err;
@@ -483,13 +483,17 @@ kube__perform(struct kube_client *c, const struct kube__request *req, char **ret
                                 continue;
                         }
                 }
-                if (r >= 200 && r < 300) {
-                        if (ret_body)
-                                *ret_body = buf_steal(&s.body, ret_len);
-                        else if (ret_len)
-                                *ret_len = s.body.len;
-                        if (ret_body && !*ret_body)
+                if (r >= 200 && r < 300 && ret_body) {
+                        /* Appending nothing terminates even a body that got no byte. */
+                        char *d = buf_append(&s.body, "", 0) < 0 ? NULL
+                                                                 : buf_steal(&s.body, ret_len);
+                        if (d)
+                                *ret_body = d;
+                        else
                                 r = -ENOMEM;
+                } else if (r >= 200 && r < 300) {
+                        if (ret_len)
+                                *ret_len = s.body.len;
                 } else if (r >= 0) {
                         kube__error_from_status(err, r, s.body.data, s.body.len);
                         r = kube__http_to_errno(r);

@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import random
+import select
 import socket
 import ssl
 import sys
@@ -644,7 +645,7 @@ class Handler(BaseHTTPRequestHandler):
                 if since < st.compacted:
                     out.append(("ERROR", status(410, "Expired", "too old resource version")))
                 else:
-                    i = bisect.bisect_right([h[0] for h in st.history], since)
+                    i = bisect.bisect_right(st.history, since, key=lambda h: h[0])
                     for rv, k, typ, o, old in st.history[i:]:
                         since = rv
                         if k != kind:
@@ -676,12 +677,29 @@ class Handler(BaseHTTPRequestHandler):
                                                    "metadata": {"resourceVersion": str(since)}}))
                 next_bookmark = now + interval
 
+    def client_gone(self):
+        # A watch client sends nothing after its request: readable means it hung up.
+        try:
+            r, _, _ = select.select([self.connection], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(r)
+
     def send_event(self, typ, o):
         st = self.store
+        if self.client_gone():
+            # Faults are meant for live watchers, not for streams nobody reads any more.
+            self.close_connection = True
+            raise ConnectionResetError("watch client went away")
         data = self.event(typ, o)
         if st.faults.get("slow_ms"):
             time.sleep(st.faults["slow_ms"] / 1000)
         if st.take_fault("drop"):
+            if st.take_fault("compact_on_drop"):
+                # The history the client needs to resume is gone by the time it reconnects.
+                with st.cond:
+                    st.compacted = st.rv
+                    st.history.clear()
             # Announce the whole chunk, send half of it, and cut the connection.
             self.wfile.write(b"%x\r\n%s" % (len(data), data[: len(data) // 2]))
             self.close_connection = True
@@ -751,19 +769,23 @@ class Handler(BaseHTTPRequestHandler):
         st = self.store
         rng = random.Random(seed)
         with st.cond:
+            pods = list(st.keys("pods"))   # kept in step below; re-sorting per change is slow
+            nodes = st.keys("nodes")
             for _ in range(n):
                 op = rng.random()
-                pods = st.keys("pods")
-                nodes = st.keys("nodes")
                 if op < 0.3 or not pods:
                     i = self.server.next_pod
                     self.server.next_pod += 1
                     p = make_pod(i, len(nodes), rng)
                     if nodes and p["spec"].get("nodeName"):
                         p["spec"]["nodeName"] = rng.choice(nodes)[1]
-                    st.put("pods", obj_key("pods", p), p, record=record)
+                    k = obj_key("pods", p)
+                    st.put("pods", k, p, record=record)
+                    pods.append(k)
                 elif op < 0.5:
-                    st.delete("pods", rng.choice(pods), record=record)
+                    j = rng.randrange(len(pods))
+                    pods[j], pods[-1] = pods[-1], pods[j]
+                    st.delete("pods", pods.pop(), record=record)
                 elif op < 0.8:
                     k = rng.choice(pods)
                     p = copy.deepcopy(st.objects["pods"][k])
