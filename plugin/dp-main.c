@@ -581,6 +581,8 @@ run(struct dp_opts *o)
         r = dp_cache_init(&d->cache, d->devs, d->n_devs);
         if (r < 0)
                 goto out;
+        if (o->node)
+                snprintf(d->cache.node, sizeof(d->cache.node), "%s", o->node);
 
         if (!o->no_kube) {
                 struct kube_config *kcfg = NULL;

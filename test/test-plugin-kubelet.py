@@ -218,8 +218,9 @@ LINKS = [row.split() for row in ann["links"]]
 API = Api()
 API.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
 API.pod("pod-a", 1, UUIDS[5])                                          # plain list
-API.pod("pod-b", 2, json.dumps({"main": gpus(1, 4)}))                  # per container
-API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))
+API.pod("pod-b", 2, json.dumps({"version": 1, "node": NODE, "containers": [  # the extender's
+    {"name": "main", "indices": [1, 4], "uuids": gpus(1, 4)}]}))
+API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))                  # per container
 API.pod("pod-foreign", 1, "GPU-not-on-this-node")                      # untrusted content
 
 podres = PodResources()

@@ -77,6 +77,23 @@ plugin_parses_gpus_annotations_and_refuses_untrusted_ones(void **state)
                 { "{\"a\":\"GPU-0\",\"b\":\"GPU-1\",\"c\":\"GPU-2\",\"d\":\"GPU-3\",\"e\":\"GPU-4\","
                   "\"f\":\"GPU-5\",\"g\":\"GPU-6\",\"h\":\"GPU-7\",\"i\":\"GPU-7\"}", -E2BIG, 0, NULL,
                   NULL },                                         /* over DP_MAX_POD_SETS */
+                /* The extender's format (extender/ext-codec.c, ext_gpus_annotation_encode). */
+                { "{\"version\":1,\"node\":\"node-1\",\"containers\":[{\"name\":\"main\","
+                  "\"indices\":[1,3],\"uuids\":[\"GPU-1\",\"GPU-3\"]}]}", 0, 1, "1,3", "main" },
+                { "{\"version\":1,\"node\":\"node-1\",\"containers\":[{\"name\":\"a\","
+                  "\"indices\":[2],\"uuids\":[\"\"]}]}", 0, 1, "2", "a" },  /* no UUIDs known */
+                { "{\"version\":1,\"containers\":[{\"name\":\"setup\",\"init\":true,"
+                  "\"indices\":[0],\"uuids\":[\"GPU-0\"]},{\"name\":\"main\",\"indices\":[0,1],"
+                  "\"uuids\":[\"GPU-0\",\"GPU-1\"]}]}", 0, 2, "0", "setup" }, /* init reuses */
+                { "{\"version\":2,\"containers\":[]}", -EPROTONOSUPPORT, 0, NULL, NULL },
+                { "{\"version\":1,\"node\":\"node-2\",\"containers\":[{\"name\":\"m\","
+                  "\"indices\":[1],\"uuids\":[\"GPU-1\"]}]}", -EINVAL, 0, NULL, NULL }, /* not us */
+                { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[8]}]}", -EINVAL, 0,
+                  NULL, NULL },                                   /* index past the node */
+                { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[1],"
+                  "\"uuids\":[\"GPU-9\"]}]}", -EINVAL, 0, NULL, NULL }, /* foreign UUID wins */
+                { "{\"version\":1,\"containers\":{}}", -EINVAL, 0, NULL, NULL },
+                { "{\"version\":1,\"containers\":[]}", -EINVAL, 0, NULL, NULL },
         };
         struct dp_cache c;
         struct dp_pod_set sets[DP_MAX_POD_SETS];
@@ -84,6 +101,7 @@ plugin_parses_gpus_annotations_and_refuses_untrusted_ones(void **state)
         (void)state;
         make_devices();
         assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        snprintf(c.node, sizeof(c.node), "node-1");
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 const char *why = NULL;
                 unsigned n = 99;
