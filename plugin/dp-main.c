@@ -59,6 +59,7 @@ struct dp_opts {
         bool annotate_mismatch;
         unsigned poll_ms;
         unsigned verify_ms;
+        unsigned rediscover_ms;
         struct dp_discover_opts disc;
 };
 
@@ -522,6 +523,51 @@ write_metrics(struct dp_daemon *d)
         (void)rename(tmp, d->o.metrics_file);
 }
 
+/* --- health: discovery again, pushed to ListAndWatch ------------------------------------------ */
+
+/* Runs discovery again: a GPU that reports unhealthy or has disappeared becomes Unhealthy,
+ * one that is back becomes Healthy, and open ListAndWatch streams get the new list.  The
+ * device list itself (IDs, order) and the scoring class stay as discovered at start; the
+ * annotation is re-published when it changed.  Main thread only. */
+static void
+rediscover(struct dp_daemon *d)
+{
+        struct dp_discover_report rep;
+        struct topo *t = NULL;
+        bool changed = false;
+        char id[TOPO_ID_MAX];
+
+        if (dp_discover(&d->o.disc, &t, &rep) < 0) {
+                log_warn("discovery failed again; device health unchanged", "notes=\"%s\"", rep.notes);
+                return;
+        }
+        for (unsigned i = 0; i < d->n_devs; i++) {
+                bool healthy = false;
+                for (unsigned g = 0; g < t->n_gpus; g++) {
+                        dp_device_id(t, g, id);
+                        if (strcmp(id, d->devs[i].id) == 0) {
+                                healthy = t->gpus[g].healthy;
+                                break;
+                        }
+                }
+                if (healthy != d->devs[i].healthy) {
+                        log_info("device health changed", "id=%s health=%s", d->devs[i].id,
+                                 healthy ? "Healthy" : "Unhealthy");
+                        d->devs[i].healthy = healthy;
+                        changed = true;
+                }
+        }
+        if (changed && d->server)
+                (void)dp_server_set_devices(d->server, d->devs, d->n_devs);
+        if (!topo_equal(t, d->topo)) {
+                topo_unref(d->topo);
+                d->topo = t;
+                (void)publish_topology(d);
+        } else {
+                topo_unref(t);
+        }
+}
+
 /* --- the daemon ------------------------------------------------------------------------------- */
 
 static int
@@ -552,7 +598,7 @@ run(struct dp_opts *o)
         struct score_config cfg;
         ino_t kubelet_ino = 0;
         bool registered = false;
-        int64_t next_register = 0, next_verify = 0, backoff = 500;
+        int64_t next_register = 0, next_verify = 0, next_rediscover, backoff = 500;
         int r;
 
         d = calloc(1, sizeof(*d));
@@ -619,6 +665,7 @@ run(struct dp_opts *o)
         log_info("serving", "socket=%s resource=%s version=%s", d->plugin_path, o->resource,
                  TOPOFIT_VERSION);
 
+        next_rediscover = now_ms() + o->rediscover_ms;
         while (!stop_requested) {
                 struct stat st;
                 int64_t now = now_ms();
@@ -664,6 +711,10 @@ run(struct dp_opts *o)
                 pthread_mutex_lock(&d->lock);
                 pods_file_refresh_locked(d);
                 pthread_mutex_unlock(&d->lock);
+                if (o->rediscover_ms && now >= next_rediscover) {
+                        rediscover(d);
+                        next_rediscover = now + o->rediscover_ms;
+                }
                 if (o->verify_ms && now >= next_verify) {
                         verify_once(d);
                         write_metrics(d);
@@ -749,6 +800,7 @@ usage(FILE *f)
               "  --no-hwloc               skip hwloc\n"
               "  --poll-ms MS             socket checks (default 1000)\n"
               "  --verify-interval SEC    PodResources check period, 0 = off (default 30)\n"
+              "  --rediscover-interval SEC  health re-check period, 0 = off (default 60)\n"
               "  --metrics-file PATH      Prometheus text file, rewritten each check\n"
               "  --log-level LEVEL        error, warn, info, debug\n"
               "  --version\n",
@@ -760,7 +812,7 @@ main(int argc, char **argv)
 {
         enum { O_NODE = 256, O_DIR, O_ENDPOINT, O_RESOURCE, O_PODRES, O_KUBECONFIG, O_NO_KUBE,
                O_PODS, O_LABEL, O_TOPO, O_NVML, O_NVSMI, O_HWLOC_XML, O_NO_HWLOC, O_POLL,
-               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP, O_ANNOTATE };
+               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP, O_ANNOTATE, O_REDISCOVER };
         static const struct option longopts[] = {
                 { "node", required_argument, NULL, O_NODE },
                 { "node-name", required_argument, NULL, O_NODE },
@@ -780,6 +832,7 @@ main(int argc, char **argv)
                 { "no-hwloc", no_argument, NULL, O_NO_HWLOC },
                 { "poll-ms", required_argument, NULL, O_POLL },
                 { "verify-interval", required_argument, NULL, O_VERIFY },
+                { "rediscover-interval", required_argument, NULL, O_REDISCOVER },
                 { "metrics-file", required_argument, NULL, O_METRICS },
                 { "log-level", required_argument, NULL, O_LOG },
                 { "version", no_argument, NULL, O_VERSION },
@@ -794,6 +847,7 @@ main(int argc, char **argv)
                 .podresources = DP_DEFAULT_PODRESOURCES,
                 .poll_ms = 1000,
                 .verify_ms = 30000,
+                .rediscover_ms = 60000,
         };
         const char *cmd = "run";
         int c, v, r;
@@ -828,6 +882,13 @@ main(int argc, char **argv)
                                 return 2;
                         }
                         o.verify_ms = (unsigned)v * 1000;
+                        break;
+                case O_REDISCOVER:
+                        if (str_to_int(optarg, strlen(optarg), 0, 86400, &v) < 0) {
+                                fprintf(stderr, "--rediscover-interval: 0..86400 seconds\n");
+                                return 2;
+                        }
+                        o.rediscover_ms = (unsigned)v * 1000;
                         break;
                 case O_METRICS: o.metrics_file = optarg; break;
                 case O_LOG:

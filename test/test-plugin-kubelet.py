@@ -193,7 +193,7 @@ class Api:
 def start_plugin(extra=()):
     args = [BINARY, "--node", NODE, "--device-plugin-dir", DPDIR, "--pod-resources", PODRES,
             "--kubeconfig", API.kubeconfig, "--topology-file", TOPO_FILE, "--poll-ms", "100",
-            "--verify-interval", "1", "--metrics-file", METRICS, "--label", "--annotate-mismatch",
+            "--verify-interval", "1", "--rediscover-interval", "1", "--metrics-file", METRICS, "--label", "--annotate-mismatch",
             *extra]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
 
@@ -358,6 +358,39 @@ try:
           metric_value("topofit_node_gpu_mismatch_total") == 1
           and "topofit.io/gpus-observed" not in pc["metadata"].get("annotations", {}),
           metric("topofit_node_gpu_mismatch_total"))
+
+    # Health: GPU 2 turns bad in discovery; the open stream gets the new list, then recovers.
+    def write_topology(bad):
+        a = json.loads(json.dumps(ann))
+        if bad is not None:
+            a["gpus"][bad]["ok"] = False
+        with open(TOPO_FILE + ".tmp", "w") as f:
+            json.dump(a, f)
+        os.rename(TOPO_FILE + ".tmp", TOPO_FILE)
+
+    def next_update(s):
+        box = []
+        t = threading.Thread(target=lambda: box.append(next(s, None)), daemon=True)
+        t.start()
+        t.join(10)
+        return box[0] if box else None
+    write_topology(2)
+    upd = next_update(stream)
+    health = {d.ID: d.health for d in upd.devices} if upd else {}
+    check("list_and_watch_pushes_a_gpu_turning_unhealthy",
+          health.get(UUIDS[2]) == "Unhealthy"
+          and all(health.get(u) == "Healthy" for u in UUIDS if u != UUIDS[2]), upd)
+    write_topology(None)
+    upd = next_update(stream)
+    check("list_and_watch_pushes_the_gpu_healthy_again",
+          upd is not None and all(d.health == "Healthy" for d in upd.devices), upd)
+
+    def published_ok():
+        n = API.call("GET", "/api/v1/nodes/" + NODE)
+        a = json.loads(n["metadata"].get("annotations", {}).get("topofit.io/topology", "{}"))
+        return all(g.get("ok", True) for g in a.get("gpus", [])) and "device health changed" in log_text()
+    wait_for(published_ok, 10)
+    time.sleep(0.3)
 
     node = API.call("GET", "/api/v1/nodes/" + NODE)
     pub = node["metadata"].get("annotations", {}).get("topofit.io/topology")
