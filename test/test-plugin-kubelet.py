@@ -428,6 +428,38 @@ try:
     check("an_unchanged_topology_is_not_written_again",
           node["metadata"]["resourceVersion"] == rv and "topology annotation unchanged" in log_text(),
           node["metadata"]["resourceVersion"])
+
+    # Without an API server: pods from a static file, re-read when it changes.
+    dir2 = os.path.join(TMP, "static")
+    os.makedirs(dir2)
+    pods_file = os.path.join(TMP, "pods.json")
+
+    def write_pods(gpu):
+        with open(pods_file + ".tmp", "w") as f:
+            json.dump({"kind": "PodList", "items": [{"metadata": {
+                "uid": "u-static", "namespace": "default", "name": "static",
+                "annotations": {"topofit.io/gpus": UUIDS[gpu]}}, "status": {"phase": "Pending"}}]}, f)
+        os.rename(pods_file + ".tmp", pods_file)
+    write_pods(3)
+    static = subprocess.Popen([BINARY, "--no-kube", "--pods-file", pods_file, "--device-plugin-dir",
+                               dir2, "--topology-file", TOPO_FILE, "--poll-ms", "50",
+                               "--verify-interval", "0"],
+                              stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(dir2, "topofit.sock")), 10)
+        c2 = grpc.insecure_channel("unix:" + os.path.join(dir2, "topofit.sock"))
+        s2 = api_pb2_grpc.DevicePluginStub(c2)
+        first_static = preferred(s2, UUIDS, 1)
+        time.sleep(0.05)  # a new mtime for the rewrite
+        write_pods(6)
+        second_static = preferred(s2, UUIDS, 1)
+        c2.close()
+    finally:
+        static.send_signal(signal.SIGTERM)
+        static_code = static.wait(10)
+    check("without_an_api_server_a_pods_file_feeds_the_cache_and_is_re_read",
+          first_static == gpus(3) and second_static == gpus(6) and static_code == 0,
+          (first_static, second_static, static_code))
 finally:
     if plugin and plugin.poll() is None:
         plugin.send_signal(signal.SIGTERM)
