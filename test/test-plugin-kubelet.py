@@ -327,6 +327,31 @@ try:
     check("malformed_request_gets_invalid_argument_and_the_plugin_keeps_serving",
           code == grpc.StatusCode.INVALID_ARGUMENT and ok, code)
 
+    # Hostile sizes: too many IDs, a message over DP_MAX_MESSAGE_BYTES, too many streams.
+    codes = []
+    for req in (api_pb2.AllocateRequest(container_requests=[
+                    api_pb2.ContainerAllocateRequest(devices_ids=["GPU-%d" % i for i in range(300)])]),
+                api_pb2.AllocateRequest(container_requests=[
+                    api_pb2.ContainerAllocateRequest(devices_ids=["x" * (5 << 20)])])):
+        try:
+            stub.Allocate(req, timeout=5)
+            codes.append(None)
+        except grpc.RpcError as e:
+            codes.append(e.code())
+    extra = [stub.ListAndWatch(api_pb2.Empty(), timeout=10) for _ in range(8)]
+    over = None
+    try:
+        for s_ in extra:
+            next(s_)
+    except grpc.RpcError as e:
+        over = e.code()
+    for s_ in extra:
+        s_.cancel()
+    alive = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=5).get_preferred_allocation_available
+    check("oversized_requests_and_excess_streams_are_refused_and_the_plugin_keeps_serving",
+          codes == [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED]
+          and over == grpc.StatusCode.RESOURCE_EXHAUSTED and alive, (codes, over))
+
     check("pre_start_container_is_a_no_op",
           stub.PreStartContainer(api_pb2.PreStartContainerRequest(devices_ids=gpus(0)),
                                  timeout=5) == api_pb2.PreStartContainerResponse())
