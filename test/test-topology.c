@@ -635,6 +635,55 @@ topo_annotation_rejects_hostile_inputs(void **state)
 }
 
 static void
+topo_to_annotation_refuses_strings_no_parser_produces(void **state)
+{
+        static const struct {
+                const char *model, *cpus, *nic;
+        } cases[] = {
+                {"caf\xc3\xa9", "", "mlx5_0"},
+                {"line\nbreak", "", "mlx5_0"},
+                {"ok", "0-", "mlx5_0"},
+                {"ok", "", "\xff"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo *t = topo_new(1, 1);
+                char *json = (char *)0x1;
+                size_t len = 7;
+
+                assert_non_null(t);
+                snprintf(t->gpus[0].model, TOPO_ID_MAX, "%s", cases[i].model);
+                snprintf(t->gpus[0].cpu_affinity, TOPO_ID_MAX, "%s", cases[i].cpus);
+                snprintf(t->nics[0].name, TOPO_ID_MAX, "%s", cases[i].nic);
+                assert_int_equal(topo_to_annotation(t, &json, &len), -EINVAL);
+                assert_ptr_equal(json, (char *)0x1);
+                assert_int_equal(len, 7);
+                topo_unref(t);
+        }
+}
+
+static void
+topo_annotation_escapes_quotes_and_backslashes(void **state)
+{
+        struct topo *t = topo_new(1, 1), *t2 = NULL;
+        struct topo_error err = {0};
+        char *json = NULL;
+        size_t len = 0;
+
+        assert_non_null(t);
+        snprintf(t->gpus[0].model, TOPO_ID_MAX, "A \"quoted\" \\ name");
+        snprintf(t->nics[0].name, TOPO_ID_MAX, "\\\"");
+        snprintf(t->node_name, TOPO_ID_MAX, "\"");
+        assert_int_equal(topo_to_annotation(t, &json, &len), 0);
+        assert_non_null(strstr(json, "\"model\":\"A \\\"quoted\\\" \\\\ name\""));
+        assert_int_equal(topo_parse_annotation(json, len, &t2, &err), 0);
+        assert_true(topo_equal(t, t2));
+        assert_string_equal(t2->nics[0].name, "\\\"");
+        free(json);
+        topo_unref(t);
+        topo_unref(t2);
+}
+
+static void
 topo_annotation_ignores_unknown_keys(void **state)
 {
         static const char json[] =
@@ -855,6 +904,134 @@ topo_detect_format_recognises_each_format(void **state)
         assert_null(t);
 }
 
+/* xorshift64*: a fixed seed, so every run mutates the same way. */
+static uint64_t
+next_rand(uint64_t *s)
+{
+        *s ^= *s >> 12;
+        *s ^= *s << 25;
+        *s ^= *s >> 27;
+        return *s * UINT64_C(2685821657736338717);
+}
+
+#define FUZZ_ROUNDS 150
+
+/* One random edit of orig into a new buffer: flip a byte, cut, delete a few bytes, or insert
+ * one of the tokens that matter to the parsers. */
+static char *
+mutate(const char *orig, size_t len, uint64_t *seed, size_t *ret_len)
+{
+        static const char *const inserts[] = {
+                "\t",    " ",  "\n", "NV12", "X", "\0", "SYS", "GPU0", "#",   "\r\n",    "NODENODE",
+                "99999", "\"", "{",  "}",    "[", "]",  ",",   ":",    "\\u", "\\ud800", "-1",
+        };
+        char *buf = malloc(len + 64);
+        size_t n = len, at = len ? next_rand(seed) % len : 0;
+        const char *ins = inserts[next_rand(seed) % ELEMENTSOF(inserts)];
+        size_t il = ins[0] ? strlen(ins) : 1;
+
+        assert_non_null(buf);
+        memcpy(buf, orig, len);
+        switch (next_rand(seed) % 4) {
+        case 0:
+                if (n)
+                        buf[at] = (char)(next_rand(seed) & 0xff);
+                break;
+        case 1:
+                n = at;
+                break;
+        case 2:
+                if (n) {
+                        size_t want = 1 + next_rand(seed) % 8;
+                        size_t d = MIN(n - at, want);
+                        memmove(buf + at, buf + at + d, n - at - d);
+                        n -= d;
+                }
+                break;
+        default:
+                memmove(buf + at + il, buf + at, n - at);
+                memcpy(buf + at, ins, il);
+                n += il;
+                break;
+        }
+        *ret_len = n;
+        return buf;
+}
+
+/* Parses buf: an error has a message and leaves nothing behind; a success is a valid model
+ * that round-trips through the annotation.  Returns whether it loaded. */
+static bool
+parses_cleanly(const char *buf, size_t n,
+               int (*parse)(const char *, size_t, struct topo **, struct topo_error *))
+{
+        struct topo *t = NULL, *t2 = NULL;
+        struct topo_error err = {0};
+        char *json = NULL;
+        size_t jl = 0;
+        int r = parse(buf, n, &t, &err);
+
+        if (r < 0) {
+                assert_null(t);
+                assert_true(err.msg[0] != '\0');
+                return false;
+        }
+        assert_int_equal(topo_to_annotation(t, &json, &jl), 0);
+        r = topo_parse_annotation(json, jl, &t2, &err);
+        if (r < 0)
+                print_message("# round trip: %s\n", err.msg);
+        assert_int_equal(r, 0);
+        assert_true(topo_equal(t, t2));
+        free(json);
+        topo_unref(t);
+        topo_unref(t2);
+        return true;
+}
+
+static void
+topo_parsers_survive_mutated_real_inputs(void **state)
+{
+        uint64_t seed = UINT64_C(0x9e3779b97f4a7c15);
+        unsigned loaded[2] = {0}, refused[2] = {0};
+
+        for (size_t c = 0; c < ELEMENTSOF(shared_cases); c++) {
+                char rel[256];
+                size_t len = 0, jl = 0;
+
+                snprintf(rel, sizeof(rel), "topologies/%s", shared_cases[c].file);
+                char *orig = read_shared(rel, &len);
+                assert_non_null(orig);
+                /* The text itself, and (when it loads) its annotation. */
+                char *json = NULL;
+                struct topo *t = NULL;
+                if (topo_parse_any(orig, len, &t, NULL) == 0)
+                        assert_int_equal(topo_to_annotation(t, &json, &jl), 0);
+                topo_unref(t);
+
+                for (unsigned round = 0; round < FUZZ_ROUNDS; round++) {
+                        size_t n;
+                        char *buf = mutate(orig, len, &seed, &n);
+                        if (parses_cleanly(buf, n, topo_parse_any))
+                                loaded[0]++;
+                        else
+                                refused[0]++;
+                        free(buf);
+                        if (!json)
+                                continue;
+                        buf = mutate(json, jl, &seed, &n);
+                        if (parses_cleanly(buf, n, topo_parse_annotation))
+                                loaded[1]++;
+                        else
+                                refused[1]++;
+                        free(buf);
+                }
+                free(json);
+                free(orig);
+        }
+        print_message("# text: %u mutated inputs loaded, %u refused; annotations: %u, %u\n",
+                      loaded[0], refused[0], loaded[1], refused[1]);
+        assert_true(loaded[0] > 0 && refused[0] > 0 && loaded[1] > 0 && refused[1] > 0);
+}
+
 static void
 topo_refcount_keeps_a_shared_snapshot_alive(void **state)
 {
@@ -886,6 +1063,8 @@ main(void)
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
+                cmocka_unit_test(topo_annotation_escapes_quotes_and_backslashes),
+                cmocka_unit_test(topo_to_annotation_refuses_strings_no_parser_produces),
                 cmocka_unit_test(topo_finish_infers_nvlink_generation_and_nvswitch),
                 cmocka_unit_test(topo_finish_reads_the_dgx1_hybrid_cube_mesh_as_direct_links),
                 cmocka_unit_test(topo_set_model_overrides_the_pattern_guess),
@@ -895,6 +1074,7 @@ main(void)
                 cmocka_unit_test(topo_class_hash_ignores_identities_but_not_links),
                 cmocka_unit_test(topo_detect_format_recognises_each_format),
                 cmocka_unit_test(topo_refcount_keeps_a_shared_snapshot_alive),
+                cmocka_unit_test(topo_parsers_survive_mutated_real_inputs),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

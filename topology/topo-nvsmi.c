@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Parser for `nvidia-smi topo -m` (and the old `topo --matrix`) text of every driver
- * generation, into a `struct topo`.  Pure: a byte range in, a new topology or a positioned
- * error out.  Lines are split on blanks (tabs and spaces both occur, and posts turn one into
- * the other); the header names the columns; each row must carry one link cell per device
- * column.  Cells glued together by lost tab stops ("NODENODE") are split only when the
- * split into known cells is unique and the row then has exactly the expected width; the
- * symmetry and GPU/NIC cross-checks below then confirm it.  A row cut short, a missing GPU
- * row, an unknown cell, an asymmetric matrix: errors naming line and column, never a guess.
- * NIC rows are redundant (their GPU cells repeat the GPU rows' NIC columns) and may be
- * missing at the end; when present they must agree.  Everything after the matrix is read
- * only for the "NIC Legend" and `nvlink --status` lines ("GPU 0: <model> (UUID: ...)").
+ * `nvidia-smi topo -m` (and old `topo --matrix`) text of every driver generation -> struct
+ * topo.  Pure: bytes in, a topology or a positioned error out.  Lines split on blanks (posts
+ * turn tabs into spaces); the header names the columns; each row carries one cell per device.
+ * Cells glued by lost tab stops ("NODENODE") are split only when the split into known cells
+ * is unique and gives the row its exact width; symmetry and GPU/NIC cross-checks confirm it.
+ * A short row, a missing GPU row, an unknown cell, an asymmetric matrix: errors with line and
+ * column, never a guess.  NIC rows repeat the GPU rows' NIC columns, so trailing ones may be
+ * missing; present ones must agree.  After the matrix only the NIC Legend and `nvlink
+ * --status` lines ("GPU 0: <model> (UUID: ...)") are read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -268,9 +266,10 @@ parse_header(const struct line *l, struct tok *toks, size_t n, struct header *h,
                 if (h->n_nics == TOPO_MAX_NICS)
                         return topo__error(err, -E2BIG, l->no, toks[i].col,
                                            "More than %u NIC columns.", TOPO_MAX_NICS);
-                if (toks[i].len >= TOPO_ID_MAX)
+                if (!topo__id_ok(toks[i].s, toks[i].len))
                         return topo__error(err, -EINVAL, l->no, toks[i].col,
-                                           "NIC column name longer than %u bytes.",
+                                           "NIC column name is not printable ASCII of at most "
+                                           "%u bytes.",
                                            TOPO_ID_MAX - 1);
                 for (unsigned k = 0; k < h->n_nics; k++)
                         if (h->dev[h->n_gpus + k].len == toks[i].len &&
@@ -449,9 +448,10 @@ parse_legend_line(const struct line *l, const struct tok *toks, size_t n, const 
         for (unsigned k = 0; k < h->n_nics; k++) {
                 const struct tok *c = &h->dev[h->n_gpus + k];
                 if (c->len == toks[0].len - 1 && memcmp(c->s, toks[0].s, c->len) == 0) {
-                        if (toks[1].len >= TOPO_ID_MAX)
+                        if (!topo__id_ok(toks[1].s, toks[1].len))
                                 return topo__error(err, -EINVAL, l->no, toks[1].col,
-                                                   "NIC name longer than %u bytes.",
+                                                   "NIC name is not printable ASCII of at most "
+                                                   "%u bytes.",
                                                    TOPO_ID_MAX - 1);
                         (void)str_copy(t->nics[k].name, TOPO_ID_MAX, toks[1].s, toks[1].len);
                         return 0;
@@ -484,9 +484,10 @@ parse_nvlink_status_line(const struct line *l, struct topo *t)
         }
         size_t ml = (size_t)(model_end - m);
         str_trim(&m, &ml);
-        if (ml > 0 && ml < TOPO_ID_MAX)
+        /* Informational lines: what does not fit an identity field is left out. */
+        if (ml > 0 && topo__id_ok(m, ml))
                 (void)str_copy(t->gpus[idx].model, TOPO_ID_MAX, m, ml);
-        if (uuid && uuid_end > uuid && (size_t)(uuid_end - uuid) < TOPO_ID_MAX)
+        if (uuid && uuid_end > uuid && topo__id_ok(uuid, (size_t)(uuid_end - uuid)))
                 (void)str_copy(t->gpus[idx].uuid, TOPO_ID_MAX, uuid, (size_t)(uuid_end - uuid));
 }
 

@@ -213,7 +213,7 @@ topo_finish(struct topo *t)
 void
 topo_set_model(struct topo *t, const char *model)
 {
-        if (!t || !model)
+        if (!t || !model || !topo__id_ok(model, strlen(model)))
                 return;
         for (unsigned i = 0; i < t->n_gpus; i++) {
                 if (t->gpus[i].model[0])
@@ -472,6 +472,17 @@ topo_mask_format(const struct topo_mask *m, char *buf, size_t size)
                 len += (size_t)w;
         }
         return 0;
+}
+
+bool
+topo__id_ok(const char *s, size_t len)
+{
+        if (len >= TOPO_ID_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (s[i] < 0x20 || s[i] > 0x7e)
+                        return false;
+        return true;
 }
 
 /* --- cpusets -----------------------------------------------------------------------------------
