@@ -5,7 +5,8 @@
  * dlopen()s, with the ABI of nvml.h, and describes a canned 4-GPU node: GPUs 0-1 and 2-3
  * joined by 4 NVLinks each, PCIe relations PIX/NODE/SYS, GPU 3 in MIG mode.  With
  * FAKE_NVML_NVSWITCH=1 every GPU instead has 12 links into an NVSwitch; FAKE_NVML_FAIL=1
- * makes nvmlInit fail.  Not part of the product.
+ * makes nvmlInit fail; FAKE_NVML_BUSES="01,05,06,11" sets the GPUs' PCI buses (hex), to
+ * match an hwloc XML.  Not part of the product.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ struct memory {
         unsigned long long total, free, used;
 };
 
-static const unsigned bus_of[N_GPUS] = { 0x07, 0x0f, 0x47, 0x4e };
+static unsigned bus_of[N_GPUS] = { 0x07, 0x0f, 0x47, 0x4e };
 static const int level_of[N_GPUS][N_GPUS] = {
         { 0, 10, 40, 50 },
         { 10, 0, 50, 50 },
@@ -75,9 +76,18 @@ int nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level);
 int
 nvmlInit_v2(void)
 {
+        static const unsigned defaults[N_GPUS] = { 0x07, 0x0f, 0x47, 0x4e };
         const char *s = getenv("FAKE_NVML_FAIL");
+        const char *buses = getenv("FAKE_NVML_BUSES");
+
         if (s && strcmp(s, "1") == 0)
                 return ERR_UNINIT;
+        memcpy(bus_of, defaults, sizeof(bus_of));
+        for (unsigned i = 0; buses && *buses && i < N_GPUS; i++) {
+                char *end;
+                bus_of[i] = (unsigned)strtoul(buses, &end, 16);
+                buses = *end == ',' ? end + 1 : end;
+        }
         initialized = 1;
         return OK;
 }

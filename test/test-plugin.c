@@ -556,6 +556,59 @@ plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library(void **state)
 }
 
 static void
+plugin_nvml_view_gets_nics_and_numa_from_hwloc(void **state)
+{
+        char lib[1024], xml[1024];
+        struct dp_discover_opts o = { 0 }, ho = { 0 };
+        struct dp_discover_report rep;
+        struct topo *t = NULL, *hw = NULL;
+
+        (void)state;
+        o.nvml_lib = path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        o.hwloc_xml = path_in("TOPOFIT_SOURCE_ROOT", "test/data/hwloc-pcie-tree.xml", xml, sizeof(xml));
+        ho.topology_file = xml;
+        assert_int_equal(dp_discover(&ho, &hw, &rep), 0);
+        assert_true(hw->n_nics > 0);
+        assert_true(hw->n_gpus >= 4);
+
+        /* GPU buses that hwloc does not know: the NVML view stays without NICs. */
+        if (dp_discover(&o, &t, &rep) < 0)
+                fail_msg("%s", rep.notes);
+        assert_int_equal(rep.used, DP_SOURCE_NVML);
+        assert_int_equal(t->n_nics, 0);
+        assert_non_null(strstr(rep.notes, "not seen by hwloc"));
+        topo_unref(t);
+
+        /* The XML's first four GPUs: NICs, their links and NUMA come from hwloc, NVLink and
+         * UUIDs from NVML. */
+        setenv("FAKE_NVML_BUSES", "01,05,06,11", 1);
+        if (dp_discover(&o, &t, &rep) < 0)
+                fail_msg("%s", rep.notes);
+        unsetenv("FAKE_NVML_BUSES");
+        assert_int_equal(rep.used, DP_SOURCE_NVML);
+        assert_true(rep.hwloc_ok);
+        assert_int_equal(t->n_gpus, 4);
+        assert_int_equal(t->n_nics, hw->n_nics);
+        for (unsigned k = 0; k < t->n_nics; k++) {
+                assert_string_equal(t->nics[k].name, hw->nics[k].name);
+                for (unsigned i = 0; i < 4; i++)
+                        assert_int_equal(topo_nic_link(t, k, i), topo_nic_link(hw, k, i));
+        }
+        for (unsigned i = 0; i < 4; i++) {
+                assert_non_null(strstr(t->gpus[i].uuid, "GPU-fa4e0000-"));
+                /* NVML's NUMA comes from this host's sysfs when the bus exists here; otherwise
+                 * hwloc's fills the gap. */
+                if (hw->gpus[i].numa >= 0 && t->gpus[i].numa < 0)
+                        fail_msg("GPU%u NUMA unknown, hwloc says %d", i, hw->gpus[i].numa);
+        }
+        assert_int_equal(topo_pair(t, 0, 1)->link, TOPO_LINK_NVLINK);
+        assert_int_equal(topo_pair(t, 0, 1)->links, 4);
+        assert_round_trips(t);
+        topo_unref(t);
+        topo_unref(hw);
+}
+
+static void
 plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids(void **state)
 {
         char lib[1024], smi[1024], topo[1024];
@@ -631,6 +684,7 @@ main(void)
                 cmocka_unit_test(plugin_discovers_every_shared_matrix_and_its_annotation_round_trips),
                 cmocka_unit_test(plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips),
                 cmocka_unit_test(plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library),
+                cmocka_unit_test(plugin_nvml_view_gets_nics_and_numa_from_hwloc),
                 cmocka_unit_test(plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids),
                 cmocka_unit_test(plugin_device_id_prefers_uuid_then_bus_id_then_index),
         };
