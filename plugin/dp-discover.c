@@ -504,12 +504,17 @@ static const unsigned long long app_xids[] = { 13, 31, 43, 45, 68, 109 };
 int
 dp_nvml_watch_new(const char *libpath, struct dp_nvml_watch **ret)
 {
+        static const struct {
+                const char *name;
+                size_t offset;
+        } event_syms[] = {
+                { "nvmlEventSetCreate", offsetof(struct dp_nvml_watch, set_create) },
+                { "nvmlEventSetFree", offsetof(struct dp_nvml_watch, set_free) },
+                { "nvmlDeviceRegisterEvents", offsetof(struct dp_nvml_watch, register_events) },
+                { "nvmlEventSetWait_v2", offsetof(struct dp_nvml_watch, set_wait) },
+        };
         struct dp_nvml_watch *w;
         unsigned count = 0, armed = 0;
-        struct {
-                const char *name;
-                void **slot;
-        } syms[5];
 
         w = calloc(1, sizeof(*w));
         if (!w)
@@ -519,16 +524,11 @@ dp_nvml_watch_new(const char *libpath, struct dp_nvml_watch **ret)
                 free(w);
                 return -ENOENT;
         }
-        syms[0].name = "nvmlEventSetCreate", syms[0].slot = (void **)&w->set_create;
-        syms[1].name = "nvmlEventSetFree", syms[1].slot = (void **)&w->set_free;
-        syms[2].name = "nvmlDeviceRegisterEvents", syms[2].slot = (void **)&w->register_events;
-        syms[3].name = "nvmlEventSetWait_v2", syms[3].slot = (void **)&w->set_wait;
-        syms[4].name = NULL, syms[4].slot = NULL;
-        for (size_t i = 0; syms[i].name; i++) {
-                void *sym = dlsym(w->n.lib, syms[i].name);
+        for (size_t i = 0; i < ELEMENTSOF(event_syms); i++) {
+                void *sym = dlsym(w->n.lib, event_syms[i].name);
                 if (!sym)
                         goto absent;
-                memcpy(syms[i].slot, &sym, sizeof(sym));
+                memcpy((char *)w + event_syms[i].offset, &sym, sizeof(sym));
         }
         for (size_t i = 0; i < ELEMENTSOF(nvml_syms); i++) {
                 void *sym = dlsym(w->n.lib, nvml_syms[i].name);
