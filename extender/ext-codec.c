@@ -52,7 +52,7 @@ parse_doc(const char *json, size_t len, cJSON **ret, const char **ret_why)
         cJSON *doc;
 
         if (len > EXT_MAX_BODY)
-                return set_why(ret_why, "the request body is larger than the limit"), -E2BIG;
+                return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
         if (len == 0)
                 return set_why(ret_why, "the request body is empty"), -EINVAL;
         if (check_depth(json, len) < 0)

@@ -241,7 +241,7 @@ int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const stru
  * its GPUs are still free, or else the best free set now, and records it as committed for
  * uid.  Returns 0 and the set in *ret, -ENOENT (node unknown), -ENOSPC / -EAGAIN /
  * -ENOEXEC (no set; *ret_why says why), -EALREADY (uid already has GPUs in c: *ret is
- * then its set).  The caller writes the binding and calls ext_ledger_release() if that
+ * then its set).  On failure the pod's reservations are dropped.  The caller writes the binding and calls ext_ledger_release() if that
  * fails.  A request with count 0 commits nothing and returns an empty choice. */
 int ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
              const struct ext_request *req, const char *node, uint64_t now_ns,
@@ -259,8 +259,9 @@ int ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct 
 
 /* --- the codec: kube-scheduler extender JSON ------------------------------------------------
  * Decoders take a byte range (capped by EXT_MAX_BODY, nesting by EXT_MAX_JSON_DEPTH) and on
- * failure return -EINVAL / -E2BIG / -ELOOP (too deep) / -ENOMEM with *ret_why, a sentence
- * for the HTTP 400 body.  Encoders append to a buf whose cap bounds the answer. */
+ * failure return -EINVAL (malformed, wrong type), -EMSGSIZE (over EXT_MAX_BODY), -E2BIG (a
+ * count over its cap: nodes, victims, containers), -ELOOP (too deep) or -ENOMEM, with
+ * *ret_why, a sentence for the HTTP 400 body.  Encoders append to a buf whose cap bounds the answer. */
 
 /* ExtenderArgs{Pod, Nodes, NodeNames}. */
 struct ext_args {

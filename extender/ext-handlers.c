@@ -191,8 +191,9 @@ static int
 status_of(int r)
 {
         switch (r) {
-        case -E2BIG:
+        case -EMSGSIZE:
                 return 413;
+        case -E2BIG: /* a count over its cap: too many nodes, victims, containers */
         case -EINVAL:
         case -ELOOP:
         case -EPROTONOSUPPORT:

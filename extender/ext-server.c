@@ -281,12 +281,12 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
 
         srv->daemon = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, srv,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                 MHD_OPTION_THREAD_POOL_SIZE, threads,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXT_CONNECTION_TIMEOUT_S,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXT_MAX_CONNECTIONS,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 srv->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, srv->cert,
                 MHD_OPTION_HTTPS_MEM_KEY, srv->key,
                 srv->ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, srv->ca,

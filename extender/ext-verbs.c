@@ -296,9 +296,12 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
                 v.r = score_evaluate(n->cls, mine, &free, &v.choice);
         } else
                 decide(cfg, req, n, &free, false, &v);
+        /* Committed on success; on failure the pod's reservations go too (the scheduler
+         * starts over with filter). */
+        r = ext__ledger_put_locked(l, req->uid, n->name, v.r == 0 ? &v.choice.set : NULL,
+                                   EXT_HOLD_COMMITTED, now_ns);
         if (v.r == 0)
-                v.r = ext__ledger_put_locked(l, req->uid, n->name, &v.choice.set,
-                                             EXT_HOLD_COMMITTED, now_ns);
+                v.r = r;
         ext__ledger_unlock(l);
 
         if (v.r < 0)
