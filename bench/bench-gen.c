@@ -49,16 +49,16 @@ bench_gen_config_default(struct bench_gen_config *c)
          * at 2, 4 and 8; the same weights are scoring's fragmentation default. */
         *c = (struct bench_gen_config){
                 .seed = 1,
-                .n_jobs = 3000,
+                .n_jobs = 6000,
                 .cluster_gpus = 768,
                 .load = 0.9,
                 .n_sizes = 4,
                 .size_of = { 1, 2, 4, 8 },
                 .weight_of = { 0.55, 0.2, 0.15, 0.1 },
-                .duration_median_s = 3600,
+                .duration_median_s = 1800,
                 .duration_sigma = 1.2,
                 .duration_min_s = 60,
-                .duration_max_s = 2 * 86400,
+                .duration_max_s = 12 * 3600,
                 .comm_min = 0.1,
                 .comm_max = 0.6,
         };

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `topofit bench`: the program around the pure simulator.  The only file and process I/O
- * of bench/ lives here: reading the cluster spec, topology files and traces (each capped by
- * a named constant), the monotonic clock for decisions per second, writing CSV files and
+ * of bench/ lives here: reading the cluster spec, topology files (text formats through
+ * topology/, hwloc XML through its loader library) and traces (each capped by a named
+ * constant), the monotonic clock for decisions per second, writing CSV files and
  * the gnuplot script, and running gnuplot.  Subcommands: run (the default), convert (a
  * public trace to our CSV), generate (a synthetic trace to our CSV).
  */
 #include "bench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <spawn.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "../common/str.h"
+#include "../topology/hwloc/topo-hwloc.h"
 
 #ifndef BENCH_SOURCE_ROOT
 #define BENCH_SOURCE_ROOT "."
@@ -133,11 +136,8 @@ load_topology(const char *path, const char *model, struct topo **ret)
                 return r;
         }
         r = topo_parse_any(text, len, &t, &err);
-        if (r == -EPROTONOSUPPORT) {
-                fprintf(stderr, "topofit bench: %s: hwloc XML is not supported by bench yet; "
-                                "convert it with `topofit topo convert` first\n", path);
-                return r;
-        }
+        if (r == -EPROTONOSUPPORT)
+                r = topo_hwloc_load_xml(text, len, &t, &err);
         if (r < 0) {
                 fprintf(stderr, "topofit bench: %s:%u:%u: %s\n", path, err.line, err.column,
                         err.msg[0] ? err.msg : strerror(-r));
@@ -427,6 +427,9 @@ run_gnuplot(const char *dir)
         if (!getcwd(cwd, sizeof(cwd)) || chdir(dir) < 0)
                 return -errno;
         posix_spawn_file_actions_init(&fa);
+        /* gnuplot warns about empty ranges (a size nobody waited for): keep it in a log. */
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "plots.log",
+                                         O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         r = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
         posix_spawn_file_actions_destroy(&fa);
         if (chdir(cwd) < 0 && r == 0)
@@ -460,6 +463,9 @@ write_outputs(const char *dir, const struct bench_run *runs, const struct bench_
         r = r < 0 ? r : bench_report_series_csv(runs, n, &b);
         r = r < 0 ? r : write_file(dir, "series.csv", &b);
         buf_reset(&b);
+        r = r < 0 ? r : bench_report_cdf_csv(runs, n, &b);
+        r = r < 0 ? r : write_file(dir, "cdf.csv", &b);
+        buf_reset(&b);
         r = r < 0 ? r : bench_report_gnuplot(sum, n, &b);
         r = r < 0 ? r : write_file(dir, "plots.gp", &b);
         buf_release(&b);
@@ -470,8 +476,8 @@ write_outputs(const char *dir, const struct bench_run *runs, const struct bench_
         if (plots) {
                 r = run_gnuplot(dir);
                 if (r < 0)
-                        fprintf(stderr, "topofit bench: gnuplot failed (%s); the CSVs and plots.gp "
-                                        "are in %s\n", strerror(-r), dir);
+                        fprintf(stderr, "topofit bench: gnuplot failed (%s, see %s/plots.log); the "
+                                        "CSVs and plots.gp are in %s\n", strerror(-r), dir, dir);
         }
         return 0;
 }

@@ -55,13 +55,17 @@ bench_summarize(const struct bench_run *r, struct bench_summary *ret)
 
                 if (j->node < 0 || j->gpus < 2)
                         continue;
-                ratio[n++] = j->ideal_gbps > 0 ? j->busbw_gbps / j->ideal_gbps : 0;
+                s.n_multi++;
                 n_best += j->best;
                 n_nop2p += !j->p2p;
+                /* A size the model gives no bandwidth even on an empty node has no ratio. */
+                if (j->ideal_gbps > 0)
+                        ratio[n++] = j->busbw_gbps / j->ideal_gbps;
+                else
+                        s.n_unmodeled++;
         }
-        s.n_multi = (unsigned)n;
-        s.best_frac = n ? (double)n_best / (double)n : 0;
-        s.nop2p_frac = n ? (double)n_nop2p / (double)n : 0;
+        s.best_frac = s.n_multi ? (double)n_best / s.n_multi : 0;
+        s.nop2p_frac = s.n_multi ? (double)n_nop2p / s.n_multi : 0;
         s.ratio_p50 = bench_percentile(ratio, n, 50);
         s.ratio_p10 = bench_percentile(ratio, n, 10);
 
@@ -75,6 +79,7 @@ bench_summarize(const struct bench_run *r, struct bench_summary *ret)
                                 tmp[n++] = r->results[i].busbw_gbps;
                 s.mesh_n[m] = (unsigned)n;
                 s.mesh_busbw_p50[m] = bench_percentile(tmp, n, 50);
+                s.mesh_busbw_p10[m] = bench_percentile(tmp, n, 10);
         }
         for (unsigned k = 0; k < BENCH_REPORT_SIZES; k++) {
                 n = 0;
@@ -109,13 +114,15 @@ bench_report_markdown(const struct bench_summary *s, size_t n, struct buf *out)
 
         r = r < 0 ? r : buf_puts(out,
                 "| policy | multi-GPU jobs on best set | busbw / ideal p50 | p10 | multi-GPU "
-                "without P2P | mesh 2-GPU busbw p50 (GB/s) | mesh 4-GPU busbw p50 (GB/s) | "
-                "decisions/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+                "without P2P | mesh 2-GPU busbw p50 / p10 (GB/s) | mesh 4-GPU busbw p50 / p10 "
+                "(GB/s) | decisions/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = buf_printf(out, "| %s | %.1f%% | %.3f | %.3f | %.1f%% | %.1f | %.1f | %.0f |\n",
+                r = buf_printf(out, "| %s | %.1f%% | %.3f | %.3f | %.1f%% | %.1f / %.1f | %.1f / %.1f "
+                               "| %.0f |\n",
                                bench_policy_to_string(s[i].policy), 100 * s[i].best_frac,
                                s[i].ratio_p50, s[i].ratio_p10, 100 * s[i].nop2p_frac,
-                               s[i].mesh_busbw_p50[0], s[i].mesh_busbw_p50[1], s[i].decisions_per_s);
+                               s[i].mesh_busbw_p50[0], s[i].mesh_busbw_p10[0],
+                               s[i].mesh_busbw_p50[1], s[i].mesh_busbw_p10[1], s[i].decisions_per_s);
         r = r < 0 ? r : buf_puts(out,
                 "\n| policy | queueing p50 / p95 (min): 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | "
                 "makespan (h) | GPUs allocated | free GPUs stranded |\n"
@@ -139,7 +146,8 @@ int
 bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *out)
 {
         int r = buf_puts(out, "policy,multi_jobs,best_frac,ratio_p50,ratio_p10,nop2p_frac,"
-                              "mesh2_busbw_p50,mesh4_busbw_p50,qdelay1_p50_s,qdelay1_p95_s,"
+                              "mesh2_busbw_p50,mesh4_busbw_p50,mesh2_busbw_p10,mesh4_busbw_p10,unmodeled,"
+                              "qdelay1_p50_s,qdelay1_p95_s,"
                               "qdelay2_p50_s,qdelay2_p95_s,qdelay4_p50_s,qdelay4_p95_s,"
                               "qdelay8_p50_s,qdelay8_p95_s,makespan_h,alloc_mean,stranded_mean,"
                               "decisions_per_s\n");
@@ -149,6 +157,8 @@ bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *ou
                                bench_policy_to_string(s[i].policy), s[i].n_multi, s[i].best_frac,
                                s[i].ratio_p50, s[i].ratio_p10, s[i].nop2p_frac,
                                s[i].mesh_busbw_p50[0], s[i].mesh_busbw_p50[1]);
+                r = r < 0 ? r : buf_printf(out, ",%.3f,%.3f,%u", s[i].mesh_busbw_p10[0],
+                                           s[i].mesh_busbw_p10[1], s[i].n_unmodeled);
                 for (unsigned k = 0; r >= 0 && k < BENCH_REPORT_SIZES; k++)
                         r = buf_printf(out, ",%.1f,%.1f", s[i].qdelay_p50[k], s[i].qdelay_p95[k]);
                 r = r < 0 ? r : buf_printf(out, ",%.3f,%.6f,%.6f,%.0f\n", s[i].makespan_h,
@@ -174,7 +184,7 @@ bench_report_jobs_csv(const struct bench_run *runs, size_t n, struct buf *out)
                                        bench_policy_to_string(runs[p].policy), j->job, j->gpus,
                                        j->node, j->arrival, j->start, j->finish,
                                        j->start - j->arrival, j->busbw_gbps, j->ideal_gbps,
-                                       j->ideal_gbps > 0 ? j->busbw_gbps / j->ideal_gbps : 1.0,
+                                       j->gpus < 2 ? 1.0 : j->ideal_gbps > 0 ? j->busbw_gbps / j->ideal_gbps : NAN,
                                        j->best, j->p2p, j->mesh);
                 }
         return r < 0 ? r : 0;
@@ -196,6 +206,55 @@ bench_report_series_csv(const struct bench_run *runs, size_t n, struct buf *out)
         return r < 0 ? r : 0;
 }
 
+/* Appends "policy,series,x,fraction" rows: the empirical CDF of v[0..n) (sorted here). */
+static int
+put_cdf(struct buf *out, const char *policy, const char *series, double *v, size_t n)
+{
+        int r = 0;
+
+        bench_percentile(v, n, 50); /* sorts */
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = buf_printf(out, "%s,%s,%.5f,%.5f\n", policy, series, v[i],
+                               (double)(i + 1) / (double)n);
+        return r;
+}
+
+int
+bench_report_cdf_csv(const struct bench_run *runs, size_t n, struct buf *out)
+{
+        int r = buf_puts(out, "policy,series,x,fraction\n");
+
+        for (size_t p = 0; r >= 0 && p < n; p++) {
+                const char *name = bench_policy_to_string(runs[p].policy);
+                double *v = calloc(MAX(runs[p].n_jobs, 1), sizeof(*v));
+                char series[32];
+                size_t k;
+
+                if (!v)
+                        return -ENOMEM;
+                for (unsigned s = 0; r >= 0 && s < BENCH_REPORT_SIZES; s++) {
+                        k = 0;
+                        for (unsigned i = 0; i < runs[p].n_jobs; i++)
+                                if (runs[p].results[i].node >= 0 &&
+                                    runs[p].results[i].gpus == report_sizes[s])
+                                        v[k++] = (runs[p].results[i].start -
+                                                  runs[p].results[i].arrival) / 60.0;
+                        snprintf(series, sizeof(series), "qdelay%u", report_sizes[s]);
+                        r = put_cdf(out, name, series, v, k);
+                }
+                k = 0;
+                for (unsigned i = 0; i < runs[p].n_jobs; i++) {
+                        const struct bench_job_result *j = &runs[p].results[i];
+
+                        if (j->node >= 0 && j->gpus > 1 && j->ideal_gbps > 0)
+                                v[k++] = j->busbw_gbps / j->ideal_gbps;
+                }
+                r = r < 0 ? r : put_cdf(out, name, "ratio", v, k);
+                free(v);
+        }
+        return r < 0 ? r : 0;
+}
+
 /* One bar chart per summary column: name in summary.csv's header, column, title, scale. */
 static const struct {
         const char *file;
@@ -209,12 +268,14 @@ static const struct {
         { "no-p2p", 6, "multi-GPU jobs without peer-to-peer (%)", "100*v" },
         { "mesh2-busbw", 7, "2-GPU jobs on NVLink-mesh nodes: median busbw (GB/s)", "v" },
         { "mesh4-busbw", 8, "4-GPU jobs on NVLink-mesh nodes: median busbw (GB/s)", "v" },
-        { "qdelay8-p95", 16, "8-GPU jobs: p95 queueing delay (min)", "v/60" },
-        { "qdelay1-p95", 10, "1-GPU jobs: p95 queueing delay (min)", "v/60" },
-        { "makespan", 17, "makespan (h)", "v" },
-        { "allocation", 18, "GPUs allocated, time average (%)", "100*v" },
-        { "stranded", 19, "free GPUs stranded on nodes that cannot host an 8-GPU job (%)", "100*v" },
-        { "decisions", 20, "decisions per second", "v" },
+        { "mesh2-busbw-p10", 9, "2-GPU jobs on NVLink-mesh nodes: p10 busbw (GB/s)", "v" },
+        { "mesh4-busbw-p10", 10, "4-GPU jobs on NVLink-mesh nodes: p10 busbw (GB/s)", "v" },
+        { "qdelay1-p95", 13, "1-GPU jobs: p95 queueing delay (min)", "v/60" },
+        { "qdelay8-p95", 19, "8-GPU jobs: p95 queueing delay (min)", "v/60" },
+        { "makespan", 20, "makespan (h)", "v" },
+        { "allocation", 21, "GPUs allocated, time average (%)", "100*v" },
+        { "stranded", 22, "free GPUs stranded on nodes that cannot host an 8-GPU job (%)", "100*v" },
+        { "decisions", 23, "decisions per second", "v" },
 };
 
 int
@@ -235,29 +296,32 @@ bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out)
                 "'\n"
                 "set ylabel 'fraction of jobs'\n"
                 "set yrange [0:1]\n"
+                "set yrange [0:1.02]\n"
                 "do for [size in '1 2 4 8'] {\n"
                 "  set output 'qdelay-cdf-'.size.'gpu.svg'\n"
                 "  set title 'queueing delay CDF, '.size.'-GPU jobs'\n"
-                "  set xlabel 'queueing delay (minutes, log scale; 0 shown at 0.01)'\n"
+                "  set xlabel 'queueing delay (minutes, log scale; no wait drawn at 0.01)'\n"
                 "  set logscale x\n"
-                "  plot for [p in policies] 'jobs.csv' using (strcol(1) eq p && $3 == size+0 ? "
-                "($8/60 < 0.01 ? 0.01 : $8/60) : 1/0):(1) smooth cnorm with lines lw 2 title p\n"
+                "  set xrange [0.01:*]\n"
+                "  plot for [p in policies] 'cdf.csv' using (strcol(1) eq p && strcol(2) eq "
+                "'qdelay'.size ? ($3 < 0.01 ? 0.01 : $3) : 1/0):4 with steps lw 2 title p\n"
                 "  unset logscale x\n"
+                "  set autoscale x\n"
                 "}\n"
                 "set output 'busbw-ratio-cdf.svg'\n"
                 "set title 'modeled bus bandwidth relative to ideal, multi-GPU jobs (CDF)'\n"
-                "set xlabel 'busbw / ideal busbw on the node type'\n"
+                "set xlabel 'busbw / best busbw for the size on an empty node of the type'\n"
                 "set key top left\n"
                 "set xrange [0:1.05]\n"
-                "plot for [p in policies] 'jobs.csv' using (strcol(1) eq p && $3 > 1 ? $11 : 1/0):(1) "
-                "smooth cnorm with lines lw 2 title p\n"
+                "plot for [p in policies] 'cdf.csv' using (strcol(1) eq p && strcol(2) eq 'ratio' "
+                "? $3 : 1/0):4 with steps lw 2 title p\n"
                 "set autoscale x\n"
                 "set output 'allocation.svg'\n"
                 "set title 'GPU allocation over time'\n"
                 "set xlabel 'time (h)'\n"
                 "set ylabel 'GPUs allocated (%)'\n"
                 "set yrange [0:100]\n"
-                "set key bottom center\n"
+                "set key outside right top\n"
                 "plot for [p in policies] 'series.csv' using (strcol(1) eq p ? $2/3600 : 1/0):"
                 "(100.0*$3/$6) with steps lw 1 title p\n"
                 "set autoscale y\n"
@@ -270,10 +334,10 @@ bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out)
         for (size_t k = 0; r >= 0 && k < ELEMENTSOF(bar_charts); k++)
                 r = buf_printf(out,
                                "set output 'metric-%s.svg'\n"
-                               "set title '%s'\n"
+                               "set title \"%s\"\n"
                                "plot 'summary.csv' every ::1 using 0:(v=column(%u), %s):xtic(1) "
-                               "with boxes, '' every ::1 using 0:(v=column(%u), %s):(sprintf('%%.3g', "
-                               "v=column(%u), %s)) with labels offset 0,0.7\n",
+                               "with boxes, '' every ::1 using 0:(v=column(%u), %s):(v=column(%u), "
+                               "sprintf('%%.3g', %s)) with labels offset 0,0.7\n",
                                bar_charts[k].file, bar_charts[k].title, bar_charts[k].col,
                                bar_charts[k].scale, bar_charts[k].col, bar_charts[k].scale,
                                bar_charts[k].col, bar_charts[k].scale);

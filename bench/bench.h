@@ -273,8 +273,10 @@ struct bench_summary {
         unsigned n_multi;          /* placed multi-GPU jobs */
         double best_frac;          /* of them, on their node's best achievable set */
         double ratio_p50, ratio_p10; /* busbw / ideal over multi-GPU jobs */
+        unsigned n_unmodeled;      /* multi-GPU jobs whose size has no modeled ideal (0 GB/s) */
         double nop2p_frac;         /* of them, without direct peer-to-peer */
         double mesh_busbw_p50[2];  /* median busbw (GB/s) of 2- and 4-GPU jobs on mesh nodes */
+        double mesh_busbw_p10[2];  /* and their 10th percentile */
         unsigned mesh_n[2];
         double qdelay_p50[BENCH_REPORT_SIZES], qdelay_p95[BENCH_REPORT_SIZES];
         unsigned qdelay_n[BENCH_REPORT_SIZES];
@@ -295,6 +297,9 @@ int bench_report_markdown(const struct bench_summary *s, size_t n, struct buf *o
 int bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *out);
 int bench_report_jobs_csv(const struct bench_run *runs, size_t n, struct buf *out);
 int bench_report_series_csv(const struct bench_run *runs, size_t n, struct buf *out);
+/* cdf.csv: policy,series,x,fraction rows, the empirical CDFs of queueing delay (minutes)
+ * per job size ("qdelay1", ...) and of busbw / ideal for multi-GPU jobs ("ratio"). */
+int bench_report_cdf_csv(const struct bench_run *runs, size_t n, struct buf *out);
 /* A gnuplot script that turns the CSVs above (in the current directory) into SVG charts. */
 int bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out);
 

@@ -306,7 +306,8 @@ generator_is_deterministic_per_seed_and_follows_its_mix(void **state)
                 assert_true(i == 0 || a.jobs[i].arrival >= a.jobs[i - 1].arrival);
                 assert_true(a.jobs[i].gpus == 1 ? a.jobs[i].comm == 0
                                                 : a.jobs[i].comm >= 0.1 && a.jobs[i].comm <= 0.6);
-                assert_true(a.jobs[i].duration >= 60 && a.jobs[i].duration <= 2 * 86400);
+                assert_true(a.jobs[i].duration >= cfg.duration_min_s &&
+                            a.jobs[i].duration <= cfg.duration_max_s);
         }
         /* 0.55 / 0.2 / 0.15 / 0.1 within 1.5 points on 20,000 draws */
         assert_true(fabs(by_size[1] / 20000.0 - 0.55) < 0.015);
