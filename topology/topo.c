@@ -511,6 +511,8 @@ topo__cpuset_check(const char *s, size_t len)
 static bool
 mem_contains(const char *text, size_t len, const char *needle)
 {
+        if (!text || len == 0)
+                return false;
         return memmem(text, len, needle, strlen(needle)) != NULL;
 }
 

@@ -367,9 +367,12 @@ xml_v3_to_v2(char *xml, size_t len, struct topo_error *err)
                 return 0;
         if (*v == '2' || *v == '1')
                 return 0;
-        if (*v != '3' || (v + 1 < xml + len && v[1] >= '0' && v[1] <= '9'))
+        if (*v != '3' || (v + 1 < xml + len && v[1] >= '0' && v[1] <= '9')) {
+                const char *q = memchr(v, '"', (size_t)(xml + len - v));
+                int vl = q && q - v < 16 ? (int)(q - v) : 1;
                 return topo__error(err, -EPROTONOSUPPORT, 0, 0,
-                                   "hwloc XML version %.4s is not supported.", v);
+                                   "hwloc XML version %.*s is not supported.", vl, v);
+        }
         *v = '2';
         /* One pass, in place: each value shrinks to one digit, so the writer w never
          * overtakes the reader r. */
