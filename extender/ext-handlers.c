@@ -338,6 +338,15 @@ handle_bind(struct ext_state *s, const char *body, size_t len, struct buf *out)
                 ext_metrics_decision(&s->metrics, EXT_VERB_BIND, EXT_OUTCOME_BAD_REQUEST);
                 return error_body(out, why), status_of(r);
         }
+        {
+                const struct ext_pod *p = ext_cluster_find_pod(c, b.pod_uid);
+
+                if (p && p->node >= 0) {
+                        r = -EALREADY;
+                        why = "the pod is already bound";
+                        goto fail;
+                }
+        }
         r = ext_pending_lookup(s, b.pod_uid, &req);
         if (r < 0 && s->fetch_pod)
                 r = s->fetch_pod(s, &b, &req);
