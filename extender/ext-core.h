@@ -230,7 +230,10 @@ int ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
                uint64_t now_ns, struct ext_verdict *ret);
 
-/* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others), and
+/* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others):
+ * the mean of score_node_priority() (bandwidth against the node's own best, packing,
+ * fragmentation) and 10 x the set's bandwidth relative to the best set of any fitting node
+ * in this request (for multi-GPU requests), rounded; and
  * a tentative reservation of the chosen set on the best node (ties: name) for the pod,
  * replacing its earlier one.  Returns how many fit. */
 int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,

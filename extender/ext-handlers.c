@@ -25,6 +25,7 @@ static const char *const verb_names[_EXT_VERB_MAX] = {
         [EXT_VERB_READYZ] = "readyz",
         [EXT_VERB_METRICS] = "metrics",
         [EXT_VERB_VERSION] = "version",
+        [EXT_VERB_ALLOCATIONS] = "allocations",
         [EXT_VERB_OTHER] = "other",
 };
 
@@ -338,6 +339,15 @@ handle_bind(struct ext_state *s, const char *body, size_t len, struct buf *out)
                 ext_metrics_decision(&s->metrics, EXT_VERB_BIND, EXT_OUTCOME_BAD_REQUEST);
                 return error_body(out, why), status_of(r);
         }
+        {
+                const struct ext_pod *p = ext_cluster_find_pod(c, b.pod_uid);
+
+                if (p && p->node >= 0) {
+                        r = -EALREADY;
+                        why = "the pod is already bound";
+                        goto fail;
+                }
+        }
         r = ext_pending_lookup(s, b.pod_uid, &req);
         if (r < 0 && s->fetch_pod)
                 r = s->fetch_pod(s, &b, &req);
@@ -460,6 +470,49 @@ handle_version(struct ext_state *s, const char *body, size_t len, struct buf *ou
         return 200;
 }
 
+/* The GPU sets of the bound pods in the cluster view, for operators and the demo:
+ * {"generation":N,"pods":[{"uid","namespace","name","node","gpus":[...]}]}. */
+static int
+handle_allocations(struct ext_state *s, const char *body, size_t len, struct buf *out)
+{
+        CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
+        bool first = true;
+        int r;
+
+        r = buf_printf(out, "{\"generation\":%llu,\"pods\":[",
+                       (unsigned long long)(c ? c->generation : 0));
+        for (size_t i = 0; r >= 0 && c && i < c->n_pods; i++) {
+                const struct ext_pod *p = &c->pods[i];
+                char gpus[TOPO_MAX_GPUS * 4];
+
+                if (p->node < 0)
+                        continue;
+                if (topo_mask_format(&p->gpus, gpus, sizeof(gpus)) < 0)
+                        gpus[0] = 0;
+                r = buf_puts(out, first ? "{\"uid\":" : ",{\"uid\":");
+                first = false;
+                if (r >= 0)
+                        r = buf_put_json_string(out, p->uid);
+                if (r >= 0)
+                        r = buf_puts(out, ",\"namespace\":");
+                if (r >= 0)
+                        r = buf_put_json_string(out, p->namespace);
+                if (r >= 0)
+                        r = buf_puts(out, ",\"name\":");
+                if (r >= 0)
+                        r = buf_put_json_string(out, p->name);
+                if (r >= 0)
+                        r = buf_puts(out, ",\"node\":");
+                if (r >= 0)
+                        r = buf_put_json_string(out, c->nodes[p->node].name);
+                if (r >= 0)
+                        r = buf_printf(out, ",\"gpus\":[%s]}", gpus);
+        }
+        if (r >= 0)
+                r = buf_puts(out, "]}\n");
+        return r < 0 ? 500 : 200;
+}
+
 typedef int (*handler_fn)(struct ext_state *s, const char *body, size_t len, struct buf *out);
 
 static const struct route {
@@ -477,6 +530,7 @@ static const struct route {
         [EXT_VERB_METRICS] = { "/metrics", "GET", "text/plain; version=0.0.4; charset=utf-8",
                                handle_metrics },
         [EXT_VERB_VERSION] = { "/version", "GET", "application/json", handle_version },
+        [EXT_VERB_ALLOCATIONS] = { "/allocations", "GET", "application/json", handle_allocations },
 };
 
 enum ext_verb
@@ -505,7 +559,7 @@ ext_handle(struct ext_state *s, const char *method, const char *path, const char
         *ret_type = "application/json";
         if (v == EXT_VERB_OTHER) {
                 error_body(out, "no such verb: the extender serves /filter, /prioritize, /bind, "
-                                "/preempt, /healthz, /readyz, /metrics, /version");
+                                "/preempt, /healthz, /readyz, /metrics, /version, /allocations");
                 return 404;
         }
         if (!method_ok) {

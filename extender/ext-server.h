@@ -31,6 +31,7 @@ enum ext_verb {
         EXT_VERB_READYZ,
         EXT_VERB_METRICS,
         EXT_VERB_VERSION,
+        EXT_VERB_ALLOCATIONS,
         EXT_VERB_OTHER, /* unknown path or method */
         _EXT_VERB_MAX,
         _EXT_VERB_INVALID = -EINVAL,
