@@ -422,6 +422,32 @@ pairscore_picker_on_dgx1_with_0_and_4_busy_returns_a_set_without_nvlink_ring(voi
 }
 
 static void
+pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix(void **state)
+{
+        /* The real file carries CPU affinity but no NUMA column, so every NVLink pair gets
+         * the cross-CPU 10 points: the partitions tie at 970 and the first still wins. */
+        const char *shared = getenv("TOPOFIT_SHARED");
+        char path[4096], text[16384];
+        struct topo *t = NULL;
+        struct topo_error err = { 0 };
+        struct topo_mask free = mask_of("1,2,3,5,6,7", 8), set;
+        size_t len;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/topologies/dgx1-v100-sxm2-oneflow.txt",
+                 shared ? shared : "../shared");
+        f = fopen(path, "re");
+        assert_non_null(f);
+        len = fread(text, 1, sizeof(text), f);
+        fclose(f);
+        assert_true(len > 0 && len < sizeof(text));
+        assert_int_equal(topo_parse_any(text, len, &t, &err), 0);
+        assert_int_equal(bench_pick_pairscore(t, &free, 4, &set), 0);
+        assert_mask(&set, "1,2,3,5");
+        topo_unref(t);
+}
+
+static void
 pickers_choose_sets_on_small_literal_topologies(void **state)
 {
         struct topo *dg = literal_topo(8, dgx1, dgx1_numa, "Tesla V100-SXM2-16GB");
@@ -668,6 +694,7 @@ main(void)
                 cmocka_unit_test(spec_parser_reads_types_and_rejects_bad_lines),
                 cmocka_unit_test(pair_score_follows_the_device_plugin_points),
                 cmocka_unit_test(pairscore_picker_on_dgx1_with_0_and_4_busy_returns_a_set_without_nvlink_ring),
+                cmocka_unit_test(pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix),
                 cmocka_unit_test(pickers_choose_sets_on_small_literal_topologies),
                 cmocka_unit_test(time_model_stretches_by_comm_share_of_lost_bandwidth),
                 cmocka_unit_test(node_choice_spreads_or_packs_by_policy),
