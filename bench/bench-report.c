@@ -195,14 +195,22 @@ bench_report_series_csv(const struct bench_run *runs, size_t n, struct buf *out)
 {
         int r = buf_puts(out, "policy,t_s,allocated,stranded,queued,cluster_gpus\n");
 
-        for (size_t p = 0; r >= 0 && p < n; p++)
+        for (size_t p = 0; r >= 0 && p < n; p++) {
+                double step = runs[p].makespan / BENCH_SERIES_POINTS, last = -INFINITY;
+
                 for (size_t i = 0; r >= 0 && i < runs[p].n_series; i++) {
                         const struct bench_sample *x = &runs[p].series[i];
 
+                        /* At most about BENCH_SERIES_POINTS samples per policy: the
+                         * integrals in the summary use every event, the chart needs fewer. */
+                        if (i + 1 < runs[p].n_series && x->t - last < step)
+                                continue;
+                        last = x->t;
                         r = buf_printf(out, "%s,%.1f,%u,%u,%u,%u\n",
                                        bench_policy_to_string(runs[p].policy), x->t, x->allocated,
                                        x->stranded, x->queued, runs[p].cluster_gpus);
                 }
+        }
         return r < 0 ? r : 0;
 }
 
@@ -212,10 +220,19 @@ put_cdf(struct buf *out, const char *policy, const char *series, double *v, size
 {
         int r = 0;
 
+        double last = -1;
+
         bench_percentile(v, n, 50); /* sorts */
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = buf_printf(out, "%s,%s,%.5f,%.5f\n", policy, series, v[i],
-                               (double)(i + 1) / (double)n);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                double frac = (double)(i + 1) / (double)n;
+
+                /* The last point of each run of equal values carries the step; between
+                 * distinct values, steps under BENCH_CDF_STEP are merged to keep charts small. */
+                if (i + 1 < n && (v[i + 1] == v[i] || frac - last < BENCH_CDF_STEP))
+                        continue;
+                r = buf_printf(out, "%s,%s,%.5f,%.5f\n", policy, series, v[i], frac);
+                last = frac;
+        }
         return r;
 }
 
@@ -330,7 +347,8 @@ bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out)
                 "unset key\n"
                 "set xlabel ''\n"
                 "set ylabel ''\n"
-                "set yrange [0:*]\n");
+                "set yrange [0:*]\n"
+                "set offsets 0.5, 0.5, graph 0.12, 0\n");
         for (size_t k = 0; r >= 0 && k < ELEMENTSOF(bar_charts); k++)
                 r = buf_printf(out,
                                "set output 'metric-%s.svg'\n"

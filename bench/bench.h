@@ -36,6 +36,8 @@
 #define BENCH_MEMO_BITS 16                 /* per-policy decision memo: 2^bits slots */
 #define BENCH_MAX_SERIES 400000            /* allocation-over-time samples kept */
 #define BENCH_BIG_JOB 8                    /* fragmentation: GPUs of the job a node must host */
+#define BENCH_SERIES_POINTS 600            /* series.csv: samples per policy, about */
+#define BENCH_CDF_STEP 0.002               /* cdf.csv: smallest fraction step kept */
 
 /* Where a parser stopped: 1-based line (0 when not applicable) and a sentence. */
 struct bench_error {
@@ -293,7 +295,8 @@ int bench_summarize(const struct bench_run *r, struct bench_summary *ret);
 
 /* The markdown table of all runs' summaries. */
 int bench_report_markdown(const struct bench_summary *s, size_t n, struct buf *out);
-/* summary.csv, jobs.csv (per job and policy), series.csv (allocation over time). */
+/* summary.csv, jobs.csv (per job and policy), series.csv (allocation over time, thinned
+ * to about BENCH_SERIES_POINTS samples per policy). */
 int bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *out);
 int bench_report_jobs_csv(const struct bench_run *runs, size_t n, struct buf *out);
 int bench_report_series_csv(const struct bench_run *runs, size_t n, struct buf *out);
