@@ -550,6 +550,10 @@ cmd_run(struct options *o)
         buf_release(&table);
         if (n > 0 && runs[0].n_rejected)
                 printf("\n%u jobs larger than every node were not run.\n", runs[0].n_rejected);
+        for (size_t i = 0; i < n; i++)
+                if (runs[i].n_unplaced)
+                        printf("\nWARNING: %s left %u jobs queued on an idle cluster.\n",
+                               bench_policy_to_string(runs[i].policy), runs[i].n_unplaced);
         printf("\nSimulated in %.1f s.\n", monotonic_s() - t0);
         if (o->out)
                 write_outputs(o->out, runs, sum, n, o->plots);

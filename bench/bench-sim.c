@@ -509,6 +509,14 @@ schedule_pass(struct bench_sim *s, const struct bench_policy_ops *ops, void *sta
                 r = start_job(s, job, node, &set);
                 if (r < 0)
                         return r;
+                /* The policy sees the started job at once, as an informer would long before
+                 * the job ends: otherwise a job ending before the next decision could leave
+                 * the extender's ledger holding its GPUs as bound-but-unseen. */
+                if (ops->prepare) {
+                        r = ops->prepare(s, state);
+                        if (r < 0)
+                                return r;
+                }
                 mf = max_free(s);
         }
         return (int)kept;
@@ -605,6 +613,7 @@ bench_simulate(const struct bench_cluster *cl, const struct bench_trace *trace,
                 sample(&s, &run, nq);
         }
         r = 0;
+        run.n_unplaced = nq;
         run.n_jobs = (unsigned)trace->n;
         run.makespan = s.now - (trace->n ? trace->jobs[0].arrival : 0);
         run.results = TAKE_PTR(s.results);

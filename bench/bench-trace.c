@@ -563,6 +563,51 @@ philly_job(const struct convert_ctx *c, const cJSON *job, size_t idx, struct ben
         return add_converted(c, t, submit, submit + (end - start), gpus, 1, 0, err);
 }
 
+/* The line on which element idx (0-based) of the top-level JSON array starts, for errors
+ * about a well-formed but wrong job (cJSON keeps no positions).  0 when not found. */
+static unsigned
+element_line(const char *text, size_t len, size_t idx)
+{
+        unsigned line = 1, depth = 0;
+        bool in_str = false, esc = false, want = false;
+        size_t k = 0;
+
+        for (size_t i = 0; i < len; i++) {
+                char ch = text[i];
+
+                if (in_str) {
+                        if (esc)
+                                esc = false;
+                        else if (ch == '\\')
+                                esc = true;
+                        else if (ch == '"')
+                                in_str = false;
+                        line += ch == '\n';
+                        continue;
+                }
+                if (ch == '\n') {
+                        line++;
+                        continue;
+                }
+                if (ch == ' ' || ch == '\t' || ch == '\r')
+                        continue;
+                if (want) {
+                        if (k++ == idx)
+                                return line;
+                        want = false;
+                }
+                if (ch == '"')
+                        in_str = true;
+                else if (ch == '[' || ch == '{')
+                        want = depth++ == 0 && ch == '[';
+                else if (ch == ']' || ch == '}')
+                        depth = depth ? depth - 1 : 0;
+                else if (ch == ',' && depth == 1)
+                        want = true;
+        }
+        return 0;
+}
+
 static int
 parse_philly(const struct convert_ctx *c, const char *text, size_t len, struct bench_trace *t,
              struct bench_error *err)
@@ -585,9 +630,13 @@ parse_philly(const struct convert_ctx *c, const char *text, size_t len, struct b
                 return fail(err, 1, -EINVAL, "expected a JSON array of jobs");
         }
         cJSON_ArrayForEach(job, root) {
-                r = philly_job(c, job, idx++, t, err);
-                if (r < 0)
+                r = philly_job(c, job, idx, t, err);
+                if (r < 0) {
+                        if (err && err->line == 0)
+                                err->line = element_line(text, len, idx);
                         break;
+                }
+                idx++;
         }
         cJSON_Delete(root);
         return r;

@@ -246,6 +246,8 @@ struct bench_run {
         size_t series_alloc;
         unsigned cluster_gpus;
         unsigned n_rejected;    /* jobs larger than every node */
+        unsigned n_unplaced;    /* jobs still queued when nothing ran or arrived any more
+                                 * (a policy that refuses a job that fits): 0 when sound */
         uint64_t decisions;     /* placement attempts, successful or not */
         double decision_s;      /* seconds in placement attempts (clock given) */
         double makespan;        /* last finish - first arrival */

@@ -143,6 +143,9 @@ trace_parsers_name_the_line_of_a_malformed_row(void **state)
                   "at least 4 fields" },
                 { BENCH_TRACE_PHILLY, "[\n{\"jobid\": \"a\",\n \"attempts\": [ }\n]", 3, "not valid JSON" },
                 { BENCH_TRACE_PHILLY, "{\"jobid\": 1}", 1, "JSON array" },
+                { BENCH_TRACE_PHILLY, "[\n {\"jobid\": \"a,[\", \"attempts\": []},\n {\"attempts\": 5}\n]", 3,
+                  "job #2: 'attempts' is not an array" },
+                { BENCH_TRACE_PHILLY, "[{\"attempts\": []},\n\n\"job\"]", 3, "job #2 is not a JSON object" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -247,6 +250,7 @@ philly_converter_reads_attempts_and_gpus(void **state)
         assert_int_equal(bench_trace_parse(BENCH_TRACE_PHILLY, bad_time, strlen(bad_time), NULL, &t,
                                            &err), -EINVAL);
         assert_non_null(strstr(err.msg, "job #1"));
+        assert_int_equal(err.line, 1);
         assert_int_equal(t.n, 2);
         bench_trace_release(&t);
 }
@@ -645,6 +649,7 @@ simulator_is_deterministic_and_never_hands_a_gpu_out_twice(void **state)
                 assert_int_equal(bench_simulate(&cl, &t, (enum bench_policy)p, NULL, &a), 0);
                 assert_int_equal(bench_simulate(&cl, &t, (enum bench_policy)p, NULL, &b), 0);
                 assert_int_equal(a.n_jobs, 400);
+                assert_int_equal(a.n_unplaced, 0);
                 for (unsigned j = 0; j < a.n_jobs; j++) {
                         assert_int_equal(a.results[j].node, b.results[j].node);
                         assert_true(topo_mask_equal(&a.results[j].set, &b.results[j].set));
@@ -663,6 +668,60 @@ simulator_is_deterministic_and_never_hands_a_gpu_out_twice(void **state)
                 bench_run_release(&b);
         }
         bench_trace_release(&t);
+        cluster_release(&cl);
+}
+
+static unsigned
+count_lines_with(const char *text, const char *prefix)
+{
+        unsigned n = 0;
+
+        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                n += strncmp(p, prefix, strlen(prefix)) == 0;
+        return n;
+}
+
+static void
+report_writes_a_row_per_policy_in_every_output(void **state)
+{
+        static const struct bench_job jobs[] = {
+                { 0, 100, 2, 0.5 }, { 0, 100, 1, 0 }, { 1, 50, 4, 0.2 }, { 2, 10, 8, 0.9 },
+        };
+        static const enum bench_policy policies[] = { BENCH_POLICY_K8S_DEFAULT, BENCH_POLICY_TOPOFIT };
+        struct bench_trace t = { .jobs = (struct bench_job *)jobs, .n = ELEMENTSOF(jobs) };
+        struct bench_run runs[2];
+        struct bench_summary sum[2];
+        struct bench_cluster cl;
+        struct buf b;
+
+        cluster_init(&cl, 1, 1);
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(bench_simulate(&cl, &t, policies[i], NULL, &runs[i]), 0);
+                assert_int_equal(bench_summarize(&runs[i], &sum[i]), 0);
+                assert_int_equal(runs[i].n_unplaced, 0);
+                assert_int_equal(sum[i].n_multi, 3);
+                assert_int_equal(sum[i].qdelay_n[3], 1); /* one 8-GPU job */
+        }
+        buf_init(&b, 1u << 20);
+        assert_int_equal(bench_report_markdown(sum, 2, &b), 0);
+        assert_int_equal(count_lines_with(b.data, "| k8s-default |"), 2);
+        assert_int_equal(count_lines_with(b.data, "| topofit |"), 2);
+        buf_reset(&b);
+        assert_int_equal(bench_report_summary_csv(sum, 2, &b), 0);
+        assert_int_equal(count_lines_with(b.data, "policy,"), 1);
+        assert_int_equal(count_lines_with(b.data, "topofit,3,"), 1);
+        buf_reset(&b);
+        assert_int_equal(bench_report_jobs_csv(runs, 2, &b), 0);
+        assert_int_equal(count_lines_with(b.data, "k8s-default,"), 4);
+        buf_reset(&b);
+        assert_int_equal(bench_report_cdf_csv(runs, 2, &b), 0);
+        assert_int_equal(count_lines_with(b.data, "topofit,qdelay8,"), 1);
+        buf_reset(&b);
+        assert_int_equal(bench_report_gnuplot(sum, 2, &b), 0);
+        assert_non_null(strstr(b.data, "policies = 'k8s-default topofit'"));
+        buf_release(&b);
+        for (size_t i = 0; i < 2; i++)
+                bench_run_release(&runs[i]);
         cluster_release(&cl);
 }
 
@@ -700,6 +759,7 @@ main(void)
                 cmocka_unit_test(node_choice_spreads_or_packs_by_policy),
                 cmocka_unit_test(simulator_applies_the_time_model_to_the_chosen_set),
                 cmocka_unit_test(simulator_is_deterministic_and_never_hands_a_gpu_out_twice),
+                cmocka_unit_test(report_writes_a_row_per_policy_in_every_output),
                 cmocka_unit_test(percentile_interpolates_between_ranks),
         };
 
