@@ -7,6 +7,7 @@
  * with sigwait(), so no handler runs in a microhttpd thread.
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,7 +261,7 @@ load_cluster(struct ext_state *s, const char *path)
                 log_error("cannot open the cluster file", "path=%s errno=%d", path, errno);
                 return -errno;
         }
-        buf_init(&b, EXT_MAX_CLUSTER_FILE_BYTES);
+        buf_init(&b, EXT_MAX_CLUSTER_BYTES);
         while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
                 r = buf_append(&b, chunk, n);
         fclose(f);
@@ -285,6 +286,8 @@ load_cluster(struct ext_state *s, const char *path)
                  c->n_pods, c->n_classes);
         ext_state_install(s, c);
         atomic_store(&s->ready, true);
+        /* The parsed file was many times the snapshot's size: give that memory back. */
+        malloc_trim(0);
         return 0;
 }
 

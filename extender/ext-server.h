@@ -13,7 +13,6 @@
 #include "ext-core.h"
 
 #define EXT_MAX_CONFIG_BYTES (64u << 10) /* the config file */
-#define EXT_MAX_CLUSTER_FILE_BYTES (256u << 20) /* --cluster FILE */
 #define EXT_MAX_RESPONSE (64u << 20)    /* full-mode echo of EXT_MAX_NODES Node objects */
 #define EXT_DEFAULT_THREADS 4
 #define EXT_MAX_THREADS 64
