@@ -16,11 +16,11 @@
 
 struct json_node {
         uint8_t type;
-        json_id_t first;   /* first child */
-        json_id_t next;    /* next sibling */
-        uint32_t count;    /* children */
-        uint32_t key;      /* arena offset of the member key, UINT32_MAX when none */
-        uint32_t str;      /* arena offset of string / number text */
+        json_id_t first; /* first child */
+        json_id_t next;  /* next sibling */
+        uint32_t count;  /* children */
+        uint32_t key;    /* arena offset of the member key, UINT32_MAX when none */
+        uint32_t str;    /* arena offset of string / number text */
         uint32_t str_len;
 };
 
@@ -67,8 +67,11 @@ new_node(struct parser *ps, enum json_type type, json_id_t *ret)
                 d->alloc_nodes = na;
         }
         d->nodes[d->n_nodes] = (struct json_node){
-                .type = (uint8_t)type, .first = JSON_NONE, .next = JSON_NONE,
-                .key = UINT32_MAX, .str = UINT32_MAX,
+                .type = (uint8_t)type,
+                .first = JSON_NONE,
+                .next = JSON_NONE,
+                .key = UINT32_MAX,
+                .str = UINT32_MAX,
         };
         *ret = (json_id_t)d->n_nodes++;
         return 0;
@@ -213,15 +216,40 @@ parse_string(struct parser *ps, uint32_t *ret_off, uint32_t *ret_len)
                 if (q + 1 >= ps->end)
                         break;
                 switch (q[1]) {
-                case '"': *o++ = '"'; q += 2; continue;
-                case '\\': *o++ = '\\'; q += 2; continue;
-                case '/': *o++ = '/'; q += 2; continue;
-                case 'b': *o++ = '\b'; q += 2; continue;
-                case 'f': *o++ = '\f'; q += 2; continue;
-                case 'n': *o++ = '\n'; q += 2; continue;
-                case 'r': *o++ = '\r'; q += 2; continue;
-                case 't': *o++ = '\t'; q += 2; continue;
-                case 'u': break;
+                case '"':
+                        *o++ = '"';
+                        q += 2;
+                        continue;
+                case '\\':
+                        *o++ = '\\';
+                        q += 2;
+                        continue;
+                case '/':
+                        *o++ = '/';
+                        q += 2;
+                        continue;
+                case 'b':
+                        *o++ = '\b';
+                        q += 2;
+                        continue;
+                case 'f':
+                        *o++ = '\f';
+                        q += 2;
+                        continue;
+                case 'n':
+                        *o++ = '\n';
+                        q += 2;
+                        continue;
+                case 'r':
+                        *o++ = '\r';
+                        q += 2;
+                        continue;
+                case 't':
+                        *o++ = '\t';
+                        q += 2;
+                        continue;
+                case 'u':
+                        break;
                 default:
                         return fail(ps, q, -EINVAL, "Invalid escape in string.");
                 }
@@ -380,8 +408,8 @@ parse_container(struct parser *ps, unsigned depth, bool object, json_id_t n)
                         break;
                 }
                 return fail(ps, ps->p, -EINVAL,
-                            object ? "Expected ',' or '}' in object." :
-                                     "Expected ',' or ']' in array.");
+                            object ? "Expected ',' or '}' in object."
+                                   : "Expected ',' or ']' in array.");
         }
         return object ? check_duplicates(ps, n, open) : 0;
 }
@@ -393,7 +421,9 @@ parse_value(struct parser *ps, unsigned depth, json_id_t *ret)
                 const char *lit;
                 enum json_type type;
         } literals[] = {
-                { "null", JSON_NULL }, { "true", JSON_TRUE }, { "false", JSON_FALSE },
+                {"null", JSON_NULL},
+                {"true", JSON_TRUE},
+                {"false", JSON_FALSE},
         };
         json_id_t n;
         int r;
@@ -430,7 +460,8 @@ parse_value(struct parser *ps, unsigned depth, json_id_t *ret)
         default:
                 for (size_t i = 0; i < ELEMENTSOF(literals); i++) {
                         size_t l = strlen(literals[i].lit);
-                        if ((size_t)(ps->end - ps->p) >= l && memcmp(ps->p, literals[i].lit, l) == 0) {
+                        if ((size_t)(ps->end - ps->p) >= l &&
+                            memcmp(ps->p, literals[i].lit, l) == 0) {
                                 r = new_node(ps, literals[i].type, &n);
                                 if (r < 0)
                                         return r;
@@ -471,13 +502,13 @@ json_parse(const char *text, size_t len, struct json_doc **ret, struct json_erro
 
         if (len > JSON_MAX_BYTES) {
                 if (err)
-                        *err = (struct json_error){ 0, 0, "JSON input too large." };
+                        *err = (struct json_error){0, 0, "JSON input too large."};
                 return -E2BIG;
         }
         d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
-        struct parser ps = { .p = text, .start = text, .end = text + len, .d = d };
+        struct parser ps = {.p = text, .start = text, .end = text + len, .d = d};
 
         r = parse_value(&ps, 0, &root);
         if (r >= 0) {

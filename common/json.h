@@ -18,8 +18,8 @@
 
 #include "macro.h"
 
-#define JSON_MAX_DEPTH 64               /* nesting of arrays and objects */
-#define JSON_MAX_BYTES (16u << 20)      /* input size; callers usually cap lower */
+#define JSON_MAX_DEPTH 64          /* nesting of arrays and objects */
+#define JSON_MAX_BYTES (16u << 20) /* input size; callers usually cap lower */
 
 enum json_type {
         JSON_NULL,
@@ -67,7 +67,6 @@ json_id_t json_get(const struct json_doc *d, json_id_t n, const char *key);
 /* Typed reads.  Return 0, or -EINVAL (wrong type / not an integer), -ERANGE (outside
  * [min, max]); ret_* written only on success.  Strings live as long as the document. */
 int json_get_string(const struct json_doc *d, json_id_t n, const char **ret, size_t *ret_len);
-int json_get_int64(const struct json_doc *d, json_id_t n, int64_t min, int64_t max,
-                   int64_t *ret);
+int json_get_int64(const struct json_doc *d, json_id_t n, int64_t min, int64_t max, int64_t *ret);
 int json_get_double(const struct json_doc *d, json_id_t n, double *ret);
 int json_get_bool(const struct json_doc *d, json_id_t n, bool *ret);

@@ -163,6 +163,7 @@ score__fill_pairs(struct score_class *c)
                         enum topo_link link = p->link < _TOPO_LINK_MAX ? p->link : TOPO_LINK_UNKNOWN;
 
                         c->nvl[k] = link == TOPO_LINK_NVLINK || link == TOPO_LINK_XGMI;
+                        c->port_cost[k] = link_p2p[link] ? 1.0f : 1.0f / SCORE_HOST_STAGED_FACTOR;
                         c->p2p[k] = link_p2p[link];
                         if (i == j) {
                                 c->cap[k] = 0;
@@ -283,36 +284,41 @@ struct ring {
 static unsigned
 ring_cpu_dir(const struct ring *r, unsigned a, unsigned b)
 {
-        return r->c->numa_idx[r->idx[a]] < r->c->numa_idx[r->idx[b]] ? 0 : 1;
+        unsigned na = r->c->numa_idx[r->idx[a]], nb = r->c->numa_idx[r->idx[b]];
+
+        /* NUMA unknown on both ends: the GPU order stands in for the socket order. */
+        return (na != nb ? na < nb : a < b) ? 0 : 1;
 }
 
-/* How much of hop a->b is left at this speed; negative: the hop cannot carry the ring. */
+/* What is left of the tightest resource once hop a->b carries the ring at this speed;
+ * negative when the hop cannot carry it. */
 static float
 ring_slack(const struct ring *r, unsigned a, unsigned b)
 {
         const struct score_class *c = r->c;
         unsigned k = score__idx(c, r->idx[a], r->idx[b]);
-        float s;
+        float v = r->v, pv, s;
 
         if (r->ok)
                 return r->ok[k] ? 1.0f : -1.0f;
-        if (c->cap[k] + SCORE_EPS < r->v)
+        if (c->cap[k] + SCORE_EPS < v)
                 return -1.0f;
+        s = r->rcap ? r->rcap[a * r->m + b] - v : c->cap[k] - v;
         switch (c->edge[k]) {
         case SCORE_EDGE_DIRECT:
-                s = r->rcap ? r->rcap[a * r->m + b] : c->cap[k];
                 break;
         case SCORE_EDGE_FABRIC:
-                s = MIN(r->out_f[a], r->in_f[b]);
+                s = MIN(r->out_f[a], r->in_f[b]) - v;
                 break;
-        case SCORE_EDGE_PCIE:
-                s = MIN(r->out_p[a], r->in_p[b]);
-                break;
+        case SCORE_EDGE_PCIE_SYS:
+                s = MIN(s, r->cpu[ring_cpu_dir(r, a, b)] - v);
+                __attribute__((fallthrough));
         default:
-                s = MIN(MIN(r->out_p[a], r->in_p[b]), r->cpu[ring_cpu_dir(r, a, b)]);
+                pv = v * c->port_cost[k];
+                s = MIN(s, MIN(r->out_p[a], r->in_p[b]) - pv);
                 break;
         }
-        return s + (float)SCORE_EPS >= r->v ? s - r->v : -1.0f;
+        return s >= -(float)SCORE_EPS * MAX(1.0f, v) ? MAX(s, 0.0f) : -1.0f;
 }
 
 static void
@@ -324,22 +330,22 @@ ring_use(struct ring *r, unsigned a, unsigned b, float v)
         if (r->ok)
                 return;
         switch (c->edge[k]) {
-        case SCORE_EDGE_DIRECT:
-                if (r->rcap)
-                        r->rcap[a * r->m + b] -= v;
-                break;
         case SCORE_EDGE_FABRIC:
                 r->out_f[a] -= v;
                 r->in_f[b] -= v;
-                break;
+                return;
         case SCORE_EDGE_PCIE_SYS:
                 r->cpu[ring_cpu_dir(r, a, b)] -= v;
                 __attribute__((fallthrough));
+        case SCORE_EDGE_PCIE:
+                r->out_p[a] -= v * c->port_cost[k];
+                r->in_p[b] -= v * c->port_cost[k];
+                break;
         default:
-                r->out_p[a] -= v;
-                r->in_p[b] -= v;
                 break;
         }
+        if (r->rcap)
+                r->rcap[a * r->m + b] -= v;
 }
 
 /* Extends the path order[0..pos) to a ring; neighbours are tried most slack first, then by

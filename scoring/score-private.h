@@ -63,6 +63,7 @@ struct score_class {
         uint8_t *edge;                /* n*n: enum score_edge */
         uint8_t *nvl;                 /* n*n: 1 when NVLink or XGMI */
         uint8_t *p2p;                 /* n*n: 1 when NCCL would use direct P2P */
+        float *port_cost;             /* n*n: PCIe link GB/s a hop uses per GB/s delivered */
         float *port_fabric;           /* n: NVSwitch port GB/s per direction */
         float *port_pcie;             /* n: PCIe link GB/s per direction */
         float cpu_gbps;               /* CPU interconnect GB/s per direction */

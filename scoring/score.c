@@ -124,6 +124,7 @@ class_free(struct score_class *c)
         free(c->edge);
         free(c->nvl);
         free(c->p2p);
+        free(c->port_cost);
         free(c->port_fabric);
         free(c->port_pcie);
         free(c->numa_idx);
@@ -165,6 +166,7 @@ score_class_new(struct topo *t, const struct score_config *cfg)
         c->edge = calloc(nn, 1);
         c->nvl = calloc(nn, 1);
         c->p2p = calloc(nn, 1);
+        c->port_cost = calloc(nn, sizeof(*c->port_cost));
         c->port_fabric = calloc(n + 1, sizeof(float));
         c->port_pcie = calloc(n + 1, sizeof(float));
         c->numa_idx = calloc(n + 1, sizeof(unsigned));
@@ -174,7 +176,7 @@ score_class_new(struct topo *t, const struct score_config *cfg)
         c->ideal = malloc((n + 1) * sizeof(uint64_t));
         if (n <= SCORE_SET_CACHE_MAX_GPUS)
                 c->set_busbw = malloc(((size_t)1 << n) * sizeof(uint32_t));
-        if (!c->cap || !c->link_rate || !c->edge || !c->nvl || !c->p2p || !c->port_fabric ||
+        if (!c->cap || !c->link_rate || !c->edge || !c->nvl || !c->p2p || !c->port_cost || !c->port_fabric ||
             !c->port_pcie || !c->numa_idx || !c->has_nic || !c->twin || !c->twin_mask || !c->ideal ||
             (n <= SCORE_SET_CACHE_MAX_GPUS && !c->set_busbw) || score__memo_init(c) < 0) {
                 class_free(c);
@@ -391,17 +393,20 @@ score_node_priority(const struct score_class *c, const struct topo_mask *free,
                     const struct score_choice *choice)
 {
         double bw, packing, frag, wsum = 0, p;
-        unsigned n_free = 0;
+        unsigned n_free = 0, n_left;
 
         if (!c || !free || !choice || c->n == 0)
                 return 0;
         for (unsigned i = 0; i < c->n; i++)
                 n_free += topo_mask_test(free, i) && c->topo->gpus[i].healthy;
         bw = choice->ideal_gbps > 0 ? MIN(1.0, choice->busbw_gbps / choice->ideal_gbps) : 1.0;
+        n_left = n_free > choice->n ? n_free - choice->n : 0;
         /* Share of the node in use once the pod lands: tight fits first, whole nodes last. */
-        packing = (double)(c->n - (n_free > choice->n ? n_free - choice->n : 0)) / c->n;
+        packing = (double)(c->n - n_left) / c->n;
+        /* Fragmentation: how well what is left serves the mix, against the best any
+         * leftover of that many GPUs could do; nothing left is nothing fragmented. */
         for (unsigned j = 0; j < c->cfg.n_sizes; j++)
-                if (c->cfg.size_of[j] >= 1 && c->cfg.size_of[j] <= c->n)
+                if (c->cfg.size_of[j] >= 1 && c->cfg.size_of[j] <= n_left)
                         wsum += c->cfg.weight_of[j];
         frag = wsum > 0 ? MIN(1.0, choice->frag_left / wsum) : 1.0;
         p = SCORE_PRIO_MAX * (SCORE_PRIO_W_BANDWIDTH * bw + SCORE_PRIO_W_PACKING * packing +

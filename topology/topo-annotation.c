@@ -48,6 +48,8 @@ put_key_string(struct buf *b, const char *key, const char *value)
 
         if (!value[0])
                 return 0;
+        if (!topo__id_ok(value, strlen(value)))
+                return -EINVAL; /* not something a parser produced */
         r = buf_printf(b, ",\"%s\":", key);
         return r < 0 ? r : buf_put_json_string(b, value);
 }
@@ -65,6 +67,9 @@ put_gpu(struct buf *b, const struct topo_gpu *g)
                 r = put_key_string(b, "model", g->model);
         if (r >= 0)
                 r = put_key_string(b, "bus", g->pci_bus_id);
+        if (r >= 0 && g->cpu_affinity[0] &&
+            topo__cpuset_check(g->cpu_affinity, strlen(g->cpu_affinity)) < 0)
+                r = -EINVAL;
         if (r >= 0)
                 r = put_key_string(b, "cpus", g->cpu_affinity);
         if (r >= 0 && g->memory_mib)
@@ -137,6 +142,8 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
                 r = buf_puts(&b, ",\"nics\":[");
         for (unsigned k = 0; r >= 0 && k < t->n_nics; k++) {
                 r = buf_puts(&b, k ? ",{\"name\":" : "{\"name\":");
+                if (r >= 0 && !topo__id_ok(t->nics[k].name, strlen(t->nics[k].name)))
+                        r = -EINVAL;
                 if (r >= 0)
                         r = buf_put_json_string(&b, t->nics[k].name);
                 if (r >= 0 && t->nics[k].numa >= 0)
@@ -144,7 +151,7 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
                 if (r >= 0)
                         r = buf_puts(&b, ",\"links\":\"");
                 for (unsigned j = 0; r >= 0 && j < t->n_gpus; j++) {
-                        struct topo_pair p = { .link = t->nic_links[(size_t)k * t->n_gpus + j] };
+                        struct topo_pair p = {.link = t->nic_links[(size_t)k * t->n_gpus + j]};
                         if (j)
                                 r = buf_puts(&b, " ");
                         if (r >= 0)
@@ -177,7 +184,7 @@ struct reader {
 static int
 cell_parse(const char *s, size_t len, struct topo_pair *ret)
 {
-        struct topo_pair p = { 0 };
+        struct topo_pair p = {0};
         size_t best = 0, i;
         int best_link = -1;
         int v;
@@ -234,7 +241,8 @@ row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsi
         for (;;) {
                 const char *sp = strchrnul(p, ' ');
                 if (k == n)
-                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx, n);
+                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx,
+                                   n);
                 if (cell_parse(p, (size_t)(sp - p), &out[k]) < 0)
                         return bad(rd, -EINVAL, "%s[%u]: link code %u '%.*s' is not valid.", what,
                                    idx, k, (int)MIN(sp - p, 16), p);
@@ -262,6 +270,8 @@ get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, 
                 return bad(rd, -EINVAL, "%s.%s must be a string.", path, key);
         if (len >= size)
                 return bad(rd, -E2BIG, "%s.%s is longer than %zu bytes.", path, key, size - 1);
+        if (!topo__id_ok(s, len))
+                return bad(rd, -EINVAL, "%s.%s must be printable ASCII.", path, key);
         memcpy(dst, s, len + 1);
         return 0;
 }
@@ -380,8 +390,8 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
 {
         CLEANUP(json_doc_freep) struct json_doc *d = NULL;
         CLEANUP(topo_unrefp) struct topo *t = NULL;
-        struct json_error jerr = { 0 };
-        struct reader rd = { .err = err };
+        struct json_error jerr = {0};
+        struct reader rd = {.err = err};
         int64_t v;
         int r;
 
@@ -405,9 +415,10 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
         if (json_get_int64(d, vn, INT32_MIN, INT32_MAX, &v) < 0)
                 return bad(&rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
         if (v != TOPO_ANNOTATION_VERSION)
-                return bad(&rd, -EPROTONOSUPPORT,
-                           "Annotation version %lld is not supported (this build reads version %d).",
-                           (long long)v, TOPO_ANNOTATION_VERSION);
+                return bad(
+                        &rd, -EPROTONOSUPPORT,
+                        "Annotation version %lld is not supported (this build reads version %d).",
+                        (long long)v, TOPO_ANNOTATION_VERSION);
 
         json_id_t gpus = get_array(&rd, root, "gpus", true, &r);
         if (r < 0)
@@ -438,8 +449,8 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
             (r = get_enum(&rd, root, "cpu_link", "annotation", cpu_link_from, &t->cpu_link)) < 0 ||
             (r = get_string(&rd, root, "domain", "annotation", t->nvlink_domain,
                             sizeof(t->nvlink_domain))) < 0 ||
-            (r = get_string(&rd, root, "node", "annotation", t->node_name,
-                            sizeof(t->node_name))) < 0)
+            (r = get_string(&rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) <
+                    0)
                 return r;
         json_id_t nvs = json_get(d, root, "nvswitch");
         if (nvs != JSON_NONE && json_get_bool(d, nvs, &t->nvswitch) < 0)
@@ -464,11 +475,14 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 for (unsigned j = 0; j < t->n_gpus; j++) {
                         const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
                         if ((i == j) != (a->link == TOPO_LINK_SELF))
-                                return bad(&rd, -EINVAL, "links[%u][%u]: X must be on the "
-                                           "diagonal and only there.", i, j);
+                                return bad(&rd, -EINVAL,
+                                           "links[%u][%u]: X must be on the "
+                                           "diagonal and only there.",
+                                           i, j);
                         if (a->link != b->link || a->links != b->links || a->hops != b->hops ||
                             a->weight != b->weight)
-                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i, j);
+                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i,
+                                           j);
                 }
 
         unsigned k = 0;
