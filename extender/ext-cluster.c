@@ -239,12 +239,40 @@ class_for(struct ext_cluster_builder *b, const struct ext_cluster *base,
         return cls;
 }
 
+/* Lists cls (a class reused from the base snapshot) in the builder's table once. */
+static int
+class_register(struct ext_cluster_builder *b, struct score_class *cls)
+{
+        const struct topo *t = score_class_topo(cls);
+
+        for (size_t i = 0; i < b->n_classes; i++)
+                if (b->classes[i].cls == cls)
+                        return 0;
+        if (grow((void **)&b->classes, &b->alloc_classes, b->n_classes + 1, sizeof(*b->classes)) < 0)
+                return -ENOMEM;
+        b->classes[b->n_classes++] = (struct class_slot){
+                .hash = topo_class_hash(t), .n_gpus = t->n_gpus, .cls = score_class_ref(cls) };
+        return 0;
+}
+
 static bool
 name_ok(const char *s)
 {
         size_t n = s ? strnlen(s, EXT_NAME_MAX) : 0;
 
         return n > 0 && n < EXT_NAME_MAX;
+}
+
+static uint64_t
+topo_digest(const char *topo_json, size_t len, unsigned gpu_capacity)
+{
+        uint64_t h = 1469598103934665603ull ^ gpu_capacity;
+
+        if (!topo_json)
+                return h;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (unsigned char)topo_json[i]) * 1099511628211ull;
+        return h ^ 0x5bd1e995u;
 }
 
 static int
@@ -254,10 +282,21 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
 {
         CLEANUP(topo_unrefp) struct topo *t = NULL;
         struct ext_node node = { 0 };
+        const struct ext_node *old;
         const char *why = NULL;
 
         if (!name_ok(name))
                 return -EINVAL;
+        node.topo_digest = topo_digest(topo_json, len, gpu_capacity);
+        old = b && b->base ? ext_cluster_find_node(b->base, name) : NULL;
+        if (old && old->topo_digest == node.topo_digest && old->cls &&
+            class_register(b, old->cls) == 0) {
+                *n = *old;
+                n->used = (struct topo_mask){ 0 };
+                score_class_ref(n->cls);
+                set_why(ret_why, n->why_unannotated);
+                return 0;
+        }
         memcpy(node.name, name, strlen(name) + 1);
         if (topo_json) {
                 struct topo_error err = { 0 };

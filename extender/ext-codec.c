@@ -67,6 +67,7 @@ struct arena_chunk {
 struct arena {
         struct arena_chunk *chunks;
         size_t total, cap;
+        size_t next_chunk; /* grows from a size fitted to the document up to EXT_ARENA_CHUNK */
         cJSON *root; /* the document parsed into it */
 };
 
@@ -80,8 +81,9 @@ arena_alloc(struct arena *a, size_t n)
         void *p;
 
         if (!c || c->size - c->used < need) {
-                size_t size = MAX((size_t)EXT_ARENA_CHUNK, need);
+                size_t size = MAX(a->next_chunk, need);
 
+                a->next_chunk = MIN(a->next_chunk * 2, (size_t)EXT_ARENA_CHUNK);
                 if (a->total + size > a->cap)
                         return NULL;
                 c = malloc(sizeof(*c) + size);
@@ -155,6 +157,8 @@ parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON
         if (!a)
                 return -ENOMEM;
         a->cap = doc_cap;
+        /* Small documents (annotations, bindings) get a small first chunk. */
+        a->next_chunk = MIN(MAX(len * 8, (size_t)4096), (size_t)EXT_ARENA_CHUNK);
         tl_arena = a;
         doc = cJSON_ParseWithLengthOpts(json, len, &end, false);
         tl_arena = NULL;

@@ -117,6 +117,8 @@ struct ext_node {
         struct topo_mask healthy; /* GPUs that may be handed out */
         struct topo_mask used;    /* GPUs recorded on live pods bound here */
         const char *why_unannotated; /* static string when !annotated: missing or bad */
+        uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
+                                   * reuses an unchanged node without parsing it again */
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
@@ -150,7 +152,8 @@ const struct ext_node *ext_cluster_find_node(const struct ext_cluster *c, const 
 const struct ext_pod *ext_cluster_find_pod(const struct ext_cluster *c, const char *uid);
 
 /* Builds a snapshot.  base (may be NULL) lends its topology classes, so a rebuild keeps
- * their memos.  The builder copies everything it is given. */
+ * their memos, and its nodes: a node whose annotation and capacity did not change is
+ * copied, not parsed again.  The builder copies everything it is given. */
 struct ext_cluster_builder;
 struct ext_cluster_builder *ext_cluster_builder_new(const struct ext_config *cfg,
                                                     const struct ext_cluster *base);
