@@ -100,6 +100,14 @@ int ext_static_binder(struct ext_state *s, const struct ext_binding *b, const st
 
 uint64_t ext_now_ns(void);
 
+/* Live mode (ext-live.c): the view from kube-client's cache of the API server named by
+ * kubeconfig (NULL: $KUBECONFIG, in-cluster, ~/.kube/config), bindings through the API.
+ * Sets s's binder and mode.  Stop it before releasing s. */
+struct ext_live;
+int ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **ret,
+                   const char **ret_why);
+struct ext_live *ext_live_stop(struct ext_live *lv);
+
 /* The pending ring: remember a decoded request, look one up by UID (0 or -ENOENT), forget. */
 int ext_pending_remember(struct ext_state *s, const struct ext_request *req);
 int ext_pending_lookup(struct ext_state *s, const char *uid, struct ext_request *ret);
