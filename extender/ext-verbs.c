@@ -200,10 +200,16 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
                 }
-                /* One short critical section per node keeps binds from waiting long. */
-                ext__ledger_lock(l);
-                free_gpus_locked(l, req, nodes[i], now_ns, &free);
-                ext__ledger_unlock(l);
+                /* One short critical section per node keeps binds from waiting long; none
+                 * at all while the ledger is empty (bind rechecks under the lock). */
+                if (ext__ledger_maybe_empty(l)) {
+                        for (size_t k = 0; k < ELEMENTSOF(free.w); k++)
+                                free.w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
+                } else {
+                        ext__ledger_lock(l);
+                        free_gpus_locked(l, req, nodes[i], now_ns, &free);
+                        ext__ledger_unlock(l);
+                }
                 decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
                 if (ret[i].r == 0)
                         fits++;
