@@ -53,6 +53,9 @@ struct bench_sim {
         unsigned n_running;
         struct bench_job_result *results;
         struct bench_memo *memo;
+        bool have_last;           /* the state since the last event, for the integrals */
+        double last_t;
+        unsigned last_allocated, last_stranded;
 };
 
 /* The best set of `count` GPUs among free on a node of type `type`: exhaustive search,

@@ -376,20 +376,23 @@ sample(struct bench_sim *s, struct bench_run *run, unsigned queued)
                 if (s->nodes[i].n_free < BENCH_BIG_JOB)
                         stranded += s->nodes[i].n_free;
         }
-        if (run->n_series > 0) {
-                const struct bench_sample *p = &run->series[run->n_series - 1];
-
-                run->alloc_gpu_s += p->allocated * (s->now - p->t);
-                run->stranded_gpu_s += p->stranded * (s->now - p->t);
-                if (p->t == s->now)
-                        run->n_series--; /* one sample per instant: the last state wins */
+        /* The integrals use every event, whatever the series below keeps. */
+        if (s->have_last) {
+                run->alloc_gpu_s += s->last_allocated * (s->now - s->last_t);
+                run->stranded_gpu_s += s->last_stranded * (s->now - s->last_t);
         }
+        s->have_last = true;
+        s->last_t = s->now;
+        s->last_allocated = total - free;
+        s->last_stranded = stranded;
+        if (run->n_series > 0 && run->series[run->n_series - 1].t == s->now)
+                run->n_series--; /* one sample per instant: the last state wins */
         if (run->n_series == run->series_alloc) {
                 size_t na = run->series_alloc ? run->series_alloc * 2 : 1024;
                 struct bench_sample *p;
 
                 if (na > BENCH_MAX_SERIES)
-                        return; /* the integrals above stay exact; the plot gets fewer points */
+                        return; /* the integrals stay exact; the chart ends early */
                 p = realloc(run->series, na * sizeof(*p));
                 if (!p)
                         return;

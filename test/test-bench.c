@@ -682,6 +682,32 @@ count_lines_with(const char *text, const char *prefix)
 }
 
 static void
+allocation_and_stranding_are_time_averages_over_the_makespan(void **state)
+{
+        /* One 4-GPU node: a 2-GPU job for 100 s, then a 1-GPU job for 300 s after a 100 s
+         * gap.  Allocated GPU-seconds 2*100 + 1*300 over 500 s x 4 GPUs; every free GPU is
+         * stranded (the node can never host 8). */
+        static const struct bench_job jobs[] = {
+                { 0, 100, 2, 0 },
+                { 200, 300, 1, 0 },
+        };
+        struct bench_trace t = { .jobs = (struct bench_job *)jobs, .n = ELEMENTSOF(jobs) };
+        struct bench_cluster cl;
+        struct bench_run run;
+        struct bench_summary s;
+
+        cluster_init(&cl, 0, 1);
+        assert_int_equal(bench_simulate(&cl, &t, BENCH_POLICY_K8S_DEFAULT, NULL, &run), 0);
+        assert_int_equal(bench_summarize(&run, &s), 0);
+        assert_true(run.makespan == 500);
+        assert_true(fabs(s.alloc_mean - 500.0 / 2000.0) < 1e-12);
+        assert_true(fabs(s.stranded_mean - 1500.0 / 2000.0) < 1e-12);
+        assert_true(run.n_series >= 4);
+        bench_run_release(&run);
+        cluster_release(&cl);
+}
+
+static void
 report_writes_a_row_per_policy_in_every_output(void **state)
 {
         static const struct bench_job jobs[] = {
@@ -759,6 +785,7 @@ main(void)
                 cmocka_unit_test(node_choice_spreads_or_packs_by_policy),
                 cmocka_unit_test(simulator_applies_the_time_model_to_the_chosen_set),
                 cmocka_unit_test(simulator_is_deterministic_and_never_hands_a_gpu_out_twice),
+                cmocka_unit_test(allocation_and_stranding_are_time_averages_over_the_makespan),
                 cmocka_unit_test(report_writes_a_row_per_policy_in_every_output),
                 cmocka_unit_test(percentile_interpolates_between_ranks),
         };
