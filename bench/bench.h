@@ -30,7 +30,6 @@
 #define BENCH_MAX_NAME 64                  /* node type names (NUL included) */
 #define BENCH_MAX_PATH 512                 /* topology paths in a spec (NUL included) */
 #define BENCH_MAX_DURATION_S (365.0 * 86400) /* one job's duration */
-#define BENCH_MAX_PHILLY_DEPTH 16          /* JSON nesting accepted in the Philly log */
 #define BENCH_PARTITION_MAX_VISITS 4000000 /* pair-score picker: partitions per decision */
 #define BENCH_EXHAUSTIVE_MAX_SETS 200000   /* exhaustive search: candidate sets per decision */
 #define BENCH_MEMO_BITS 16                 /* per-policy decision memo: 2^bits slots */

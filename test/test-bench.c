@@ -165,6 +165,56 @@ trace_parsers_name_the_line_of_a_malformed_row(void **state)
 }
 
 static void
+trace_parsers_survive_garbage_and_truncation(void **state)
+{
+        /* Every prefix of a valid input and seeded random bytes: a count or a clear error,
+         * never a crash (the sanitizer build runs this too). */
+        static const char *const valid[_BENCH_TRACE_MAX] = {
+                [BENCH_TRACE_CSV] = "arrival_s,duration_s,gpus,comm_fraction\n0,10,2,0.5\n3,5,1,0\n",
+                [BENCH_TRACE_PAI2020] = "j1,w,2,Terminated,1000,1600,600,29.3,200,V100\n",
+                [BENCH_TRACE_OPENB2023] = "name,num_gpu,creation_time,deletion_time\np,8,0,10\n",
+                [BENCH_TRACE_PHILLY] = "[{\"jobid\": \"a\", \"submitted_time\": \"2017-10-03 02:40:00\", "
+                                       "\"attempts\": [{\"start_time\": \"2017-10-03 02:42:40\", "
+                                       "\"end_time\": \"2017-10-03 03:00:00\", \"detail\": [{\"gpus\": "
+                                       "[\"gpu0\"]}]}]}]",
+        };
+        uint64_t x = 42;
+
+        for (int f = 0; f < _BENCH_TRACE_MAX; f++) {
+                size_t len = strlen(valid[f]);
+
+                for (size_t cut = 0; cut <= len; cut++) {
+                        struct bench_trace t;
+                        struct bench_error err = { 0 };
+                        int r;
+
+                        bench_trace_init(&t);
+                        r = bench_trace_parse((enum bench_trace_format)f, valid[f], cut, NULL, &t, &err);
+                        assert_true(r >= 0 || (r == -EINVAL && err.msg[0]));
+                        assert_true(r < 0 || (size_t)r == t.n);
+                        bench_trace_release(&t);
+                }
+                for (unsigned k = 0; k < 300; k++) {
+                        char buf[96];
+                        struct bench_trace t;
+                        struct bench_error err = { 0 };
+                        size_t n = 1 + k % sizeof(buf);
+                        int r;
+
+                        for (size_t i = 0; i < n; i++) {
+                                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                                /* bias towards the bytes the formats care about */
+                                buf[i] = "0123456789,.-\n\"[]{}: eE\x01\xff"[(x >> 33) % 24];
+                        }
+                        bench_trace_init(&t);
+                        r = bench_trace_parse((enum bench_trace_format)f, buf, n, NULL, &t, &err);
+                        assert_true(r >= 0 || ((r == -EINVAL || r == -E2BIG) && err.msg[0]));
+                        bench_trace_release(&t);
+                }
+        }
+}
+
+static void
 pai2020_converter_splits_instances_and_skips_cpu_tasks(void **state)
 {
         /* plan_gpu is percent of a GPU: 50 -> 1 GPU, 200 -> 2 GPUs per instance. */
@@ -771,6 +821,7 @@ main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(csv_trace_reads_rows_and_sorts_them_by_arrival),
                 cmocka_unit_test(trace_parsers_name_the_line_of_a_malformed_row),
+                cmocka_unit_test(trace_parsers_survive_garbage_and_truncation),
                 cmocka_unit_test(pai2020_converter_splits_instances_and_skips_cpu_tasks),
                 cmocka_unit_test(openb2023_converter_finds_columns_by_name),
                 cmocka_unit_test(philly_converter_reads_attempts_and_gpus),
