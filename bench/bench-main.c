@@ -493,6 +493,7 @@ cmd_run(struct options *o)
         struct buf table;
         size_t n = 0;
         double t0 = monotonic_s();
+        bool failed = false;
         int r;
 
         if (!o->spec) {
@@ -534,11 +535,13 @@ cmd_run(struct options *o)
                 if (r < 0) {
                         fprintf(stderr, "topofit bench: policy %s: %s\n",
                                 bench_policy_to_string((enum bench_policy)p), strerror(-r));
+                        failed = true;
                         continue;
                 }
                 r = bench_summarize(&runs[n], &sum[n]);
                 if (r < 0) {
                         bench_run_release(&runs[n]);
+                        failed = true;
                         continue;
                 }
                 n++;
@@ -555,13 +558,13 @@ cmd_run(struct options *o)
                         printf("\nWARNING: %s left %u jobs queued on an idle cluster.\n",
                                bench_policy_to_string(runs[i].policy), runs[i].n_unplaced);
         printf("\nSimulated in %.1f s.\n", monotonic_s() - t0);
-        if (o->out)
-                write_outputs(o->out, runs, sum, n, o->plots);
+        if (o->out && write_outputs(o->out, runs, sum, n, o->plots) < 0)
+                failed = true;
         for (size_t i = 0; i < n; i++)
                 bench_run_release(&runs[i]);
         bench_trace_release(&trace);
         cluster_release(&cl);
-        return n > 0 ? 0 : 1;
+        return failed || n == 0 ? 1 : 0;
 }
 
 static int
