@@ -428,7 +428,8 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 return -ENOMEM;
         }
 
-        qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
+        if (b->n_nodes > 0)
+                qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
         for (size_t i = 1; i < b->n_nodes; i++)
                 if (strcmp(b->nodes[i - 1].name, b->nodes[i].name) == 0) {
                         free(c->classes);
@@ -450,7 +451,8 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
 
                 b->pods[i].node = n ? (int)(n - c->nodes) : -1;
         }
-        qsort(b->pods, b->n_pods, sizeof(*b->pods), pod_cmp);
+        if (b->n_pods > 0)
+                qsort(b->pods, b->n_pods, sizeof(*b->pods), pod_cmp);
         c->pods = TAKE_PTR(b->pods);
         c->n_pods = b->n_pods;
         for (size_t i = 1; i < c->n_pods; i++)
