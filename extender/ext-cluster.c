@@ -451,7 +451,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
 
                 b->pods[i].node = n ? (int)(n - c->nodes) : -1;
         }
-        if (b->n_pods > 0) /* qsort(NULL, 0, ...) is undefined: UBSan aborts */
+        if (b->n_pods > 0)
                 qsort(b->pods, b->n_pods, sizeof(*b->pods), pod_cmp);
         c->pods = TAKE_PTR(b->pods);
         c->n_pods = b->n_pods;

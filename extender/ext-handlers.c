@@ -164,6 +164,12 @@ ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct
                 return set_why(ret_why, "the pod is already bound"), r;
         if (r < 0)
                 return set_why(ret_why, "the in-memory cluster could not be updated"), r;
+        {
+                /* The view now shows the pod: its committed ledger entry can go. */
+                CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
+
+                ext_ledger_prune(s->ledger, c, ext_now_ns());
+        }
         return 0;
 }
 

@@ -64,12 +64,16 @@ def stop(proc, sig=signal.SIGTERM):
 class Extender:
     def __init__(self, tmp, kubeconfig, n):
         self.port_file = os.path.join(tmp, "ext-port-%d" % n)
-        self.log = open(os.path.join(tmp, "ext-%d.log" % n), "w")
+        self.log_path = os.path.join(tmp, "ext-%d.log" % n)
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([BIN, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0",
                                       "--port-file", self.port_file, "--threads", "4",
                                       "--log-level", "info"], stdout=self.log,
                                      stderr=subprocess.STDOUT)
-        self.port = wait_port(self.proc, self.port_file)
+        try:
+            self.port = wait_port(self.proc, self.port_file)
+        except RuntimeError:
+            raise RuntimeError("extender did not start: " + open(self.log_path).read()[-2000:])
 
     def ready(self):
         deadline = time.monotonic() + WAIT_S
