@@ -151,6 +151,33 @@ hwloc_derives_each_pcie_relation_from_the_pci_tree(void **state)
         topo_unref(t);
 }
 
+/* test/data/hwloc-amd-xgmi.xml, hand-written: three AMD MI210 (class 0x0380) under one host
+ * bridge; the first two joined by Infinity Fabric ("XGMIBandwidth" 50,000 MB/s, "XGMIHops"
+ * 1), the third PCIe only. */
+static void
+hwloc_reads_amd_xgmi_links_and_hops(void **state)
+{
+        struct topo_error err = {0};
+        struct topo *t = NULL;
+        size_t len = 0;
+        char *xml = read_test_data("hwloc-amd-xgmi.xml", &len);
+
+        assert_non_null(xml);
+        assert_int_equal(topo_hwloc_load_xml(xml, len, &t, &err), 0);
+        free(xml);
+        assert_int_equal(t->n_gpus, 3);
+        assert_int_equal(t->vendor, TOPO_VENDOR_AMD);
+        assert_string_equal(t->gpus[1].model, "AMD Instinct MI210");
+        assert_int_equal(topo_pair(t, 0, 1)->link, TOPO_LINK_XGMI);
+        assert_int_equal(topo_pair(t, 1, 0)->link, TOPO_LINK_XGMI);
+        assert_int_equal(topo_pair(t, 0, 1)->hops, 1);
+        assert_int_equal(topo_pair(t, 0, 2)->link, TOPO_LINK_PHB);
+        assert_int_equal(topo_pair(t, 2, 1)->link, TOPO_LINK_PHB);
+        assert_int_equal(topo_pair(t, 0, 2)->hops, 0);
+        assert_false(t->nvswitch);
+        topo_unref(t);
+}
+
 static void
 hwloc_topologies_round_trip_through_the_annotation(void **state)
 {
@@ -253,6 +280,7 @@ main(void)
                 cmocka_unit_test(hwloc_joins_every_dgx2_gpu_pair_through_the_nvswitch_fabric),
                 cmocka_unit_test(hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie),
                 cmocka_unit_test(hwloc_derives_each_pcie_relation_from_the_pci_tree),
+                cmocka_unit_test(hwloc_reads_amd_xgmi_links_and_hops),
                 cmocka_unit_test(hwloc_topologies_round_trip_through_the_annotation),
                 cmocka_unit_test(hwloc_rejects_hostile_xml),
                 cmocka_unit_test(hwloc_live_machine_loads_or_says_it_has_no_gpu),

@@ -68,6 +68,8 @@ json_rejects_invalid_documents_with_a_position(void **state)
                 {"NaN", 0, -EINVAL, 1, 1, "Unexpected character"},
                 {"tru", 0, -EINVAL, 1, 1, "Unexpected character"},
                 {"\"abc", 0, -EINVAL, 1, 1, "Unterminated string"},
+                {"\"abc\\", 0, -EINVAL, 1, 1, "Unterminated string"},
+                {"[\"\\\"]", 0, -EINVAL, 1, 2, "Unterminated string"},
                 {"\"a\tb\"", 0, -EINVAL, 1, 3, "control character"},
                 {"\"\\x\"", 0, -EINVAL, 1, 2, "Invalid escape"},
                 {"\"\\u12g4\"", 0, -EINVAL, 1, 2, "Invalid \\u escape"},
@@ -135,7 +137,7 @@ json_decodes_strings_and_reads_typed_values(void **state)
         bool b;
 
         assert_int_equal(json_parse(text, sizeof(text) - 1, &d, &err), 0);
-        json_id_t root = json_root(d);
+        uint32_t root = json_root(d);
         assert_int_equal(json_get_string(d, json_get(d, root, "s"), &s, &len), 0);
         assert_string_equal(s, "a\"b\\c/d\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80");
         assert_int_equal(len, strlen(s));
@@ -155,10 +157,10 @@ json_decodes_strings_and_reads_typed_values(void **state)
         assert_int_equal(json_get(d, root, "missing"), JSON_NONE);
         assert_int_equal(json_type(d, JSON_NONE), _JSON_TYPE_INVALID);
 
-        json_id_t arr = json_get(d, root, "arr");
+        uint32_t arr = json_get(d, root, "arr");
         int64_t sum = 0;
         size_t k = 0;
-        for (json_id_t c = json_first(d, arr); c != JSON_NONE; c = json_next(d, c), k++) {
+        for (uint32_t c = json_first(d, arr); c != JSON_NONE; c = json_next(d, c), k++) {
                 assert_null(json_key(d, c));
                 assert_int_equal(json_get_int64(d, c, 0, 100, &v), 0);
                 sum += v;

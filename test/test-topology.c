@@ -378,7 +378,7 @@ topo_nvsmi_rejects_hostile_inputs(void **state)
         static const char garbage[] = "\x7f"
                                       "ELF\x02\x01\x01\xff\xfe\x80GPU0\x01\x02";
         char *big = malloc(TOPO_MAX_TEXT_BYTES + 2);
-        struct hostile_case cases[16];
+        struct hostile_case cases[20];
         size_t n = 0;
         char buf[8192];
 
@@ -444,6 +444,12 @@ topo_nvsmi_rejects_hostile_inputs(void **state)
         cases[n].name = "glued cells past the row end";
         cases[n].r = -EINVAL;
         cases[n++].msg = "runs past the last device column";
+        cases[n].text = dup_lit("\tGPU0\tmlx5_0\tmlx5_1\nGPU0\t X \tPIX\tPIX\n"
+                                "mlx5_0\tPIX\t X \tPIX\nmlx5_1\tPIX\tSYS\t X \n",
+                                &cases[n].len);
+        cases[n].name = "asymmetric NIC rows";
+        cases[n].r = -EINVAL;
+        cases[n++].msg = "mlx5_0 to mlx5_1 is PIX but mlx5_1 to mlx5_0 is SYS";
         cases[n].text = dup_lit("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPIX\t0-3,7-2\n"
                                 "GPU1\tPIX\t X \t0-3\n",
                                 &cases[n].len);
@@ -658,6 +664,49 @@ topo_to_annotation_refuses_strings_no_parser_produces(void **state)
                 assert_ptr_equal(json, (char *)0x1);
                 assert_int_equal(len, 7);
                 topo_unref(t);
+        }
+}
+
+static void
+topo_annotation_escapes_quotes_and_backslashes(void **state)
+{
+        struct topo *t = topo_new(1, 1), *t2 = NULL;
+        struct topo_error err = {0};
+        char *json = NULL;
+        size_t len = 0;
+
+        assert_non_null(t);
+        snprintf(t->gpus[0].model, TOPO_ID_MAX, "A \"quoted\" \\ name");
+        snprintf(t->nics[0].name, TOPO_ID_MAX, "\\\"");
+        snprintf(t->node_name, TOPO_ID_MAX, "\"");
+        assert_int_equal(topo_to_annotation(t, &json, &len), 0);
+        assert_non_null(strstr(json, "\"model\":\"A \\\"quoted\\\" \\\\ name\""));
+        assert_int_equal(topo_parse_annotation(json, len, &t2, &err), 0);
+        assert_true(topo_equal(t, t2));
+        assert_string_equal(t2->nics[0].name, "\\\"");
+        free(json);
+        topo_unref(t);
+        topo_unref(t2);
+}
+
+static void
+topo_parsers_refuse_a_null_empty_input(void **state)
+{
+        static const struct {
+                int (*parse)(const char *, size_t, struct topo **, struct topo_error *);
+        } parsers[] = {
+                {topo_parse_nvsmi},
+                {topo_parse_rocm},
+                {topo_parse_annotation},
+                {topo_parse_any},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(parsers); i++) {
+                struct topo *t = NULL;
+                struct topo_error err = {0};
+
+                assert_true(parsers[i].parse(NULL, 0, &t, &err) < 0);
+                assert_null(t);
+                assert_true(err.msg[0] != '\0');
         }
 }
 
@@ -1041,6 +1090,8 @@ main(void)
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
+                cmocka_unit_test(topo_parsers_refuse_a_null_empty_input),
+                cmocka_unit_test(topo_annotation_escapes_quotes_and_backslashes),
                 cmocka_unit_test(topo_to_annotation_refuses_strings_no_parser_produces),
                 cmocka_unit_test(topo_finish_infers_nvlink_generation_and_nvswitch),
                 cmocka_unit_test(topo_finish_reads_the_dgx1_hybrid_cube_mesh_as_direct_links),

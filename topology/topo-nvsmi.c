@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Parser for `nvidia-smi topo -m` (and the old `topo --matrix`) text of every driver
- * generation, into a `struct topo`.  Pure: a byte range in, a new topology or a positioned
- * error out.  Lines are split on blanks (tabs and spaces both occur, and posts turn one into
- * the other); the header names the columns; each row must carry one link cell per device
- * column.  Cells glued together by lost tab stops ("NODENODE") are split only when the
- * split into known cells is unique and the row then has exactly the expected width; the
- * symmetry and GPU/NIC cross-checks below then confirm it.  A row cut short, a missing GPU
- * row, an unknown cell, an asymmetric matrix: errors naming line and column, never a guess.
- * NIC rows are redundant (their GPU cells repeat the GPU rows' NIC columns) and may be
- * missing at the end; when present they must agree.  Everything after the matrix is read
- * only for the "NIC Legend" and `nvlink --status` lines ("GPU 0: <model> (UUID: ...)").
+ * `nvidia-smi topo -m` (and old `topo --matrix`) text of every driver generation -> struct
+ * topo.  Pure: bytes in, a topology or a positioned error out.  Lines split on blanks (posts
+ * turn tabs into spaces); the header names the columns; each row carries one cell per device.
+ * Cells glued by lost tab stops ("NODENODE") are split only when the split into known cells
+ * is unique and gives the row its exact width; symmetry and GPU/NIC cross-checks confirm it.
+ * A short row, a missing GPU row, an unknown cell, an asymmetric matrix: errors with line and
+ * column, never a guess.  NIC rows repeat the GPU rows' NIC columns, so trailing ones may be
+ * missing; present ones must agree.  After the matrix only the NIC Legend and `nvlink
+ * --status` lines ("GPU 0: <model> (UUID: ...)") are read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -516,6 +514,7 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
         CLEANUP(freep) struct tok *toks = NULL;
         CLEANUP(freep) struct header *h = NULL;
         CLEANUP(freep) struct row *row = NULL;
+        CLEANUP(freep) uint8_t *nic_nic = NULL; /* NIC row k, NIC column c; 0xff: no row */
         struct cursor cur = {.p = text, .end = text + len};
         struct line l;
         size_t n;
@@ -527,7 +526,7 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
         if (len > TOPO_MAX_TEXT_BYTES)
                 return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
                                    TOPO_MAX_TEXT_BYTES);
-        const char *nul = memchr(text, '\0', len);
+        const char *nul = len ? memchr(text, '\0', len) : NULL;
         if (nul) {
                 struct cursor c2 = {.p = text, .end = nul};
                 while (next_line(&c2, &l))
@@ -566,15 +565,17 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
                                    "No matrix header (a line starting with GPU0) found.");
 
         t = topo_new(h->n_gpus, h->n_nics);
-        if (!t)
+        nic_nic = malloc(MAX((size_t)h->n_nics * h->n_nics, 1u));
+        if (!t || !nic_nic)
                 return -ENOMEM;
+        memset(nic_nic, 0xff, (size_t)h->n_nics * h->n_nics);
         t->vendor = TOPO_VENDOR_NVIDIA;
         for (unsigned k = 0; k < h->n_nics; k++)
                 (void)str_copy(t->nics[k].name, TOPO_ID_MAX, h->dev[h->n_gpus + k].s,
                                h->dev[h->n_gpus + k].len);
 
         unsigned n_dev = h->n_gpus + h->n_nics;
-        unsigned row_line[TOPO_MAX_GPUS] = {0};
+        unsigned row_line[TOPO_MAX_GPUS] = {0}, nic_line[TOPO_MAX_NICS] = {0};
         bool have_next = false;
         for (unsigned rw = 0; rw < n_dev; rw++) {
                 bool gpu_row = rw < h->n_gpus;
@@ -648,8 +649,25 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
                                                 (int)want->len, want->s,
                                                 topo_link_to_string(row->cells[j].link), j, j,
                                                 topo_link_to_string(topo_nic_link(t, k, j)));
+                        for (unsigned c = 0; c < h->n_nics; c++)
+                                nic_nic[(size_t)k * h->n_nics + c] = row->cells[h->n_gpus + c].link;
+                        nic_line[k] = l.no;
                 }
         }
+
+        /* NIC rows present on both sides must agree (this also checks split glued cells). */
+        for (unsigned a = 0; a < h->n_nics; a++)
+                for (unsigned b = a + 1; b < h->n_nics; b++) {
+                        uint8_t x = nic_nic[(size_t)a * h->n_nics + b];
+                        uint8_t y = nic_nic[(size_t)b * h->n_nics + a];
+                        if (x != 0xff && y != 0xff && x != y)
+                                return topo__error(err, -EINVAL, nic_line[b], 1,
+                                                   "The matrix is not symmetric: %s to %s is %s "
+                                                   "but %s to %s is %s.",
+                                                   t->nics[a].name, t->nics[b].name,
+                                                   topo_link_to_string(x), t->nics[b].name,
+                                                   t->nics[a].name, topo_link_to_string(y));
+                }
 
         for (unsigned i = 0; i < t->n_gpus; i++)
                 for (unsigned j = i + 1; j < t->n_gpus; j++) {

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hwloc -> struct topo.  The one file that speaks hwloc: it loads an XML export or the live
- * machine with every PCI and OS device kept, picks GPUs and NICs among the PCI devices,
- * derives the nvidia-smi relation of every pair from the PCI tree (common non-host bridge:
- * PIX when each side is at most one bridge below it, else PXB; common host bridge: PHB;
- * otherwise NODE when both sit in the same NUMA node, SYS when not) and NVLink from the
- * "NVLinkBandwidth" distances.  NVSwitch ports appear there as PCI devices of subtype
- * "NVSwitch": two GPUs that both reach switches are joined through the fabric with the
- * smaller of their link counts (hwloc does not list switch-to-switch trunks, and the
- * switches of one node form one fabric).  The hwloc topology lives only inside a call.
+ * hwloc -> struct topo, the one file that speaks hwloc.  Loads an XML export (version 3
+ * rewritten for Debian's hwloc 2) or the live machine keeping every PCI and OS device; GPUs
+ * and NICs are PCI devices.  PCIe relations come from the tree: common non-host bridge: PIX
+ * when each side is at most one bridge below it, else PXB; common host bridge: PHB; else
+ * NODE within a NUMA node, SYS across.  NVLink from "NVLinkBandwidth": GPUs that both reach
+ * NVSwitch ports (PCI devices of subtype "NVSwitch") are joined with the smaller port count,
+ * since hwloc lists no switch-to-switch trunks and one node's switches form one fabric.
+ * AMD XGMI from "XGMIBandwidth"/"XGMIHops".  The hwloc topology lives only inside a call.
  */
 #include "topo-hwloc.h"
 
@@ -21,6 +20,8 @@
 #include "topo-private.h"
 
 #define HWLOC_NVLINK_BW_NAME "NVLinkBandwidth"
+#define HWLOC_XGMI_BW_NAME "XGMIBandwidth"
+#define HWLOC_XGMI_HOPS_NAME "XGMIHops"
 #define HWLOC_MAX_PCI_DEPTH 64      /* bridges between a device and the root: far beyond real */
 #define HWLOC_MAX_NVLINK_MATRICES 4 /* "NVLinkBandwidth" matrices read (hwloc makes one) */
 #define HWLOC_MAX_NVLINK_OBJS (TOPO_MAX_GPUS * 4) /* GPUs, NVSwitches, CPUs in one matrix */
@@ -256,6 +257,57 @@ apply_nvlink(hwloc_topology_t topo, struct topo *t, const struct dev *gpus, stru
         return r;
 }
 
+/* AMD: "XGMIBandwidth" marks the GPU pairs joined by Infinity Fabric, "XGMIHops" gives the
+ * hop count rocm-smi also prints.  The link count is not known (0), as with rocm-smi. */
+static int
+apply_xgmi(hwloc_topology_t topo, struct topo *t, const struct dev *gpus, const char *name,
+           struct topo_error *err)
+{
+        struct hwloc_distances_s *dist[HWLOC_MAX_NVLINK_MATRICES];
+        unsigned nr = ELEMENTSOF(dist);
+        bool hops = streq(name, HWLOC_XGMI_HOPS_NAME);
+        int r = 0;
+
+        if (hwloc_distances_get_by_name(topo, name, &nr, dist, 0) < 0)
+                return 0;
+        for (unsigned d = 0; d < MIN(nr, (unsigned)ELEMENTSOF(dist)); d++) {
+                struct hwloc_distances_s *m = dist[d];
+                int gidx[HWLOC_MAX_NVLINK_OBJS];
+                unsigned nb = m->nbobjs;
+
+                if (nb > ELEMENTSOF(gidx) || r < 0) {
+                        if (r == 0)
+                                r = topo__error(err, -E2BIG, 0, 0,
+                                                "%s matrix of %u objects, more than %u.", name, nb,
+                                                HWLOC_MAX_NVLINK_OBJS);
+                        hwloc_distances_release(topo, m);
+                        continue;
+                }
+                for (unsigned i = 0; i < nb; i++) {
+                        hwloc_obj_t p = pci_of(m->objs[i]);
+                        gidx[i] = -1;
+                        for (unsigned g = 0; p && g < t->n_gpus; g++)
+                                if (gpus[g].pci == p)
+                                        gidx[i] = (int)g;
+                }
+                for (unsigned i = 0; i < nb; i++)
+                        for (unsigned j = 0; j < nb; j++) {
+                                uint64_t v = MAX(m->values[(size_t)i * nb + j],
+                                                 m->values[(size_t)j * nb + i]);
+                                if (v == 0 || gidx[i] < 0 || gidx[j] < 0 || gidx[i] == gidx[j])
+                                        continue;
+                                struct topo_pair *p =
+                                        topo_pair_mut(t, (unsigned)gidx[i], (unsigned)gidx[j]);
+                                if (!hops)
+                                        p->link = TOPO_LINK_XGMI;
+                                else if (p->link == TOPO_LINK_XGMI)
+                                        p->hops = (uint8_t)MIN(v, (uint64_t)UINT8_MAX);
+                        }
+                hwloc_distances_release(topo, m);
+        }
+        return r;
+}
+
 static enum topo_cpu_link
 cpu_link_of(hwloc_topology_t topo)
 {
@@ -354,6 +406,10 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
                                 topo_pair_mut(t, i, j)->link =
                                         (uint8_t)pci_relation(topo, gpus[i].pci, gpus[j].pci);
         int r = apply_nvlink(topo, t, gpus, err);
+        if (r >= 0)
+                r = apply_xgmi(topo, t, gpus, HWLOC_XGMI_BW_NAME, err);
+        if (r >= 0)
+                r = apply_xgmi(topo, t, gpus, HWLOC_XGMI_HOPS_NAME, err);
         if (r < 0)
                 return r;
         topo_finish(t);
