@@ -12,6 +12,7 @@
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,8 @@ main(int argc, char **argv)
         unlink(portfile);
         pid = fork();
         if (pid == 0) {
+                /* The server dies with us, even when we crash or time out. */
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
                 int devnull = open("/dev/null", O_WRONLY);
                 dup2(devnull, STDOUT_FILENO);
                 execl("/usr/bin/python3", "python3", script, "--port-file", portfile, "--nodes",

@@ -646,6 +646,7 @@ resource_thread(void *userdata)
         struct resource *res = userdata;
         struct kube_cache *c = res->cache;
         unsigned backoff = c->opts.backoff_initial_ms;
+        unsigned page_size = c->opts.page_size ? c->opts.page_size : KUBE_LIST_PAGE_DEFAULT;
         bool need_list = true, first_list = true, first_watch = true;
         CLEANUP(freep) char *rv = NULL;
         int r;
@@ -659,8 +660,10 @@ resource_thread(void *userdata)
                         struct { struct resource *res; struct store *store; } ctx = { res, &fresh };
                         uint64_t gen;
 
-                        r = kube_list(c->client, res->collection, &sel, c->opts.page_size,
-                                      list_item, &ctx, &rv, &err);
+                        r = kube_list(c->client, res->collection, &sel, page_size, list_item,
+                                      &ctx, &rv, &err);
+                        if (r == -E2BIG && page_size > 1)
+                                page_size /= 2; /* a page over KUBE_MAX_BODY: smaller pages */
                         if (r < 0) {
                                 store_release(&fresh);
                                 note_error(c, r, true);

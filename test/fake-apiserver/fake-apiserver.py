@@ -385,6 +385,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.store.take_fault("error500"):
                 return self.send_json(500, status(500, "InternalError", "injected failure"))
             self.server.stats["requests"] += 1
+            self.server.stats["user_agent"] = self.headers.get("User-Agent", "")
             self.api(method, path, q)
         except ApiError as e:
             self.send_json(e.code, status(e.code, e.reason, e.message))
