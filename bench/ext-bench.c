@@ -26,7 +26,7 @@
 #define BENCH_MAX_PODS 200000
 #define BENCH_MAX_REQUESTS 100000
 #define BENCH_CLIENT_THREADS 2
-#define BENCH_NODE_PAD_BYTES 11500/* managedFields-like filler: full Node objects ~10 KB */
+#define BENCH_NODE_PAD_BYTES 11500 /* managedFields-like filler: full Node objects ~10 KB */
 #define BENCH_MAX_BODY (64u << 20)
 
 static const char *const classes[] = {
