@@ -32,7 +32,7 @@ for _ in $(seq 1 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
 ok $? "the demo client plays its whole scenario against the extender"
 [ "$(grep -cE '^(pair|quad|infer|train|huge)' "$tmp/out")" -ge 11 ]
 ok $? "the table has a row for every pod of the scenario"
-grep -A1 '^huge-16' "$tmp/out" | grep -q "pending: "
+grep -A2 "^huge-16" "$tmp/out" | grep -q "pending, 0/6 nodes are available"
 ok $? "a pod no node can hold stays pending with the extender's reason"
 curl -s "http://127.0.0.1:$(cat "$tmp/port")/allocations" | python3 -c '
 import json, sys
