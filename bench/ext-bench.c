@@ -8,12 +8,16 @@
  * then the server's RSS.  Bounded: every run sends a fixed number of requests.
  * Usage: topofit-ext-bench EXTENDER_BINARY SHARED_DIR [nodes] [pods] [mode names|full]
  *                          [requests]
+ * TOPOFIT_BENCH_PEER=path/to/goext also runs the same bodies against the Go peer.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -360,6 +364,113 @@ load_run(void *arg)
         return NULL;
 }
 
+/* A free loopback port (bound and released: another process could take it meanwhile,
+ * which only makes the peer fail to start). */
+static unsigned
+free_port(void)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        unsigned port = 0;
+
+        if (fd < 0)
+                return 0;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+                port = ntohs(sa.sin_port);
+        close(fd);
+        return port;
+}
+
+/* The same requests against the Go peer (../shared/peers/goext): latency over one
+ * connection, then throughput; prints its numbers and the ratios to ours. */
+static void
+measure_peer(const char *peer, const struct buf *filter, const struct buf *prio, unsigned requests,
+             double our_f50, double our_p50, double our_rps)
+{
+        unsigned port = free_port();
+        char port_s[16];
+        struct demo_http h;
+        struct buf out;
+        uint64_t *lf = calloc(requests / 2, sizeof(uint64_t)), *lp = calloc(requests / 2, sizeof(uint64_t));
+        uint64_t t0, t_total;
+        unsigned errors = 0;
+        int status = 0, up = 0;
+        pid_t pid;
+
+        snprintf(port_s, sizeof(port_s), "%u", port);
+        pid = fork();
+        if (pid == 0) {
+                execl(peer, peer, "-port", port_s, (char *)NULL);
+                _exit(127);
+        }
+        buf_init(&out, BENCH_MAX_BODY);
+        for (int i = 0; i < 200 && !up; i++) {
+                if (demo_http_connect(&h, "127.0.0.1", port) == 0) {
+                        up = demo_http_request(&h, "GET", "/healthz", NULL, 0, &status, &out) == 0 &&
+                             status == 200;
+                        demo_http_close(&h);
+                }
+                if (!up)
+                        usleep(50000);
+        }
+        if (!up || !lf || !lp || demo_http_connect(&h, "127.0.0.1", port) < 0) {
+                fprintf(stderr, "bench: the peer %s did not start\n", peer);
+                goto out;
+        }
+        for (unsigned i = 0; i < 20; i++)
+                demo_http_request(&h, "POST", "/filter", filter->data, filter->len, &status, &out);
+        for (unsigned i = 0; i < requests / 2; i++) {
+                t0 = now_ns();
+                errors += demo_http_request(&h, "POST", "/filter", filter->data, filter->len, &status,
+                                            &out) < 0 || status != 200;
+                lf[i] = now_ns() - t0;
+                t0 = now_ns();
+                errors += demo_http_request(&h, "POST", "/prioritize", prio->data, prio->len, &status,
+                                            &out) < 0 || status != 200;
+                lp[i] = now_ns() - t0;
+        }
+        demo_http_close(&h);
+        {
+                pthread_t th[BENCH_CLIENT_THREADS];
+                struct load ld[BENCH_CLIENT_THREADS];
+
+                t0 = now_ns();
+                for (unsigned k = 0; k < BENCH_CLIENT_THREADS; k++) {
+                        ld[k] = (struct load){ .port = port, .filter = filter, .prio = prio,
+                                               .n = requests / BENCH_CLIENT_THREADS };
+                        pthread_create(&th[k], NULL, load_run, &ld[k]);
+                }
+                for (unsigned k = 0; k < BENCH_CLIENT_THREADS; k++) {
+                        pthread_join(th[k], NULL);
+                        errors += ld[k].errors;
+                }
+                t_total = now_ns() - t0;
+        }
+        qsort(lf, requests / 2, sizeof(*lf), cmp_u64);
+        qsort(lp, requests / 2, sizeof(*lp), cmp_u64);
+        {
+                double f50 = (double)lf[requests / 4] / 1e6, p50 = (double)lp[requests / 4] / 1e6;
+                double f99 = (double)lf[(size_t)((double)(requests / 2 - 1) * 0.99)] / 1e6;
+                double p99 = (double)lp[(size_t)((double)(requests / 2 - 1) * 0.99)] / 1e6;
+                double rps = (double)requests / ((double)t_total / 1e9);
+
+                printf("peer %s (same bodies, errors=%u)\n", peer, errors);
+                printf("  filter      p50 %.3f ms  p99 %.3f ms\n", f50, f99);
+                printf("  prioritize  p50 %.3f ms  p99 %.3f ms\n", p50, p99);
+                printf("  throughput  %.0f requests/s\n", rps);
+                printf("  ratio peer/topofit: filter p50 %.2fx, prioritize p50 %.2fx, "
+                       "throughput %.2fx\n", f50 / our_f50, p50 / our_p50, rps / our_rps);
+        }
+out:
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        buf_release(&out);
+        free(lf);
+        free(lp);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -508,6 +619,9 @@ main(int argc, char **argv)
                (double)requests / ((double)t_total / 1e9), BENCH_CLIENT_THREADS);
         printf("  server RSS  %.1f MiB after loading, %.1f MiB after the run\n",
                (double)rss_loaded / 1024, (double)rss_after / 1024);
+        if (getenv("TOPOFIT_BENCH_PEER"))
+                measure_peer(getenv("TOPOFIT_BENCH_PEER"), &filter, &prio, requests, PCT(lat_f, 0.5),
+                             PCT(lat_p, 0.5), (double)requests / ((double)t_total / 1e9));
         buf_release(&filter);
         buf_release(&prio);
         buf_release(&out);
