@@ -63,7 +63,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *base = ext_state_snapshot(lv->s);
         struct ext_cluster_builder *b = ext_cluster_builder_new(&lv->s->cfg, base);
         struct ext_cluster *c = NULL;
-        unsigned bad_records = 0;
+        unsigned bad_records = 0, left_out = 0;
         int r = 0;
 
         if (!b)
@@ -74,8 +74,10 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                 r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
                                                  (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
-                if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
-                        r = 0; /* over the cap or malformed: left out, the rest still works */
+                if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
+                        left_out++; /* over the cap or malformed: left out, the rest works */
+                        r = 0;
+                }
         }
         /* Pods come sorted by node: one run per node.  GPUs of pods bound without a
          * topofit record (another scheduler placed them) are counted as the node's highest
@@ -102,8 +104,10 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                         for (size_t k = 0; k < ELEMENTSOF(held.w); k++)
                                 held.w[k] |= gpus.w[k];
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
-                        if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
+                        if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
+                                left_out++;
                                 r = 0;
+                        }
                 }
                 if (r >= 0 && unrecorded > 0) {
                         const struct kube_node *kn = kube_snapshot_node(ks, node);
@@ -133,6 +137,9 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         if (bad_records)
                 log_warn("pods with an unreadable GPU record", "count=%u annotation=%s", bad_records,
                          EXT_GPUS_ANNOTATION);
+        if (left_out)
+                log_warn("objects left out of the cluster view", "count=%u reason=\"over "
+                         "EXT_MAX_NODES/EXT_MAX_PODS or malformed\"", left_out);
         log_debug("cluster view rebuilt", "generation=%llu nodes=%zu pods=%zu classes=%zu",
                   (unsigned long long)c->generation, c->n_nodes, c->n_pods, c->n_classes);
         ext_state_install(lv->s, c);
