@@ -236,6 +236,24 @@ hwloc_rejects_hostile_xml(void **state)
                  "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"2\"/>\n"
                  "  </object>\n</topology>\n",
                  0, -ENODEV, "no NVIDIA or AMD GPU"},
+                /* test/fuzz/fuzz-hwloc: hwloc 2.9 dereferences NULL on these. */
+                {"NUMA node without complete_nodeset (fuzz crash)",
+                 "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n"
+                 "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
+                 "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"1\">\n"
+                 "    <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0x1\" nodeset=\"0x1\"/>\n"
+                 "  </object>\n</topology>\n",
+                 0, -EINVAL, "nodeset without complete_nodeset"},
+                {"single-quoted cpuset without complete_cpuset",
+                 "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n"
+                 "  <object\ttype='Machine' cpuset = '0x1'/>\n</topology>\n",
+                 0, -EINVAL, "cpuset without complete_cpuset"},
+                {"set that is not a bitmap",
+                 "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n"
+                 "  <object type=\"Machine\" cpuset=\"0x1\" complete_cpuset=\"0x00:00.0\"/>\n"
+                 "</topology>\n",
+                 0, -EINVAL, "malformed complete_cpuset"},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct topo *t = (struct topo *)0x1;

@@ -434,6 +434,110 @@ static const struct {
         {1ul << 1, 0}, /* Memory (v2: Block) */
 };
 
+/* hwloc 2.9 trusts the XML's sets: an object that has a cpuset (nodeset) but no
+ * complete_cpuset (complete_nodeset), or a set that is not a bitmap, makes
+ * hwloc_topology_load() dereference NULL (found by test/fuzz/fuzz-hwloc).  Real exports
+ * always write both as bitmaps, so each <object> tag's attributes are read here (either
+ * quote, any blank) and such an object is refused before hwloc sees it. */
+enum { XML_CPUSET, XML_COMPLETE_CPUSET, XML_NODESET, XML_COMPLETE_NODESET, _XML_SET_MAX };
+static const char *const xml_set_names[_XML_SET_MAX] = {
+        [XML_CPUSET] = "cpuset",
+        [XML_COMPLETE_CPUSET] = "complete_cpuset",
+        [XML_NODESET] = "nodeset",
+        [XML_COMPLETE_NODESET] = "complete_nodeset",
+};
+
+static bool
+xml_is_blank(char c)
+{
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* hwloc's bitmap syntax: comma-separated 0x-prefixed hex words, "0xf...f" for infinite. */
+static bool
+xml_bitmap_ok(const char *v, size_t n)
+{
+        if (n == 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!strchr("0123456789abcdefABCDEFx,.", v[i]))
+                        return false;
+        return true;
+}
+
+/* Checks the attributes of the tag starting at p (just past "<object"); *ret_end is where
+ * it ends.  -EINVAL with err for a tag hwloc must not see. */
+static int
+xml_check_object(const char *p, const char *end, const char **ret_end, struct topo_error *err)
+{
+        bool seen[_XML_SET_MAX] = {};
+
+        for (;;) {
+                const char *name, *value, *q;
+                size_t name_len;
+
+                while (p < end && xml_is_blank(*p))
+                        p++;
+                if (p >= end || *p == '>' || *p == '/')
+                        break;
+                name = p;
+                while (p < end && *p != '=' && *p != '>' && !xml_is_blank(*p))
+                        p++;
+                name_len = (size_t)(p - name);
+                while (p < end && xml_is_blank(*p))
+                        p++;
+                if (p >= end || *p != '=')
+                        return topo__error(err, -EINVAL, 0, 0, "Malformed hwloc XML object tag.");
+                p++;
+                while (p < end && xml_is_blank(*p))
+                        p++;
+                if (p >= end || (*p != '"' && *p != '\''))
+                        return topo__error(err, -EINVAL, 0, 0, "Malformed hwloc XML object tag.");
+                value = p + 1;
+                q = memchr(value, *p, (size_t)(end - value));
+                if (!q)
+                        return topo__error(err, -EINVAL, 0, 0, "Malformed hwloc XML object tag.");
+                p = q + 1;
+                for (size_t i = 0; i < _XML_SET_MAX; i++) {
+                        if (name_len != strlen(xml_set_names[i]) ||
+                            memcmp(name, xml_set_names[i], name_len) != 0)
+                                continue;
+                        if (!xml_bitmap_ok(value, (size_t)(q - value)))
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "hwloc XML object with a malformed %s.",
+                                                   xml_set_names[i]);
+                        seen[i] = true;
+                }
+        }
+        for (size_t i = 0; i < _XML_SET_MAX; i += 2)
+                if (seen[i] != seen[i + 1])
+                        return topo__error(err, -EINVAL, 0, 0,
+                                           "hwloc XML object has %s without %s.",
+                                           xml_set_names[seen[i] ? i : i + 1],
+                                           xml_set_names[seen[i] ? i + 1 : i]);
+        *ret_end = p;
+        return 0;
+}
+
+static int
+xml_check_sets(const char *xml, size_t len, struct topo_error *err)
+{
+        static const char open[] = "<object";
+        const char *end = xml + len, *p = xml;
+
+        while ((p = memmem(p, (size_t)(end - p), open, strlen(open)))) {
+                int r;
+
+                p += strlen(open);
+                if (p < end && !xml_is_blank(*p) && *p != '>' && *p != '/')
+                        continue; /* another element whose name starts "object" */
+                r = xml_check_object(p, end, &p, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int
 xml_v3_to_v2(char *xml, size_t len, struct topo_error *err)
 {
@@ -526,6 +630,9 @@ topo_hwloc_load_xml(const char *xml, size_t len, struct topo **ret, struct topo_
         if (r < 0)
                 return r;
         len = strlen(copy);
+        r = xml_check_sets(copy, len, err);
+        if (r < 0)
+                return r;
         r = prepare(&topo, err);
         if (r < 0)
                 return r;

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer harness for the extender codec (extender/ext-codec.c): every decoder the HTTP
+ * handlers call on a request body gets the same bytes (ExtenderArgs for filter/prioritize,
+ * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, a
+ * cluster List).  Accepted arguments are encoded back, as the handlers would.  Seeds:
+ * ../shared/fixtures/kube-scheduler-v1.20 and test/data/extender.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "ext-core.h"
+#include "macro.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        const char *json = (const char *)data;
+        struct ext_config cfg;
+        const char *why = NULL;
+
+        ext_config_default(&cfg);
+
+        {
+                struct ext_args a;
+
+                if (ext_args_decode(json, size, &cfg, &a, &why) == 0) {
+                        struct ext_verdict *v = calloc(a.n + 1, sizeof(*v));
+                        struct buf out;
+
+                        if (!v)
+                                abort();
+                        /* Every other node fails, so both answer lists get entries. */
+                        for (size_t i = 0; i < a.n; i++) {
+                                v[i].r = i % 2 ? -ENOSPC : 0;
+                                v[i].why = i % 2 ? "not enough GPUs" : NULL;
+                                v[i].priority = (int)(i % (EXT_PRIORITY_MAX + 1));
+                        }
+                        buf_init(&out, EXT_MAX_BODY);
+                        (void)ext_filter_result_encode(&a, v, NULL, &out);
+                        buf_reset(&out);
+                        (void)ext_priorities_encode(&a, v, &out);
+                        buf_release(&out);
+                        free(v);
+                        ext_args_release(&a);
+                }
+        }
+        {
+                struct ext_preempt_args p;
+
+                if (ext_preempt_args_decode(json, size, &cfg, &p, &why) == 0) {
+                        bool *keep = calloc(p.n + 1, sizeof(*keep));
+                        bool **needed = calloc(p.n + 1, sizeof(*needed));
+                        struct buf out;
+
+                        if (!keep || !needed)
+                                abort();
+                        for (size_t i = 0; i < p.n; i++) {
+                                keep[i] = true;
+                                needed[i] = calloc(p.nodes[i].n_victims + 1, sizeof(bool));
+                                if (!needed[i])
+                                        abort();
+                                for (size_t j = 0; j < p.nodes[i].n_victims; j++)
+                                        needed[i][j] = j % 2 == 0;
+                        }
+                        buf_init(&out, EXT_MAX_BODY);
+                        (void)ext_preempt_result_encode(&p, keep, needed, &out);
+                        buf_release(&out);
+                        for (size_t i = 0; i < p.n; i++)
+                                free(needed[i]);
+                        free(needed);
+                        free(keep);
+                        ext_preempt_args_release(&p);
+                }
+        }
+        {
+                struct ext_binding b;
+
+                (void)ext_binding_decode(json, size, &b, &why);
+        }
+        {
+                struct ext_request req;
+
+                (void)ext_request_decode(json, size, &cfg, &req, &why);
+        }
+        {
+                struct topo_mask m;
+
+                (void)ext_gpus_annotation_decode(json, size, TOPO_MAX_GPUS, &m, &why);
+        }
+        {
+                CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = NULL;
+
+                (void)ext_cluster_decode(json, size, &cfg, NULL, 1, &c, &why);
+        }
+        return 0;
+}
