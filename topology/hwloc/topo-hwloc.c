@@ -434,11 +434,19 @@ static const struct {
         {1ul << 1, 0}, /* Memory (v2: Block) */
 };
 
-/* hwloc 2.9 trusts the XML's sets: an object that has a cpuset (nodeset) but no
- * complete_cpuset (complete_nodeset), or a set that is not a bitmap, makes
- * hwloc_topology_load() dereference NULL (found by test/fuzz/fuzz-hwloc).  Real exports
- * always write both as bitmaps, so each <object> tag's attributes are read here (either
- * quote, any blank) and such an object is refused before hwloc sees it. */
+/* hwloc 2.9's XML readers trust their input: its built-in (nolibxml) reader dereferences
+ * NULL on a tag that is cut short (`<topologyversion="2.0`), and hwloc_topology_load()
+ * does on an object that has a cpuset (nodeset) but no complete_cpuset (complete_nodeset).
+ * Both found by test/fuzz/fuzz-hwloc.  So the XML is checked here first, strictly and in
+ * one bounded pass: well-formed (balanced, named end tags, double-quoted attributes, known
+ * entities only, no internal DTD subset, nesting at most XML_MAX_DEPTH), and every
+ * <object>'s sets paired and bitmaps, and its os_index (which PU and NUMANode objects
+ * must have) at most XML_MAX_OS_INDEX.  Real exports pass; hwloc sees nothing else. */
+#define XML_MAX_DEPTH 128
+/* hwloc sets bit os_index of a PU's cpuset or a NUMA node's nodeset: os_index 4294967295
+ * (also what a missing one means) is a 512 MiB bitmap.  Linux: at most 8192 CPUs. */
+#define XML_MAX_OS_INDEX 65535
+
 enum { XML_CPUSET, XML_COMPLETE_CPUSET, XML_NODESET, XML_COMPLETE_NODESET, _XML_SET_MAX };
 static const char *const xml_set_names[_XML_SET_MAX] = {
         [XML_CPUSET] = "cpuset",
@@ -448,9 +456,22 @@ static const char *const xml_set_names[_XML_SET_MAX] = {
 };
 
 static bool
+xml_is(const char *s, size_t len, const char *word)
+{
+        return len == strlen(word) && memcmp(s, word, len) == 0;
+}
+
+static bool
 xml_is_blank(char c)
 {
         return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static bool
+xml_is_name_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.' || c == ':';
 }
 
 /* hwloc's bitmap syntax: comma-separated 0x-prefixed hex words, "0xf...f" for infinite. */
@@ -465,42 +486,100 @@ xml_bitmap_ok(const char *v, size_t n)
         return true;
 }
 
-/* Checks the attributes of the tag starting at p (just past "<object"); *ret_end is where
- * it ends.  -EINVAL with err for a tag hwloc must not see. */
-static int
-xml_check_object(const char *p, const char *end, const char **ret_end, struct topo_error *err)
+/* Character data or an attribute value: '&' only as a known or numeric entity. */
+static bool
+xml_text_ok(const char *v, size_t n)
 {
-        bool seen[_XML_SET_MAX] = {};
+        static const char *const entities[] = { "lt;", "gt;", "amp;", "quot;", "apos;" };
 
-        for (;;) {
-                const char *name, *value, *q;
-                size_t name_len;
+        for (size_t i = 0; i < n; i++) {
+                bool ok = false;
 
-                while (p < end && xml_is_blank(*p))
-                        p++;
-                if (p >= end || *p == '>' || *p == '/')
-                        break;
-                name = p;
-                while (p < end && *p != '=' && *p != '>' && !xml_is_blank(*p))
-                        p++;
-                name_len = (size_t)(p - name);
-                while (p < end && xml_is_blank(*p))
-                        p++;
-                if (p >= end || *p != '=')
-                        return topo__error(err, -EINVAL, 0, 0, "Malformed hwloc XML object tag.");
+                if (v[i] == '<')
+                        return false;
+                if (v[i] != '&')
+                        continue;
+                for (size_t k = 0; k < ELEMENTSOF(entities) && !ok; k++)
+                        ok = n - i - 1 >= strlen(entities[k]) &&
+                             memcmp(v + i + 1, entities[k], strlen(entities[k])) == 0;
+                if (!ok && i + 2 < n && v[i + 1] == '#') {
+                        size_t j = i + 2;
+
+                        if (v[j] == 'x')
+                                j++;
+                        while (j < n && j - i < 10 && strchr("0123456789abcdefABCDEF", v[j]))
+                                j++;
+                        ok = j < n && v[j] == ';' && j > i + 2 + (v[i + 2] == 'x');
+                }
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
+static int
+xml_malformed(struct topo_error *err, const char *xml, const char *p, const char *what)
+{
+        unsigned line = 1;
+
+        for (const char *c = xml; c < p; c++)
+                line += *c == '\n';
+        return topo__error(err, -EINVAL, line, 0, "Malformed hwloc XML: %s.", what);
+}
+
+/* A start tag at p (just past '<'): its name, attributes and end.  *ret_empty for "/>". */
+static int
+xml_check_start_tag(const char *xml, const char *p, const char *end, const char **ret_name,
+                    size_t *ret_name_len, bool *ret_empty, const char **ret_end,
+                    struct topo_error *err)
+{
+        bool seen[_XML_SET_MAX] = {}, has_os_index = false, needs_os_index = false;
+        const char *name = p;
+        size_t name_len;
+        bool object;
+
+        while (p < end && xml_is_name_char(*p))
                 p++;
+        if (p == name || p >= end || (!xml_is_blank(*p) && *p != '>' && *p != '/'))
+                return xml_malformed(err, xml, p, "a bad element name");
+        name_len = (size_t)(p - name);
+        object = xml_is(name, name_len, "object");
+        for (;;) {
+                const char *attr, *value, *q;
+                size_t attr_len;
+                bool blank = false;
+
                 while (p < end && xml_is_blank(*p))
+                        p++, blank = true;
+                if (p >= end)
+                        return xml_malformed(err, xml, p, "a tag that is not closed");
+                if (*p == '>' || (*p == '/' && p + 1 < end && p[1] == '>'))
+                        break;
+                attr = p;
+                while (p < end && xml_is_name_char(*p))
                         p++;
-                if (p >= end || (*p != '"' && *p != '\''))
-                        return topo__error(err, -EINVAL, 0, 0, "Malformed hwloc XML object tag.");
-                value = p + 1;
-                q = memchr(value, *p, (size_t)(end - value));
-                if (!q)
-                        return topo__error(err, -EINVAL, 0, 0, "Malformed hwloc XML object tag.");
+                attr_len = (size_t)(p - attr);
+                if (!blank || attr_len == 0 || p + 1 >= end || p[0] != '=' || p[1] != '"')
+                        return xml_malformed(err, xml, p, "an attribute that is not name=\"value\"");
+                value = p + 2;
+                q = memchr(value, '"', (size_t)(end - value));
+                if (!q || !xml_text_ok(value, (size_t)(q - value)))
+                        return xml_malformed(err, xml, p, "a bad attribute value");
                 p = q + 1;
-                for (size_t i = 0; i < _XML_SET_MAX; i++) {
-                        if (name_len != strlen(xml_set_names[i]) ||
-                            memcmp(name, xml_set_names[i], name_len) != 0)
+                if (object && xml_is(attr, attr_len, "os_index")) {
+                        int v;
+
+                        if (str_to_int(value, (size_t)(q - value), 0, XML_MAX_OS_INDEX, &v) < 0)
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "hwloc XML object with os_index not in 0..%u.",
+                                                   XML_MAX_OS_INDEX);
+                        has_os_index = true;
+                }
+                if (object && xml_is(attr, attr_len, "type"))
+                        needs_os_index = xml_is(value, (size_t)(q - value), "PU") ||
+                                         xml_is(value, (size_t)(q - value), "NUMANode");
+                for (size_t i = 0; object && i < _XML_SET_MAX; i++) {
+                        if (!xml_is(attr, attr_len, xml_set_names[i]))
                                 continue;
                         if (!xml_bitmap_ok(value, (size_t)(q - value)))
                                 return topo__error(err, -EINVAL, 0, 0,
@@ -509,32 +588,97 @@ xml_check_object(const char *p, const char *end, const char **ret_end, struct to
                         seen[i] = true;
                 }
         }
+        if (needs_os_index && !has_os_index)
+                return topo__error(err, -EINVAL, 0, 0, "hwloc XML PU or NUMANode without os_index.");
         for (size_t i = 0; i < _XML_SET_MAX; i += 2)
                 if (seen[i] != seen[i + 1])
                         return topo__error(err, -EINVAL, 0, 0,
                                            "hwloc XML object has %s without %s.",
                                            xml_set_names[seen[i] ? i : i + 1],
                                            xml_set_names[seen[i] ? i + 1 : i]);
-        *ret_end = p;
+        *ret_name = name;
+        *ret_name_len = name_len;
+        *ret_empty = *p == '/';
+        *ret_end = p + (*p == '/' ? 2 : 1);
         return 0;
 }
 
-static int
-xml_check_sets(const char *xml, size_t len, struct topo_error *err)
-{
-        static const char open[] = "<object";
-        const char *end = xml + len, *p = xml;
+/* The markup that is not an element: <?...?>, <!--...-->, <!DOCTYPE ...> (no subset). */
+static const struct {
+        const char *open, *close;
+} xml_skips[] = {
+        { "<?", "?>" },
+        { "<!--", "-->" },
+        { "<!", ">" },
+};
 
-        while ((p = memmem(p, (size_t)(end - p), open, strlen(open)))) {
+static int
+xml_check(const char *xml, size_t len, struct topo_error *err)
+{
+        const char *stack[XML_MAX_DEPTH];
+        size_t stack_len[XML_MAX_DEPTH];
+        const char *end = xml + len, *p = xml;
+        unsigned depth = 0, elements = 0;
+
+        while (p < end) {
+                const char *lt = memchr(p, '<', (size_t)(end - p));
+                size_t k;
                 int r;
 
-                p += strlen(open);
-                if (p < end && !xml_is_blank(*p) && *p != '>' && *p != '/')
-                        continue; /* another element whose name starts "object" */
-                r = xml_check_object(p, end, &p, err);
-                if (r < 0)
-                        return r;
+                if (!xml_text_ok(p, (size_t)((lt ? lt : end) - p)))
+                        return xml_malformed(err, xml, p, "a bad entity in text");
+                if (!lt)
+                        break;
+                if (depth == 0 && elements > 0)
+                        return xml_malformed(err, xml, lt, "markup after the root element");
+                p = lt;
+                for (k = 0; k < ELEMENTSOF(xml_skips); k++)
+                        if ((size_t)(end - p) >= strlen(xml_skips[k].open) &&
+                            memcmp(p, xml_skips[k].open, strlen(xml_skips[k].open)) == 0)
+                                break;
+                if (k < ELEMENTSOF(xml_skips)) {
+                        const char *body = p + strlen(xml_skips[k].open);
+                        const char *c = memmem(body, (size_t)(end - body), xml_skips[k].close,
+                                               strlen(xml_skips[k].close));
+
+                        if (!c || (k == 2 && memchr(body, '[', (size_t)(c - body))) ||
+                            (k != 1 && depth > 0))
+                                return xml_malformed(err, xml, p, "a bad declaration");
+                        p = c + strlen(xml_skips[k].close);
+                } else if (p + 1 < end && p[1] == '/') {
+                        const char *name = p + 2, *q = name;
+
+                        while (q < end && xml_is_name_char(*q))
+                                q++;
+                        if (depth == 0 || (size_t)(q - name) != stack_len[depth - 1] ||
+                            memcmp(name, stack[depth - 1], stack_len[depth - 1]) != 0)
+                                return xml_malformed(err, xml, p, "an end tag that does not match");
+                        while (q < end && xml_is_blank(*q))
+                                q++;
+                        if (q >= end || *q != '>')
+                                return xml_malformed(err, xml, p, "a tag that is not closed");
+                        depth--;
+                        p = q + 1;
+                } else {
+                        const char *name = NULL;
+                        size_t name_len = 0;
+                        bool empty = false;
+
+                        r = xml_check_start_tag(xml, p + 1, end, &name, &name_len, &empty, &p, err);
+                        if (r < 0)
+                                return r;
+                        elements++;
+                        if (empty)
+                                continue;
+                        if (depth >= XML_MAX_DEPTH)
+                                return xml_malformed(err, xml, p, "nesting too deep");
+                        stack[depth] = name;
+                        stack_len[depth++] = name_len;
+                }
         }
+        if (elements == 0 || depth > 0)
+                return xml_malformed(err, xml, p, depth ? "an element that is not closed" :
+                                                          "no element");
         return 0;
 }
 
@@ -630,7 +774,7 @@ topo_hwloc_load_xml(const char *xml, size_t len, struct topo **ret, struct topo_
         if (r < 0)
                 return r;
         len = strlen(copy);
-        r = xml_check_sets(copy, len, err);
+        r = xml_check(copy, len, err);
         if (r < 0)
                 return r;
         r = prepare(&topo, err);
