@@ -269,6 +269,12 @@ hwloc_rejects_hostile_xml(void **state)
                 {"os_index past the cap",
                  "<topology><object type=\"NUMANode\" os_index=\"4294967295\"/></topology>",
                  0, -EINVAL, "os_index not in"},
+                {"set with a leading comma (fuzz: an assertion in hwloc's bitmap parser)",
+                 "<topology><object nodeset=\",0\" complete_nodeset=\"2\"/></topology>", 0,
+                 -EINVAL, "malformed nodeset"},
+                {"set word wider than 32 bits",
+                 "<topology><object cpuset=\"0x123456789\" complete_cpuset=\"1\"/></topology>",
+                 0, -EINVAL, "malformed cpuset"},
                 {"set that is not a bitmap",
                  "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n"
                  "  <object type=\"Machine\" cpuset=\"0x1\" complete_cpuset=\"0x00:00.0\"/>\n"

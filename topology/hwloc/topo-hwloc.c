@@ -474,16 +474,35 @@ xml_is_name_char(char c)
                c == '_' || c == '-' || c == '.' || c == ':';
 }
 
-/* hwloc's bitmap syntax: comma-separated 0x-prefixed hex words, "0xf...f" for infinite. */
+/* hwloc's bitmap syntax, strictly (its parser asserts on a leading comma): comma-separated
+ * 32-bit words of 1-8 hex digits with an optional 0x, the first and last not empty, the
+ * first possibly "0xf...f" (infinitely many set bits). */
 static bool
 xml_bitmap_ok(const char *v, size_t n)
 {
-        if (n == 0)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!strchr("0123456789abcdefABCDEFx,.", v[i]))
-                        return false;
-        return true;
+        const char *end = v + n;
+        bool first = true;
+
+        for (;;) {
+                const char *w = v, *comma = memchr(v, ',', (size_t)(end - v));
+                size_t len = (size_t)((comma ? comma : end) - w);
+
+                if (first && xml_is(w, len, "0xf...f")) {
+                        /* the infinite prefix */
+                } else if (len > 0 || first || !comma) {
+                        if (len >= 2 && w[0] == '0' && w[1] == 'x')
+                                w += 2, len -= 2;
+                        if (len == 0 || len > 8)
+                                return false;
+                        for (size_t i = 0; i < len; i++)
+                                if (!strchr("0123456789abcdefABCDEF", w[i]))
+                                        return false;
+                }
+                if (!comma)
+                        return true;
+                v = comma + 1;
+                first = false;
+        }
 }
 
 /* Character data or an attribute value: '&' only as a known or numeric entity. */
