@@ -244,10 +244,11 @@ hwloc_rejects_hostile_xml(void **state)
                  "    <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" "
                  "complete_cpuset=\"0x1\" nodeset=\"0x1\"/>\n"
                  "  </object>\n</topology>\n",
-                 0, -EINVAL, "nodeset without complete_nodeset"},
+                 0, -EINVAL, "without complete_nodeset"},
                 {"cpuset without complete_cpuset",
                  "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n"
-                 "  <object\ttype=\"Machine\"\ncpuset=\"0x1\"/>\n</topology>\n",
+                 "  <object\ttype=\"Machine\"\ncpuset=\"0x1\" nodeset=\"0x1\" "
+                 "complete_nodeset=\"0x1\"/>\n</topology>\n",
                  0, -EINVAL, "cpuset without complete_cpuset"},
                 {"start tag cut short (fuzz crash in hwloc's XML reader)",
                  "<topologyversion=\"2.0", 0, -EINVAL, "bad element name"},
@@ -257,15 +258,32 @@ hwloc_rejects_hostile_xml(void **state)
                  "bad attribute value"},
                 {"end tag that does not match", "<topology version=\"2.0\"></object>", 0,
                  -EINVAL, "does not match"},
-                {"element that is not closed", "<topology version=\"2.0\"><object>", 0,
+                {"element that is not closed", "<topology version=\"2.0\"><object type=\"Misc\">", 0,
                  -EINVAL, "not closed"},
                 {"internal DTD subset",
                  "<!DOCTYPE topology [<!ENTITY a \"b\">]><topology version=\"2.0\"/>", 0,
                  -EINVAL, "bad declaration"},
+                {"object with a cpuset but no nodeset (fuzz crash)",
+                 "<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"01\" "
+                 "complete_cpuset=\"1\" nodeset=\"1\" complete_nodeset=\"0\"> "
+                 "<object type=\"Group\" cpuset=\"00\" "
+                 "complete_cpuset=\"0\"><object type=\"NU\" cpuset=\"01\" "
+                 "complete_cpuset=\"0\" nodeset=\"1\" c3=\"1\" complete_nodeset=\"4\"/>"
+                 "</object> </object></topology>",
+                 0, -EINVAL, "cpuset without nodeset"},
                 {"PU without os_index (fuzz: a 512 MiB bitmap in hwloc)",
-                 "<topology><object cpuset=\"3\" complete_cpuset=\"1\"><object type=\"PU\" "
-                 "cpuset=\"0\" complete_cpuset=\"0\"/></object></topology>",
+                 "<topology><object type=\"Machine\" cpuset=\"3\" complete_cpuset=\"1\" "
+                 "nodeset=\"1\" complete_nodeset=\"1\"><object type=\"PU\" cpuset=\"0\" "
+                 "complete_cpuset=\"0\" nodeset=\"1\" complete_nodeset=\"1\"/></object>"
+                 "</topology>",
                  0, -EINVAL, "without os_index"},
+                {"abbreviated type (fuzz: hwloc reads \"NU\" as a NUMA node, 512 MiB)",
+                 "<topology><object type=\"Machine\" cpuset=\"1\" complete_cpuset=\"0\" "
+                 "nodeset=\"0\" complete_nodeset=\"0\"><object type=\"NU\"/></object>"
+                 "</topology>",
+                 0, -EINVAL, "unknown type \"NU\""},
+                {"object without a type", "<topology><object os_index=\"1\"/></topology>", 0,
+                 -EINVAL, "without a type"},
                 {"os_index past the cap",
                  "<topology><object type=\"NUMANode\" os_index=\"4294967295\"/></topology>",
                  0, -EINVAL, "os_index not in"},

@@ -436,16 +436,26 @@ static const struct {
 
 /* hwloc 2.9's XML readers trust their input: its built-in (nolibxml) reader dereferences
  * NULL on a tag that is cut short (`<topologyversion="2.0`), and hwloc_topology_load()
- * does on an object that has a cpuset (nodeset) but no complete_cpuset (complete_nodeset).
+ * does on an object that has some of cpuset, complete_cpuset, nodeset and complete_nodeset
+ * but not all four.
  * Both found by test/fuzz/fuzz-hwloc.  So the XML is checked here first, strictly and in
  * one bounded pass: well-formed (balanced, named end tags, double-quoted attributes, known
  * entities only, no internal DTD subset, nesting at most XML_MAX_DEPTH), and every
- * <object>'s sets paired and bitmaps, and its os_index (which PU and NUMANode objects
- * must have) at most XML_MAX_OS_INDEX.  Real exports pass; hwloc sees nothing else. */
+ * <object>'s sets all four or none and bitmaps, and its os_index (which PU and NUMANode objects
+ * must have) at most XML_MAX_OS_INDEX, its type one of xml_object_types.  Real exports pass; hwloc sees nothing else. */
 #define XML_MAX_DEPTH 128
 /* hwloc sets bit os_index of a PU's cpuset or a NUMA node's nodeset: os_index 4294967295
  * (also what a missing one means) is a 512 MiB bitmap.  Linux: at most 8192 CPUs. */
 #define XML_MAX_OS_INDEX 65535
+
+/* The object types hwloc 2 exports (hwloc_obj_type_string()), and hwloc 1's older names.
+ * hwloc itself also takes abbreviations ("NU" is a NUMANode), which real exports never
+ * use: only these exact names pass. */
+static const char *const xml_object_types[] = {
+        "Machine", "Package", "Die", "Core", "PU", "NUMANode", "Group", "MemCache", "Misc",
+        "L1Cache", "L2Cache", "L3Cache", "L4Cache", "L5Cache", "L1iCache", "L2iCache",
+        "L3iCache", "Bridge", "PCIDev", "OSDev", "System", "Socket", "Cache", "Node",
+};
 
 enum { XML_CPUSET, XML_COMPLETE_CPUSET, XML_NODESET, XML_COMPLETE_NODESET, _XML_SET_MAX };
 static const char *const xml_set_names[_XML_SET_MAX] = {
@@ -553,6 +563,7 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                     struct topo_error *err)
 {
         bool seen[_XML_SET_MAX] = {}, has_os_index = false, needs_os_index = false;
+        bool has_type = false;
         const char *name = p;
         size_t name_len;
         bool object;
@@ -594,9 +605,20 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                                                    XML_MAX_OS_INDEX);
                         has_os_index = true;
                 }
-                if (object && xml_is(attr, attr_len, "type"))
-                        needs_os_index = xml_is(value, (size_t)(q - value), "PU") ||
-                                         xml_is(value, (size_t)(q - value), "NUMANode");
+                if (object && xml_is(attr, attr_len, "type")) {
+                        size_t k = 0, n = (size_t)(q - value);
+
+                        while (k < ELEMENTSOF(xml_object_types) &&
+                               !xml_is(value, n, xml_object_types[k]))
+                                k++;
+                        if (k == ELEMENTSOF(xml_object_types))
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "hwloc XML object of unknown type \"%.*s\".",
+                                                   (int)MIN(n, (size_t)32), value);
+                        needs_os_index = xml_is(value, n, "PU") || xml_is(value, n, "NUMANode") ||
+                                         xml_is(value, n, "Node");
+                        has_type = true;
+                }
                 for (size_t i = 0; object && i < _XML_SET_MAX; i++) {
                         if (!xml_is(attr, attr_len, xml_set_names[i]))
                                 continue;
@@ -607,14 +629,18 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                         seen[i] = true;
                 }
         }
+        if (object && !has_type)
+                return topo__error(err, -EINVAL, 0, 0, "hwloc XML object without a type.");
         if (needs_os_index && !has_os_index)
                 return topo__error(err, -EINVAL, 0, 0, "hwloc XML PU or NUMANode without os_index.");
-        for (size_t i = 0; i < _XML_SET_MAX; i += 2)
-                if (seen[i] != seen[i + 1])
-                        return topo__error(err, -EINVAL, 0, 0,
-                                           "hwloc XML object has %s without %s.",
-                                           xml_set_names[seen[i] ? i : i + 1],
-                                           xml_set_names[seen[i] ? i + 1 : i]);
+        /* hwloc ORs these into the parent's: an object of the CPU tree carries all four
+         * (real exports do), an I/O object none. */
+        for (size_t i = 0; i < _XML_SET_MAX; i++)
+                for (size_t j = 0; j < _XML_SET_MAX; j++)
+                        if (seen[i] && !seen[j])
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "hwloc XML object has %s without %s.",
+                                                   xml_set_names[i], xml_set_names[j]);
         *ret_name = name;
         *ret_name_len = name_len;
         *ret_empty = *p == '/';
