@@ -260,6 +260,13 @@ hwloc_rejects_hostile_xml(void **state)
                  -EINVAL, "does not match"},
                 {"element that is not closed", "<topology version=\"2.0\"><object type=\"Misc\">", 0,
                  -EINVAL, "not closed"},
+                {"attribute given twice (fuzz crash)",
+                 "<topology><object type=\"Machine\" cpuset=\"1\" complete_cpuset=\"1\" "
+                 "nodeset=\"1\" complete_nodeset=\"1\" cpuset=\"2\"/></topology>", 0,
+                 -EINVAL, "given twice"},
+                {"declaration that swallows markup (fuzz crash)",
+                 "<?xml version=\"1.0\" encoding=\"U>\n<topology version=\"2.0\"/>?>"
+                 "<topology version=\"2.0\"/>", 0, -EINVAL, "bad declaration"},
                 {"internal DTD subset",
                  "<!DOCTYPE topology [<!ENTITY a \"b\">]><topology version=\"2.0\"/>", 0,
                  -EINVAL, "bad declaration"},

@@ -444,6 +444,7 @@ static const struct {
  * <object>'s sets all four or none and bitmaps, and its os_index (which PU and NUMANode objects
  * must have) at most XML_MAX_OS_INDEX, its type one of xml_object_types.  Real exports pass; hwloc sees nothing else. */
 #define XML_MAX_DEPTH 128
+#define XML_MAX_ATTRS 32 /* attributes of one tag; hwloc writes at most a dozen */
 /* hwloc sets bit os_index of a PU's cpuset or a NUMA node's nodeset: os_index 4294967295
  * (also what a missing one means) is a 512 MiB bitmap.  Linux: at most 8192 CPUs. */
 #define XML_MAX_OS_INDEX 65535
@@ -564,6 +565,8 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
 {
         bool seen[_XML_SET_MAX] = {}, has_os_index = false, needs_os_index = false;
         bool has_type = false;
+        const char *attrs[XML_MAX_ATTRS];
+        size_t attr_lens[XML_MAX_ATTRS], n_attrs = 0;
         const char *name = p;
         size_t name_len;
         bool object;
@@ -596,6 +599,14 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                 if (!q || !xml_text_ok(value, (size_t)(q - value)))
                         return xml_malformed(err, xml, p, "a bad attribute value");
                 p = q + 1;
+                /* Well-formed XML names an attribute once (hwloc would read either). */
+                for (size_t k = 0; k < n_attrs; k++)
+                        if (attr_lens[k] == attr_len && memcmp(attr, attrs[k], attr_len) == 0)
+                                return xml_malformed(err, xml, attr, "an attribute given twice");
+                if (n_attrs >= XML_MAX_ATTRS)
+                        return xml_malformed(err, xml, attr, "too many attributes");
+                attrs[n_attrs] = attr;
+                attr_lens[n_attrs++] = attr_len;
                 if (object && xml_is(attr, attr_len, "os_index")) {
                         int v;
 
@@ -686,7 +697,10 @@ xml_check(const char *xml, size_t len, struct topo_error *err)
                         const char *c = memmem(body, (size_t)(end - body), xml_skips[k].close,
                                                strlen(xml_skips[k].close));
 
-                        if (!c || (k == 2 && memchr(body, '[', (size_t)(c - body))) ||
+                        /* No markup inside: hwloc's reader ends these at the first '>'. */
+                        if (!c || memchr(body, '<', (size_t)(c - body)) ||
+                            (k != 1 && memchr(body, '>', (size_t)(c - body))) ||
+                            (k == 2 && memchr(body, '[', (size_t)(c - body))) ||
                             (k != 1 && depth > 0))
                                 return xml_malformed(err, xml, p, "a bad declaration");
                         p = c + strlen(xml_skips[k].close);
