@@ -89,6 +89,7 @@ e2e_down() {
                 if [ "${E2E_KEEP:-0}" = 1 ]; then
                         e2e_log "kept $E2E_DIR"
                 else
+                        [ -L "$E2E_DIR/etcd" ] && rm -rf "$(readlink "$E2E_DIR/etcd")"
                         rm -rf "$E2E_DIR"
                 fi
         fi
@@ -224,24 +225,13 @@ e2e_up() {
         e2e_apply_extender_rbac || return 1
 }
 
-# The ClusterRole from deploy/base bound to the extender's client-certificate user, so the
-# e2e proves the shipped least-privilege rules are enough.
+# Applies everything deploy/base renders to (the API server validates every object; with no
+# controller-manager nothing runs) and binds the extender's ClusterRole to the extender's
+# client-certificate user, so the e2e proves the shipped least-privilege rules are enough.
 e2e_apply_extender_rbac() {
         kubectl kustomize "$E2E_TOP/deploy/base" >"$E2E_DIR/deploy-base.yaml" || return 1
-        python3 - "$E2E_DIR/deploy-base.yaml" >"$E2E_DIR/extender-rbac.json" <<'EOF' || return 1
-import json, sys
-# kubectl kustomize prints YAML; the ClusterRole is re-read through kubectl below, so
-# here we only cut the document out by its kind.
-docs = open(sys.argv[1]).read().split("\n---\n")
-role = [d for d in docs if "\nkind: ClusterRole\n" in "\n" + d + "\n"]
-if len(role) != 1:
-    sys.exit("expected exactly one ClusterRole in deploy/base")
-print(role[0])
-EOF
-        kubectl apply -f "$E2E_DIR/extender-rbac.json" >/dev/null || return 1
-        local role
-        role=$(kubectl get -f "$E2E_DIR/extender-rbac.json" -o jsonpath='{.metadata.name}') || return 1
-        kubectl create clusterrolebinding topofit-e2e-extender --clusterrole "$role" \
+        kubectl apply -f "$E2E_DIR/deploy-base.yaml" >"$E2E_DIR/log/deploy-apply.log" || return 1
+        kubectl create clusterrolebinding topofit-e2e-extender --clusterrole topofit-extender \
                 --user topofit-extender >/dev/null
 }
 
@@ -341,4 +331,45 @@ e2e_scheduler() {
                 --authorization-kubeconfig "$E2E_DIR/scheduler.kubeconfig" \
                 --logtostderr=true --v="${E2E_SCHED_V:-2}"
         e2e_wait "$E2E_WAIT_S" kube-scheduler e2e_scheduler_healthy
+}
+
+# --- extenders ---------------------------------------------------------------------------
+
+# The topofit extender that meson built, or "" when this tree has none yet.
+e2e_extender_bin() {
+        local b
+        for b in "${E2E_EXTENDER_BIN:-}" "$E2E_TOP/build/extender/topofit-extender"; do
+                [ -n "$b" ] && [ -x "$b" ] && { echo "$b"; return 0; }
+        done
+        return 1
+}
+
+e2e_extender_healthy() {
+        curl -sf --max-time 2 --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/scheduler.crt" \
+                --key "$E2E_DIR/pki/scheduler.key" "https://127.0.0.1:$E2E_EXT_PORT/readyz" >/dev/null
+}
+
+# e2e_extender [EXTRA_ARGS...]: (re)starts topofit-extender against the API server with
+# its own client certificate (the identity deploy/'s RBAC is bound to), serving HTTPS with
+# mutual TLS on E2E_EXT_PORT (kept across restarts), and waits until /readyz says ready.
+e2e_extender() {
+        local bin d=$E2E_DIR/pki
+        bin=$(e2e_extender_bin) || { e2e_log "topofit-extender is not built"; return 1; }
+        e2e_stop extender
+        E2E_EXT_PORT=${E2E_EXT_PORT:-$(e2e_free_port)}
+        e2e_start extender "$bin" --listen "127.0.0.1:$E2E_EXT_PORT" \
+                --kubeconfig "$E2E_DIR/extender-client.kubeconfig" \
+                --tls-cert "$d/extender.crt" --tls-key "$d/extender.key" --client-ca "$d/ca.crt" \
+                "$@"
+        e2e_wait "$E2E_WAIT_S" topofit-extender e2e_extender_healthy
+}
+
+# e2e_goext: the Go peer extender (../shared/peers/goext, built by scripts/e2e-build) on
+# plain HTTP, filter and prioritize only: the control-plane plumbing check that needs no
+# topofit code.
+e2e_goext() {
+        e2e_stop goext
+        E2E_GOEXT_PORT=${E2E_GOEXT_PORT:-$(e2e_free_port)}
+        e2e_start goext "$E2E_BIN/goext" -port "$E2E_GOEXT_PORT"
+        e2e_wait "$E2E_WAIT_S" goext curl -sf --max-time 2 "http://127.0.0.1:$E2E_GOEXT_PORT/healthz"
 }
