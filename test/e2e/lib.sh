@@ -180,7 +180,7 @@ e2e_api_healthy() {
 # e2e_up: etcd + kube-apiserver, ready to take requests; sets E2E_DIR, E2E_API, KUBECONFIG.
 e2e_up() {
         e2e_bins || return 1
-        E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/topofit-e2e.XXXXXX")
+        [ -n "${E2E_DIR:-}" ] || E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/topofit-e2e.XXXXXX")
         mkdir -p "$E2E_DIR/log"
         e2e_pki
         local etcd_port etcd_peer api_port
