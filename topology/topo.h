@@ -20,6 +20,8 @@
 #define TOPO_MAX_GPUS 128                     /* one annotation; a 72-GPU NVL72 domain fits */
 #define TOPO_MAX_NICS 128
 #define TOPO_MAX_NUMA 64
+#define TOPO_MAX_NUMA_ID 1023                 /* Linux: at most 1024 NUMA nodes */
+#define TOPO_MAX_NVLINKS 64                   /* NV# and XGMI link counts per pair */
 #define TOPO_MAX_TEXT_BYTES (1u << 20)        /* nvidia-smi / rocm-smi text input */
 #define TOPO_MAX_ANNOTATION_BYTES (256u << 10) /* Kubernetes' total annotation limit */
 #define TOPO_MAX_XML_BYTES (32u << 20)        /* hwloc XML export */

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for topology/hwloc: the real hwloc exports in ../shared/hwloc (DGX-2: 16 V100 behind
+ * 12 NVSwitches; POWER8 Minsky: P100 pairs with NVLink to the CPU), hostile XML, and the live
+ * machine (which may have no GPU at all: then the clear -ENODEV).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "topo-hwloc.h"
+#include "topo-test-util.h"
+
+static struct topo *
+load(const char *rel)
+{
+        struct topo_error err = { 0 };
+        struct topo *t = NULL;
+        size_t len;
+        char *xml = read_shared(rel, &len);
+
+        assert_non_null(xml);
+        int r = topo_hwloc_load_xml(xml, len, &t, &err);
+        if (r < 0)
+                print_message("# %s: %s\n", rel, err.msg);
+        assert_int_equal(r, 0);
+        free(xml);
+        return t;
+}
+
+static void
+hwloc_joins_every_dgx2_gpu_pair_through_the_nvswitch_fabric(void **state)
+{
+        struct topo *t = load("hwloc/nvidiaDGX2.xml");
+
+        assert_int_equal(t->n_gpus, 16);
+        assert_int_equal(t->vendor, TOPO_VENDOR_NVIDIA);
+        assert_true(t->nvswitch);
+        assert_int_equal(t->n_numa, 2);
+        assert_int_equal(t->cpu_link, TOPO_CPU_LINK_INTEL_UPI);
+        for (unsigned i = 0; i < 16; i++) {
+                assert_int_equal(t->gpus[i].nvlink_gen, 2);
+                assert_string_equal(t->gpus[i].model, "Tesla V100-SXM3-32GB-H");
+                assert_true(strncmp(t->gpus[i].uuid, "GPU-", 4) == 0);
+                assert_int_equal(t->gpus[i].numa, i < 8 ? 0 : 1);
+                for (unsigned j = 0; j < 16; j++) {
+                        const struct topo_pair *p = topo_pair(t, i, j);
+                        if (i == j) {
+                                assert_int_equal(p->link, TOPO_LINK_SELF);
+                                continue;
+                        }
+                        assert_int_equal(p->link, TOPO_LINK_NVLINK);
+                        assert_int_equal(p->links, 6);
+                }
+        }
+        /* PCI bus order, in nvidia-smi's bus id format. */
+        assert_string_equal(t->gpus[0].pci_bus_id, "00000000:34:00.0");
+        assert_string_equal(t->gpus[15].pci_bus_id, "00000000:e7:00.0");
+        assert_string_equal(t->gpus[0].uuid, "GPU-d3977428-7a30-086b-2e20-5c1eeed647c6");
+        topo_unref(t);
+}
+
+static void
+hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie(void **state)
+{
+        static const struct {
+                unsigned a, b;
+                enum topo_link link;
+                unsigned links;
+        } cases[] = {
+                { 0, 1, TOPO_LINK_NVLINK, 2 }, { 2, 3, TOPO_LINK_NVLINK, 2 },
+                { 0, 2, TOPO_LINK_SYS, 0 },    { 1, 3, TOPO_LINK_SYS, 0 },
+        };
+        struct topo *t = load("hwloc/power8gpudistances.xml");
+
+        assert_int_equal(t->n_gpus, 4);
+        assert_false(t->nvswitch);
+        assert_int_equal(t->cpu_link, TOPO_CPU_LINK_POWER_XBUS);
+        assert_int_equal(t->gpus[0].nvlink_gen, 1);
+        assert_int_equal(t->gpus[0].numa, 0);
+        assert_int_equal(t->gpus[3].numa, 1);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const struct topo_pair *p = topo_pair(t, cases[i].a, cases[i].b);
+                assert_int_equal(p->link, cases[i].link);
+                assert_int_equal(p->links, cases[i].links);
+                assert_int_equal(topo_pair(t, cases[i].b, cases[i].a)->link, cases[i].link);
+        }
+        topo_unref(t);
+}
+
+static void
+hwloc_topologies_round_trip_through_the_annotation(void **state)
+{
+        static const char *const files[] = { "hwloc/nvidiaDGX2.xml", "hwloc/power8gpudistances.xml" };
+
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                struct topo *t = load(files[i]), *t2 = NULL;
+                struct topo_error err = { 0 };
+                char *json = NULL;
+                size_t len;
+
+                assert_int_equal(topo_to_annotation(t, &json, &len), 0);
+                assert_int_equal(topo_parse_annotation(json, len, &t2, &err), 0);
+                assert_true(topo_equal(t, t2));
+                free(json);
+                topo_unref(t);
+                topo_unref(t2);
+        }
+}
+
+static void
+hwloc_rejects_hostile_xml(void **state)
+{
+        static const char nul[] = "<?xml version=\"1.0\"?>\0<topology version=\"2.0\"/>";
+        static const struct {
+                const char *name, *xml;
+                size_t len;
+                int r;
+                const char *msg;
+        } cases[] = {
+                { "empty", "", 0, -EINVAL, "Empty" },
+                { "not XML", "GPU0 GPU1 X NV12", 16, -EINVAL, "could not load" },
+                { "truncated XML", "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object "
+                  "type=\"Machine\"", 0, -EINVAL, "could not load" },
+                { "NUL byte", nul, sizeof(nul) - 1, -EINVAL, "NUL byte" },
+                { "future version", "<?xml version=\"1.0\"?>\n<topology version=\"4.0\">\n</topology>",
+                  0, -EPROTONOSUPPORT, "version 4.0" },
+                { "malformed v3 osdev type", "<?xml version=\"1.0\"?>\n<topology version=\"3.0\">"
+                  "<object type=\"OSDev\" osdev_type=\"x\"/></topology>", 0, -EINVAL,
+                  "Malformed osdev_type" },
+                { "machine without GPUs", "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                  "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n"
+                  "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
+                  "allowed_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\" "
+                  "allowed_nodeset=\"0x1\" gp_index=\"1\">\n"
+                  "    <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
+                  "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"3\" local_memory=\"1000000\"/>\n"
+                  "    <object type=\"PU\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
+                  "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"2\"/>\n"
+                  "  </object>\n</topology>\n", 0, -ENODEV, "no NVIDIA or AMD GPU" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo *t = (struct topo *)0x1;
+                struct topo_error err = { 0 };
+                size_t len = cases[i].len ? cases[i].len : strlen(cases[i].xml);
+                int r = topo_hwloc_load_xml(cases[i].xml, len, &t, &err);
+
+                print_message("# %s: %d %s\n", cases[i].name, r, err.msg);
+                assert_int_equal(r, cases[i].r);
+                assert_ptr_equal(t, (struct topo *)0x1);
+                assert_non_null(strstr(err.msg, cases[i].msg));
+        }
+        struct topo *t = NULL;
+        struct topo_error err = { 0 };
+        assert_int_equal(topo_hwloc_load_xml("x", TOPO_MAX_XML_BYTES + 1, &t, &err), -E2BIG);
+}
+
+static void
+hwloc_live_machine_loads_or_says_it_has_no_gpu(void **state)
+{
+        struct topo *t = NULL;
+        struct topo_error err = { 0 };
+        int r = topo_hwloc_load_live(&t, &err);
+
+        print_message("# live: %d %s\n", r, r < 0 ? err.msg : "");
+        if (r == -ENODEV) {
+                assert_null(t);
+                assert_non_null(strstr(err.msg, "no NVIDIA or AMD GPU"));
+                return;
+        }
+        assert_int_equal(r, 0);
+        assert_true(t->n_gpus > 0);
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                assert_int_equal(topo_pair(t, i, i)->link, TOPO_LINK_SELF);
+        topo_unref(t);
+}
+
+int
+main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(hwloc_joins_every_dgx2_gpu_pair_through_the_nvswitch_fabric),
+                cmocka_unit_test(hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie),
+                cmocka_unit_test(hwloc_topologies_round_trip_through_the_annotation),
+                cmocka_unit_test(hwloc_rejects_hostile_xml),
+                cmocka_unit_test(hwloc_live_machine_loads_or_says_it_has_no_gpu),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

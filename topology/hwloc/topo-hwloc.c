@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hwloc -> struct topo.  The one file that speaks hwloc: it loads an XML export or the live
+ * machine with every PCI and OS device kept, picks GPUs and NICs among the PCI devices,
+ * derives the nvidia-smi relation of every pair from the PCI tree (common non-host bridge:
+ * PIX when each side is at most one bridge below it, else PXB; common host bridge: PHB;
+ * otherwise NODE when both sit in the same NUMA node, SYS when not) and NVLink from the
+ * "NVLinkBandwidth" distances.  NVSwitch ports appear there as PCI devices of subtype
+ * "NVSwitch": two GPUs that both reach switches are joined through the fabric with the
+ * smaller of their link counts (hwloc does not list switch-to-switch trunks, and the
+ * switches of one node form one fabric).  The hwloc topology lives only inside a call.
+ */
+#include "topo-hwloc.h"
+
+#include <hwloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "str.h"
+#include "topo-private.h"
+
+#define HWLOC_NVLINK_BW_NAME "NVLinkBandwidth"
+#define HWLOC_MAX_PCI_DEPTH 64 /* bridges between a device and the root: far beyond real */
+
+static void
+topology_destroyp(hwloc_topology_t *t)
+{
+        if (*t)
+                hwloc_topology_destroy(*t);
+}
+
+/* PCI classes that are GPUs when the vendor is NVIDIA (0x10de) or AMD (0x1002). */
+static const uint16_t gpu_classes[] = { 0x0300, 0x0302, 0x0380, 0x1200 };
+static const struct {
+        uint16_t vendor_id;
+        enum topo_vendor vendor;
+} gpu_vendors[] = {
+        { 0x10de, TOPO_VENDOR_NVIDIA },
+        { 0x1002, TOPO_VENDOR_AMD },
+};
+
+/* NVLink bandwidth per link and direction as hwloc reports it (MB/s), by generation. */
+static const unsigned nvlink_mbps[] = { [1] = 20000, [2] = 25000, [3] = 25000, [4] = 25000,
+                                        [5] = 50000 };
+
+struct dev {
+        hwloc_obj_t pci;
+        enum topo_vendor vendor;
+};
+
+static int
+pci_cmp(const void *a, const void *b)
+{
+        const struct hwloc_pcidev_attr_s *x = &(*(const struct dev *)a).pci->attr->pcidev;
+        const struct hwloc_pcidev_attr_s *y = &(*(const struct dev *)b).pci->attr->pcidev;
+        unsigned long kx = ((unsigned long)x->domain << 24) | ((unsigned long)x->bus << 16) |
+                           ((unsigned long)x->dev << 8) | x->func;
+        unsigned long ky = ((unsigned long)y->domain << 24) | ((unsigned long)y->bus << 16) |
+                           ((unsigned long)y->dev << 8) | y->func;
+        return kx < ky ? -1 : kx > ky;
+}
+
+static enum topo_vendor
+gpu_vendor(hwloc_obj_t pci)
+{
+        const struct hwloc_pcidev_attr_s *a = &pci->attr->pcidev;
+        bool cls = false;
+
+        if (pci->subtype && streq(pci->subtype, "NVSwitch"))
+                return TOPO_VENDOR_UNKNOWN;
+        for (size_t i = 0; i < ELEMENTSOF(gpu_classes); i++)
+                cls = cls || a->class_id == gpu_classes[i];
+        if (!cls)
+                return TOPO_VENDOR_UNKNOWN;
+        for (size_t i = 0; i < ELEMENTSOF(gpu_vendors); i++)
+                if (a->vendor_id == gpu_vendors[i].vendor_id)
+                        return gpu_vendors[i].vendor;
+        return TOPO_VENDOR_UNKNOWN;
+}
+
+/* The NIC name of a PCI device: its OpenFabrics OS device, else its Network one. */
+static const char *
+nic_name(hwloc_obj_t pci)
+{
+        const char *net = NULL;
+
+        for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
+                if (c->type != HWLOC_OBJ_OS_DEVICE || !c->name)
+                        continue;
+                if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+                        return c->name;
+                if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && !net)
+                        net = c->name;
+        }
+        return net;
+}
+
+static const char *
+osdev_info(hwloc_obj_t pci, const char *name)
+{
+        for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
+                const char *v = c->type == HWLOC_OBJ_OS_DEVICE ? hwloc_obj_get_info_by_name(c, name) :
+                                                                NULL;
+                if (v && *v)
+                        return v;
+        }
+        return NULL;
+}
+
+static int
+numa_of(hwloc_topology_t topo, hwloc_obj_t o)
+{
+        hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(topo, o);
+
+        if (!a || !a->nodeset || hwloc_bitmap_weight(a->nodeset) != 1)
+                return -1;
+        int n = hwloc_bitmap_first(a->nodeset);
+        return n >= 0 && n <= TOPO_MAX_NUMA_ID ? n : -1;
+}
+
+static bool
+is_host_bridge(hwloc_obj_t o)
+{
+        return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+}
+
+/* The nvidia-smi relation of two PCI devices, from the tree. */
+static enum topo_link
+pci_relation(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b)
+{
+        hwloc_obj_t up[HWLOC_MAX_PCI_DEPTH];
+        size_t n = 0;
+
+        for (hwloc_obj_t o = a->parent; o && n < ELEMENTSOF(up); o = o->parent)
+                up[n++] = o;
+        unsigned db = 0;
+        for (hwloc_obj_t o = b->parent; o; o = o->parent) {
+                size_t da = SIZE_MAX;
+                for (size_t i = 0; i < n; i++)
+                        if (up[i] == o) {
+                                da = i;
+                                break;
+                        }
+                if (da == SIZE_MAX) {
+                        if (o->type == HWLOC_OBJ_BRIDGE)
+                                db++;
+                        continue;
+                }
+                /* o is the closest common ancestor; da/db count bridges strictly below it. */
+                unsigned da_bridges = 0;
+                for (size_t i = 0; i < da; i++)
+                        da_bridges += up[i]->type == HWLOC_OBJ_BRIDGE;
+                if (o->type == HWLOC_OBJ_BRIDGE && !is_host_bridge(o))
+                        return da_bridges <= 1 && db <= 1 ? TOPO_LINK_PIX : TOPO_LINK_PXB;
+                if (is_host_bridge(o))
+                        return TOPO_LINK_PHB;
+                break;
+        }
+        int na = numa_of(topo, a), nb = numa_of(topo, b);
+        return na >= 0 && na == nb ? TOPO_LINK_NODE : TOPO_LINK_SYS;
+}
+
+static hwloc_obj_t
+pci_of(hwloc_obj_t o)
+{
+        while (o && o->type == HWLOC_OBJ_OS_DEVICE)
+                o = o->parent;
+        return o && o->type == HWLOC_OBJ_PCI_DEVICE ? o : NULL;
+}
+
+static unsigned
+links_of(uint64_t mbps, unsigned gen)
+{
+        unsigned per = gen && gen < ELEMENTSOF(nvlink_mbps) ? nvlink_mbps[gen] :
+                       (mbps % 25000 == 0 ? 25000 : mbps % 20000 == 0 ? 20000 : 25000);
+        uint64_t l = (mbps + per / 2) / per;
+        return (unsigned)MIN(MAX(l, (uint64_t)1), (uint64_t)TOPO_MAX_NVLINKS);
+}
+
+static int
+apply_nvlink(hwloc_topology_t topo, struct topo *t, const struct dev *gpus)
+{
+        struct hwloc_distances_s *dist[4];
+        unsigned nr = ELEMENTSOF(dist);
+
+        if (hwloc_distances_get_by_name(topo, HWLOC_NVLINK_BW_NAME, &nr, dist, 0) < 0)
+                return 0; /* no distances support: PCIe only */
+        for (unsigned d = 0; d < MIN(nr, (unsigned)ELEMENTSOF(dist)); d++) {
+                struct hwloc_distances_s *m = dist[d];
+                int gidx[TOPO_MAX_GPUS * 4];
+                bool sw[TOPO_MAX_GPUS * 4];
+                uint64_t to_switch[TOPO_MAX_GPUS] = { 0 };
+                unsigned nb = MIN(m->nbobjs, (unsigned)ELEMENTSOF(gidx));
+
+                for (unsigned i = 0; i < nb; i++) {
+                        hwloc_obj_t p = pci_of(m->objs[i]);
+                        gidx[i] = -1;
+                        sw[i] = p && p->subtype && streq(p->subtype, "NVSwitch");
+                        for (unsigned g = 0; p && g < t->n_gpus; g++)
+                                if (gpus[g].pci == p)
+                                        gidx[i] = (int)g;
+                }
+                for (unsigned i = 0; i < nb; i++)
+                        for (unsigned j = 0; j < nb; j++) {
+                                uint64_t bw = MAX(m->values[(size_t)i * m->nbobjs + j],
+                                                  m->values[(size_t)j * m->nbobjs + i]);
+                                if (bw == 0 || i == j || gidx[i] < 0)
+                                        continue;
+                                if (sw[j]) {
+                                        to_switch[gidx[i]] += m->values[(size_t)i * m->nbobjs + j] ?
+                                                m->values[(size_t)i * m->nbobjs + j] : bw;
+                                        continue;
+                                }
+                                if (gidx[j] < 0 || gidx[j] == gidx[i])
+                                        continue;
+                                struct topo_pair *p = topo_pair_mut(t, (unsigned)gidx[i],
+                                                                    (unsigned)gidx[j]);
+                                p->link = TOPO_LINK_NVLINK;
+                                p->links = (uint8_t)links_of(bw, t->gpus[gidx[i]].nvlink_gen);
+                        }
+                for (unsigned i = 0; i < t->n_gpus; i++)
+                        for (unsigned j = 0; j < t->n_gpus; j++) {
+                                if (i == j || !to_switch[i] || !to_switch[j])
+                                        continue;
+                                struct topo_pair *p = topo_pair_mut(t, i, j);
+                                unsigned l = MIN(links_of(to_switch[i], t->gpus[i].nvlink_gen),
+                                                 links_of(to_switch[j], t->gpus[j].nvlink_gen));
+                                if (p->link != TOPO_LINK_NVLINK || p->links < l)
+                                        p->link = TOPO_LINK_NVLINK, p->links = (uint8_t)l;
+                                t->nvswitch = true;
+                        }
+                hwloc_distances_release(topo, m);
+        }
+        return 0;
+}
+
+static enum topo_cpu_link
+cpu_link_of(hwloc_topology_t topo)
+{
+        static const struct {
+                const char *info, *value;
+                enum topo_cpu_link link;
+        } cpu_links[] = {
+                { "CPUVendor", "GenuineIntel", TOPO_CPU_LINK_INTEL_UPI },
+                { "CPUVendor", "AuthenticAMD", TOPO_CPU_LINK_AMD_IF },
+                { "PlatformName", "PowerNV", TOPO_CPU_LINK_POWER_XBUS },
+        };
+        hwloc_obj_t root = hwloc_get_root_obj(topo);
+        hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
+
+        for (size_t i = 0; i < ELEMENTSOF(cpu_links); i++) {
+                const char *v = hwloc_obj_get_info_by_name(root, cpu_links[i].info);
+                if (!v && pkg)
+                        v = hwloc_obj_get_info_by_name(pkg, cpu_links[i].info);
+                if (v && streq(v, cpu_links[i].value))
+                        return cpu_links[i].link;
+        }
+        return TOPO_CPU_LINK_UNKNOWN;
+}
+
+static int
+build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
+{
+        CLEANUP(topo_unrefp) struct topo *t = NULL;
+        struct dev gpus[TOPO_MAX_GPUS], nics[TOPO_MAX_NICS];
+        unsigned n_gpus = 0, n_nics = 0;
+        enum topo_vendor vendor = TOPO_VENDOR_UNKNOWN;
+
+        for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, NULL); o; o = hwloc_get_next_pcidev(topo, o)) {
+                enum topo_vendor v = gpu_vendor(o);
+                if (v != TOPO_VENDOR_UNKNOWN) {
+                        if (n_gpus == TOPO_MAX_GPUS)
+                                return topo__error(err, -E2BIG, 0, 0, "More than %u GPUs.",
+                                                   TOPO_MAX_GPUS);
+                        gpus[n_gpus++] = (struct dev){ o, v };
+                        vendor = n_gpus == 1 || vendor == v ? v : TOPO_VENDOR_UNKNOWN;
+                } else if (nic_name(o)) {
+                        if (n_nics == TOPO_MAX_NICS)
+                                return topo__error(err, -E2BIG, 0, 0, "More than %u NICs.",
+                                                   TOPO_MAX_NICS);
+                        nics[n_nics++] = (struct dev){ o, TOPO_VENDOR_UNKNOWN };
+                }
+        }
+        if (n_gpus == 0)
+                return topo__error(err, -ENODEV, 0, 0, "hwloc found no NVIDIA or AMD GPU.");
+        qsort(gpus, n_gpus, sizeof(gpus[0]), pci_cmp);
+        qsort(nics, n_nics, sizeof(nics[0]), pci_cmp);
+
+        t = topo_new(n_gpus, n_nics);
+        if (!t)
+                return -ENOMEM;
+        t->vendor = (uint8_t)vendor;
+        t->cpu_link = (uint8_t)cpu_link_of(topo);
+        for (unsigned i = 0; i < n_gpus; i++) {
+                struct topo_gpu *g = &t->gpus[i];
+                const struct hwloc_pcidev_attr_s *a = &gpus[i].pci->attr->pcidev;
+                const char *model = osdev_info(gpus[i].pci, "GPUModel");
+                const char *uuid = osdev_info(gpus[i].pci, "NVIDIAUUID");
+                hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, gpus[i].pci);
+
+                if (!uuid)
+                        uuid = osdev_info(gpus[i].pci, "AMDUUID");
+                if (model && strlen(model) < TOPO_ID_MAX)
+                        (void)str_copy(g->model, TOPO_ID_MAX, model, strlen(model));
+                if (uuid && strlen(uuid) < TOPO_ID_MAX)
+                        (void)str_copy(g->uuid, TOPO_ID_MAX, uuid, strlen(uuid));
+                snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%08x:%02x:%02x.%x",
+                         (unsigned)a->domain, a->bus, a->dev, a->func);
+                if (anc && anc->cpuset) {
+                        char cpus[TOPO_ID_MAX];
+                        /* A list too long for the field is left out rather than cut. */
+                        if (hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), anc->cpuset) <
+                            (int)sizeof(cpus))
+                                memcpy(g->cpu_affinity, cpus, sizeof(cpus));
+                }
+                g->numa = numa_of(topo, gpus[i].pci);
+                g->nvlink_gen = (uint8_t)topo__nvlink_gen_from_model(g->model);
+        }
+        for (unsigned k = 0; k < n_nics; k++) {
+                const char *name = nic_name(nics[k].pci);
+                if (strlen(name) < TOPO_ID_MAX)
+                        (void)str_copy(t->nics[k].name, TOPO_ID_MAX, name, strlen(name));
+                t->nics[k].numa = numa_of(topo, nics[k].pci);
+                for (unsigned j = 0; j < n_gpus; j++)
+                        t->nic_links[(size_t)k * n_gpus + j] =
+                                (uint8_t)pci_relation(topo, nics[k].pci, gpus[j].pci);
+        }
+        for (unsigned i = 0; i < n_gpus; i++)
+                for (unsigned j = 0; j < n_gpus; j++)
+                        if (i != j)
+                                topo_pair_mut(t, i, j)->link =
+                                        (uint8_t)pci_relation(topo, gpus[i].pci, gpus[j].pci);
+        apply_nvlink(topo, t, gpus);
+        topo_finish(t);
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+/* hwloc 3 exports XML "version 3.0", which the hwloc 2 of Debian bookworm refuses.  The only
+ * change that matters to us is the OS device type, an enum in version 2 and a bitmask in
+ * version 3; everything else we read is the same.  So a version 3 export is rewritten into a
+ * version 2 one: the version attribute and each osdev_type, most specific type first. */
+static const struct {
+        unsigned long v3_bit;
+        unsigned v2_type;
+} osdev_v3_to_v2[] = {
+        { 1ul << 5, 3 }, /* OpenFabrics */
+        { 1ul << 4, 2 }, /* Network */
+        { 1ul << 2, 1 }, /* GPU (NVML, RSMI, DRM) */
+        { 1ul << 3, 5 }, /* CoProc (CUDA, OpenCL) */
+        { 1ul << 6, 4 }, /* DMA */
+        { 1ul << 0, 0 }, /* Storage */
+        { 1ul << 1, 0 }, /* Memory (v2: Block) */
+};
+
+static int
+xml_v3_to_v2(char *xml, size_t len, struct topo_error *err)
+{
+        static const char ver[] = "<topology version=\"", attr[] = "osdev_type=\"";
+        char *v = memmem(xml, len, ver, strlen(ver));
+
+        if (!v)
+                return 0;
+        v += strlen(ver);
+        if (v >= xml + len || *v < '0' || *v > '9')
+                return 0;
+        if (*v == '2' || *v == '1')
+                return 0;
+        if (*v != '3' || (v + 1 < xml + len && v[1] >= '0' && v[1] <= '9')) {
+                const char *q = memchr(v, '"', (size_t)(xml + len - v));
+                int vl = q && q - v < 16 ? (int)(q - v) : 1;
+                return topo__error(err, -EPROTONOSUPPORT, 0, 0,
+                                   "hwloc XML version %.*s is not supported.", vl, v);
+        }
+        *v = '2';
+        /* One pass, in place: each value shrinks to one digit, so the writer w never
+         * overtakes the reader r. */
+        char *w = xml, *r = xml, *end = xml + len;
+        for (;;) {
+                char *p = memmem(r, (size_t)(end - r), attr, strlen(attr));
+                size_t keep = p ? (size_t)(p - r) + strlen(attr) : (size_t)(end - r);
+
+                memmove(w, r, keep);
+                w += keep;
+                r += keep;
+                if (!p)
+                        break;
+                char *e = r;
+                unsigned long bits = 0;
+                while (e < end && *e >= '0' && *e <= '9' && e - r < 6)
+                        bits = bits * 10 + (unsigned long)(*e++ - '0');
+                if (e == r || e >= end || *e != '"')
+                        return topo__error(err, -EINVAL, 0, 0, "Malformed osdev_type in hwloc XML.");
+                unsigned v2 = 0;
+                for (size_t k = 0; k < ELEMENTSOF(osdev_v3_to_v2); k++)
+                        if (bits & osdev_v3_to_v2[k].v3_bit) {
+                                v2 = osdev_v3_to_v2[k].v2_type;
+                                break;
+                        }
+                *w++ = (char)('0' + v2);
+                r = e;
+        }
+        *w = '\0';
+        return 0;
+}
+
+static int
+prepare(hwloc_topology_t *ret, struct topo_error *err)
+{
+        hwloc_topology_t topo = NULL;
+
+        if (hwloc_topology_init(&topo) < 0)
+                return topo__error(err, -ENOMEM, 0, 0, "hwloc_topology_init failed.");
+        /* Keep every PCI device, bridge and OS device: GPUs, NICs and the tree between. */
+        if (hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL) < 0) {
+                hwloc_topology_destroy(topo);
+                return topo__error(err, -EINVAL, 0, 0, "hwloc refused the I/O type filter.");
+        }
+        *ret = topo;
+        return 0;
+}
+
+int
+topo_hwloc_load_xml(const char *xml, size_t len, struct topo **ret, struct topo_error *err)
+{
+        CLEANUP(topology_destroyp) hwloc_topology_t topo = NULL;
+        CLEANUP(freep) char *copy = NULL;
+        int r;
+
+        if (!xml || len == 0)
+                return topo__error(err, -EINVAL, 0, 0, "Empty hwloc XML.");
+        if (len > TOPO_MAX_XML_BYTES)
+                return topo__error(err, -E2BIG, 0, 0, "hwloc XML larger than %u bytes.",
+                                   TOPO_MAX_XML_BYTES);
+        if (memchr(xml, '\0', len))
+                return topo__error(err, -EINVAL, 0, 0, "NUL byte in the hwloc XML.");
+        /* hwloc wants the terminating NUL inside the buffer it is given. */
+        copy = malloc(len + 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, xml, len);
+        copy[len] = '\0';
+        r = xml_v3_to_v2(copy, len, err);
+        if (r < 0)
+                return r;
+        len = strlen(copy);
+        r = prepare(&topo, err);
+        if (r < 0)
+                return r;
+        if (hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_IMPORT_SUPPORT) < 0 ||
+            hwloc_topology_set_xmlbuffer(topo, copy, (int)len + 1) < 0)
+                return topo__error(err, -EINVAL, 0, 0, "hwloc refused the XML buffer.");
+        if (hwloc_topology_load(topo) < 0)
+                return topo__error(err, -EINVAL, 0, 0, "hwloc could not load the XML.");
+        return build(topo, ret, err);
+}
+
+int
+topo_hwloc_load_live(struct topo **ret, struct topo_error *err)
+{
+        CLEANUP(topology_destroyp) hwloc_topology_t topo = NULL;
+        int r;
+
+        r = prepare(&topo, err);
+        if (r < 0)
+                return r;
+        if (hwloc_topology_load(topo) < 0)
+                return topo__error(err, -EIO, 0, 0, "hwloc could not discover this machine.");
+        return build(topo, ret, err);
+}

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node annotation codec (key topofit.io/topology, docs/annotations.md): a compact,
+ * versioned JSON form of `struct topo`.  The link matrix is one string of link codes per
+ * GPU ("X NV18 NV18 ..."), NIC relations one string per NIC, GPUs an array of objects with
+ * short keys that are left out when they hold their default.  Pure: reads with the bounded
+ * reader in common/json.c (the pure core must not link cJSON), writes into a capped buf.
+ * Everything read is validated (counts, matrix shape and symmetry, names, ranges); unknown
+ * keys are ignored for forward compatibility, an unknown "v" is an error naming it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "json.h"
+#include "str.h"
+#include "topo-private.h"
+#include "topo.h"
+
+#define TOPO_ANNOTATION_MAX_MEMORY_MIB (UINT64_C(1) << 40) /* 1 EiB: anything above is junk */
+
+/* --- writing ------------------------------------------------------------------------------- */
+
+/* One link code: NAME[count][w<weight>][h<hops>], e.g. "NV18", "XGMIw15h1", "SYS". */
+static int
+put_cell(struct buf *b, const struct topo_pair *p)
+{
+        const char *name = topo_link_to_string((enum topo_link)p->link);
+        int r;
+
+        if (!name)
+                return -EINVAL;
+        r = buf_puts(b, name);
+        if (r >= 0 && p->links)
+                r = buf_printf(b, "%u", p->links);
+        if (r >= 0 && p->weight)
+                r = buf_printf(b, "w%u", p->weight);
+        if (r >= 0 && p->hops)
+                r = buf_printf(b, "h%u", p->hops);
+        return r;
+}
+
+static int
+put_key_string(struct buf *b, const char *key, const char *value)
+{
+        int r;
+
+        if (!value[0])
+                return 0;
+        r = buf_printf(b, ",\"%s\":", key);
+        return r < 0 ? r : buf_put_json_string(b, value);
+}
+
+static int
+put_gpu(struct buf *b, const struct topo_gpu *g)
+{
+        /* Every member is optional; "{" then ",k:v" pairs, the first comma dropped below. */
+        size_t start = b->len;
+        int r = buf_puts(b, "{");
+
+        if (r >= 0)
+                r = put_key_string(b, "uuid", g->uuid);
+        if (r >= 0)
+                r = put_key_string(b, "model", g->model);
+        if (r >= 0)
+                r = put_key_string(b, "bus", g->pci_bus_id);
+        if (r >= 0)
+                r = put_key_string(b, "cpus", g->cpu_affinity);
+        if (r >= 0 && g->memory_mib)
+                r = buf_printf(b, ",\"mem\":%llu", (unsigned long long)g->memory_mib);
+        if (r >= 0 && g->numa >= 0)
+                r = buf_printf(b, ",\"numa\":%d", g->numa);
+        if (r >= 0 && g->pcie_gen)
+                r = buf_printf(b, ",\"pg\":%u", g->pcie_gen);
+        if (r >= 0 && g->pcie_width)
+                r = buf_printf(b, ",\"pw\":%u", g->pcie_width);
+        if (r >= 0 && g->nvlink_gen)
+                r = buf_printf(b, ",\"nvg\":%u", g->nvlink_gen);
+        if (r >= 0 && g->mig != TOPO_MIG_UNKNOWN)
+                r = buf_printf(b, ",\"mig\":\"%s\"", topo_mig_to_string((enum topo_mig)g->mig));
+        if (r >= 0 && !g->healthy)
+                r = buf_puts(b, ",\"ok\":false");
+        if (r >= 0)
+                r = buf_puts(b, "}");
+        if (r >= 0 && b->data[start + 1] == ',')
+                memmove(b->data + start + 1, b->data + start + 2, b->len - start - 1), b->len--;
+        return r;
+}
+
+int
+topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
+{
+        struct buf b;
+        int r;
+
+        if (!t || !ret_json)
+                return -EINVAL;
+        buf_init(&b, TOPO_MAX_ANNOTATION_BYTES);
+        r = buf_printf(&b, "{\"v\":%d", TOPO_ANNOTATION_VERSION);
+        if (r >= 0 && t->vendor != TOPO_VENDOR_UNKNOWN)
+                r = buf_printf(&b, ",\"vendor\":\"%s\"",
+                               topo_vendor_to_string((enum topo_vendor)t->vendor));
+        if (r >= 0 && t->cpu_link != TOPO_CPU_LINK_UNKNOWN)
+                r = buf_printf(&b, ",\"cpu_link\":\"%s\"",
+                               topo_cpu_link_to_string((enum topo_cpu_link)t->cpu_link));
+        if (r >= 0 && t->nvswitch)
+                r = buf_puts(&b, ",\"nvswitch\":true");
+        if (r >= 0)
+                r = put_key_string(&b, "domain", t->nvlink_domain);
+        if (r >= 0)
+                r = put_key_string(&b, "node", t->node_name);
+        if (r >= 0)
+                r = buf_puts(&b, ",\"gpus\":[");
+        for (unsigned i = 0; r >= 0 && i < t->n_gpus; i++) {
+                if (i)
+                        r = buf_puts(&b, ",");
+                if (r >= 0)
+                        r = put_gpu(&b, &t->gpus[i]);
+        }
+        if (r >= 0)
+                r = buf_puts(&b, "],\"links\":[");
+        for (unsigned i = 0; r >= 0 && i < t->n_gpus; i++) {
+                r = buf_puts(&b, i ? ",\"" : "\"");
+                for (unsigned j = 0; r >= 0 && j < t->n_gpus; j++) {
+                        if (j)
+                                r = buf_puts(&b, " ");
+                        if (r >= 0)
+                                r = put_cell(&b, topo_pair(t, i, j));
+                }
+                if (r >= 0)
+                        r = buf_puts(&b, "\"");
+        }
+        if (r >= 0)
+                r = buf_puts(&b, "]");
+        if (r >= 0 && t->n_nics > 0)
+                r = buf_puts(&b, ",\"nics\":[");
+        for (unsigned k = 0; r >= 0 && k < t->n_nics; k++) {
+                r = buf_puts(&b, k ? ",{\"name\":" : "{\"name\":");
+                if (r >= 0)
+                        r = buf_put_json_string(&b, t->nics[k].name);
+                if (r >= 0 && t->nics[k].numa >= 0)
+                        r = buf_printf(&b, ",\"numa\":%d", t->nics[k].numa);
+                if (r >= 0)
+                        r = buf_puts(&b, ",\"links\":\"");
+                for (unsigned j = 0; r >= 0 && j < t->n_gpus; j++) {
+                        struct topo_pair p = { .link = t->nic_links[(size_t)k * t->n_gpus + j] };
+                        if (j)
+                                r = buf_puts(&b, " ");
+                        if (r >= 0)
+                                r = put_cell(&b, &p);
+                }
+                if (r >= 0)
+                        r = buf_puts(&b, "\"}");
+        }
+        if (r >= 0 && t->n_nics > 0)
+                r = buf_puts(&b, "]");
+        if (r >= 0)
+                r = buf_puts(&b, "}");
+        if (r < 0) {
+                buf_release(&b);
+                return r;
+        }
+        *ret_json = buf_steal(&b, ret_len);
+        return 0;
+}
+
+/* --- reading ------------------------------------------------------------------------------- */
+
+struct reader {
+        const struct json_doc *d;
+        struct topo_error *err;
+};
+
+#define bad(rd, r, ...) topo__error((rd)->err, (r), 0, 0, __VA_ARGS__)
+
+static int
+cell_parse(const char *s, size_t len, struct topo_pair *ret)
+{
+        struct topo_pair p = { 0 };
+        size_t best = 0, i;
+        int best_link = -1;
+        int v;
+
+        /* Longest name first: "XGMI" must not read as "X". */
+        for (int l = 0; l < _TOPO_LINK_MAX; l++) {
+                const char *name = topo_link_to_string((enum topo_link)l);
+                size_t nl = strlen(name);
+                if (nl <= len && nl > best && memcmp(s, name, nl) == 0)
+                        best = nl, best_link = l;
+        }
+        if (best_link < 0)
+                return -EINVAL;
+        p.link = (uint8_t)best_link;
+        i = best;
+        if (i < len && s[i] >= '0' && s[i] <= '9') {
+                size_t a = i;
+                while (i < len && s[i] >= '0' && s[i] <= '9')
+                        i++;
+                if (str_to_int(s + a, i - a, 1, TOPO_MAX_NVLINKS, &v) < 0)
+                        return -EINVAL;
+                p.links = (uint8_t)v;
+        }
+        if (i < len && s[i] == 'w') {
+                size_t a = ++i;
+                while (i < len && s[i] >= '0' && s[i] <= '9')
+                        i++;
+                if (str_to_int(s + a, i - a, 1, UINT16_MAX, &v) < 0)
+                        return -EINVAL;
+                p.weight = (uint16_t)v;
+        }
+        if (i < len && s[i] == 'h') {
+                size_t a = ++i;
+                while (i < len && s[i] >= '0' && s[i] <= '9')
+                        i++;
+                if (str_to_int(s + a, i - a, 1, UINT8_MAX, &v) < 0)
+                        return -EINVAL;
+                p.hops = (uint8_t)v;
+        }
+        if (i != len)
+                return -EINVAL;
+        *ret = p;
+        return 0;
+}
+
+/* Parses a row string of exactly n space-separated link codes into out[0..n). */
+static int
+row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsigned n,
+          struct topo_pair *out)
+{
+        unsigned k = 0;
+        const char *p = s;
+
+        for (;;) {
+                const char *sp = strchrnul(p, ' ');
+                if (k == n)
+                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx, n);
+                if (cell_parse(p, (size_t)(sp - p), &out[k]) < 0)
+                        return bad(rd, -EINVAL, "%s[%u]: link code %u '%.*s' is not valid.", what,
+                                   idx, k, (int)MIN(sp - p, 16), p);
+                k++;
+                if (!*sp)
+                        break;
+                p = sp + 1;
+        }
+        if (k != n)
+                return bad(rd, -EINVAL, "%s[%u] has %u link codes, expected %u.", what, idx, k, n);
+        return 0;
+}
+
+static int
+get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, char *dst,
+           size_t size)
+{
+        json_id_t n = json_get(rd->d, obj, key);
+        const char *s;
+        size_t len;
+
+        if (n == JSON_NONE)
+                return 0;
+        if (json_get_string(rd->d, n, &s, &len) < 0)
+                return bad(rd, -EINVAL, "%s.%s must be a string.", path, key);
+        if (len >= size)
+                return bad(rd, -E2BIG, "%s.%s is longer than %zu bytes.", path, key, size - 1);
+        memcpy(dst, s, len + 1);
+        return 0;
+}
+
+static int
+get_int(struct reader *rd, json_id_t obj, const char *key, const char *path, int64_t min,
+        int64_t max, int64_t *v)
+{
+        json_id_t n = json_get(rd->d, obj, key);
+
+        if (n == JSON_NONE)
+                return 0;
+        if (json_get_int64(rd->d, n, min, max, v) < 0)
+                return bad(rd, -EINVAL, "%s.%s must be an integer in [%lld, %lld].", path, key,
+                           (long long)min, (long long)max);
+        return 1;
+}
+
+static int
+get_enum(struct reader *rd, json_id_t obj, const char *key, const char *path,
+         int (*from)(const char *), uint8_t *dst)
+{
+        char s[32];
+        int r = get_string(rd, obj, key, path, s, sizeof(s));
+
+        if (r < 0)
+                return r;
+        if (json_get(rd->d, obj, key) == JSON_NONE)
+                return 0;
+        int v = from(s);
+        if (v < 0)
+                return bad(rd, -EINVAL, "%s.%s: unknown value '%s'.", path, key, s);
+        *dst = (uint8_t)v;
+        return 0;
+}
+
+static int
+vendor_from(const char *s)
+{
+        return topo_vendor_from_string(s);
+}
+static int
+cpu_link_from(const char *s)
+{
+        return topo_cpu_link_from_string(s);
+}
+static int
+mig_from(const char *s)
+{
+        return topo_mig_from_string(s);
+}
+
+static int
+read_gpu(struct reader *rd, json_id_t o, unsigned i, struct topo_gpu *g)
+{
+        char path[32];
+        int64_t v;
+        int r;
+
+        snprintf(path, sizeof(path), "gpus[%u]", i);
+        if (json_type(rd->d, o) != JSON_OBJECT)
+                return bad(rd, -EINVAL, "%s must be an object.", path);
+        if ((r = get_string(rd, o, "uuid", path, g->uuid, sizeof(g->uuid))) < 0 ||
+            (r = get_string(rd, o, "model", path, g->model, sizeof(g->model))) < 0 ||
+            (r = get_string(rd, o, "bus", path, g->pci_bus_id, sizeof(g->pci_bus_id))) < 0 ||
+            (r = get_string(rd, o, "cpus", path, g->cpu_affinity, sizeof(g->cpu_affinity))) < 0)
+                return r;
+        if (g->cpu_affinity[0] && topo__cpuset_check(g->cpu_affinity, strlen(g->cpu_affinity)) < 0)
+                return bad(rd, -EINVAL, "%s.cpus '%s' is not a CPU list.", path, g->cpu_affinity);
+        if ((r = get_int(rd, o, "mem", path, 0, (int64_t)TOPO_ANNOTATION_MAX_MEMORY_MIB, &v)) < 0)
+                return r;
+        if (r > 0)
+                g->memory_mib = (uint64_t)v;
+        if ((r = get_int(rd, o, "numa", path, -1, TOPO_MAX_NUMA_ID, &v)) < 0)
+                return r;
+        if (r > 0)
+                g->numa = (int)v;
+        if ((r = get_int(rd, o, "pg", path, 0, 16, &v)) < 0)
+                return r;
+        if (r > 0)
+                g->pcie_gen = (uint8_t)v;
+        if ((r = get_int(rd, o, "pw", path, 0, 32, &v)) < 0)
+                return r;
+        if (r > 0)
+                g->pcie_width = (uint8_t)v;
+        if ((r = get_int(rd, o, "nvg", path, 0, 5, &v)) < 0)
+                return r;
+        if (r > 0)
+                g->nvlink_gen = (uint8_t)v;
+        if ((r = get_enum(rd, o, "mig", path, mig_from, &g->mig)) < 0)
+                return r;
+        json_id_t ok = json_get(rd->d, o, "ok");
+        if (ok != JSON_NONE && json_get_bool(rd->d, ok, &g->healthy) < 0)
+                return bad(rd, -EINVAL, "%s.ok must be a boolean.", path);
+        return 0;
+}
+
+static json_id_t
+get_array(struct reader *rd, json_id_t root, const char *key, bool required, int *r)
+{
+        json_id_t n = json_get(rd->d, root, key);
+
+        *r = 0;
+        if (n == JSON_NONE) {
+                if (required)
+                        *r = bad(rd, -EINVAL, "The annotation has no \"%s\" array.", key);
+                return JSON_NONE;
+        }
+        if (json_type(rd->d, n) != JSON_ARRAY)
+                *r = bad(rd, -EINVAL, "\"%s\" must be an array.", key);
+        return n;
+}
+
+int
+topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct topo_error *err)
+{
+        CLEANUP(json_doc_freep) struct json_doc *d = NULL;
+        CLEANUP(topo_unrefp) struct topo *t = NULL;
+        struct json_error jerr = { 0 };
+        struct reader rd = { .err = err };
+        int64_t v;
+        int r;
+
+        if (!json && len > 0)
+                return -EINVAL;
+        if (len > TOPO_MAX_ANNOTATION_BYTES)
+                return topo__error(err, -E2BIG, 0, 0, "Annotation larger than %u bytes.",
+                                   TOPO_MAX_ANNOTATION_BYTES);
+        r = json_parse(json, len, &d, &jerr);
+        if (r < 0)
+                return topo__error(err, r, jerr.line, jerr.column, "Annotation JSON: %s",
+                                   jerr.msg ? jerr.msg : "invalid.");
+        rd.d = d;
+        json_id_t root = json_root(d);
+        if (json_type(d, root) != JSON_OBJECT)
+                return bad(&rd, -EINVAL, "The annotation must be a JSON object.");
+
+        json_id_t vn = json_get(d, root, "v");
+        if (vn == JSON_NONE)
+                return bad(&rd, -EINVAL, "The annotation has no version (\"v\").");
+        if (json_get_int64(d, vn, INT32_MIN, INT32_MAX, &v) < 0)
+                return bad(&rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
+        if (v != TOPO_ANNOTATION_VERSION)
+                return bad(&rd, -EPROTONOSUPPORT,
+                           "Annotation version %lld is not supported (this build reads version %d).",
+                           (long long)v, TOPO_ANNOTATION_VERSION);
+
+        json_id_t gpus = get_array(&rd, root, "gpus", true, &r);
+        if (r < 0)
+                return r;
+        json_id_t links = get_array(&rd, root, "links", true, &r);
+        if (r < 0)
+                return r;
+        json_id_t nics = get_array(&rd, root, "nics", false, &r);
+        if (r < 0)
+                return r;
+        size_t n_gpus = json_count(d, gpus), n_nics = nics == JSON_NONE ? 0 : json_count(d, nics);
+        if (n_gpus == 0)
+                return bad(&rd, -EINVAL, "The annotation lists no GPUs.");
+        if (n_gpus > TOPO_MAX_GPUS)
+                return bad(&rd, -E2BIG, "The annotation lists %zu GPUs, more than %u.", n_gpus,
+                           TOPO_MAX_GPUS);
+        if (n_nics > TOPO_MAX_NICS)
+                return bad(&rd, -E2BIG, "The annotation lists %zu NICs, more than %u.", n_nics,
+                           TOPO_MAX_NICS);
+        if (json_count(d, links) != n_gpus)
+                return bad(&rd, -EINVAL, "\"links\" has %zu rows for %zu GPUs.",
+                           json_count(d, links), n_gpus);
+
+        t = topo_new((unsigned)n_gpus, (unsigned)n_nics);
+        if (!t)
+                return -ENOMEM;
+        if ((r = get_enum(&rd, root, "vendor", "annotation", vendor_from, &t->vendor)) < 0 ||
+            (r = get_enum(&rd, root, "cpu_link", "annotation", cpu_link_from, &t->cpu_link)) < 0 ||
+            (r = get_string(&rd, root, "domain", "annotation", t->nvlink_domain,
+                            sizeof(t->nvlink_domain))) < 0 ||
+            (r = get_string(&rd, root, "node", "annotation", t->node_name,
+                            sizeof(t->node_name))) < 0)
+                return r;
+        json_id_t nvs = json_get(d, root, "nvswitch");
+        if (nvs != JSON_NONE && json_get_bool(d, nvs, &t->nvswitch) < 0)
+                return bad(&rd, -EINVAL, "\"nvswitch\" must be a boolean.");
+
+        unsigned i = 0;
+        for (json_id_t g = json_first(d, gpus); g != JSON_NONE; g = json_next(d, g), i++) {
+                r = read_gpu(&rd, g, i, &t->gpus[i]);
+                if (r < 0)
+                        return r;
+        }
+        i = 0;
+        for (json_id_t row = json_first(d, links); row != JSON_NONE; row = json_next(d, row), i++) {
+                const char *s;
+                if (json_get_string(d, row, &s, NULL) < 0)
+                        return bad(&rd, -EINVAL, "links[%u] must be a string.", i);
+                r = row_parse(&rd, "links", i, s, t->n_gpus, topo_pair_mut(t, i, 0));
+                if (r < 0)
+                        return r;
+        }
+        for (i = 0; i < t->n_gpus; i++)
+                for (unsigned j = 0; j < t->n_gpus; j++) {
+                        const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
+                        if ((i == j) != (a->link == TOPO_LINK_SELF))
+                                return bad(&rd, -EINVAL, "links[%u][%u]: X must be on the "
+                                           "diagonal and only there.", i, j);
+                        if (a->link != b->link || a->links != b->links || a->hops != b->hops ||
+                            a->weight != b->weight)
+                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i, j);
+                }
+
+        unsigned k = 0;
+        for (json_id_t o = nics == JSON_NONE ? JSON_NONE : json_first(d, nics); o != JSON_NONE;
+             o = json_next(d, o), k++) {
+                char path[32];
+                const char *s;
+                struct topo_pair cells[TOPO_MAX_GPUS];
+
+                snprintf(path, sizeof(path), "nics[%u]", k);
+                if (json_type(d, o) != JSON_OBJECT)
+                        return bad(&rd, -EINVAL, "%s must be an object.", path);
+                if ((r = get_string(&rd, o, "name", path, t->nics[k].name, TOPO_ID_MAX)) < 0)
+                        return r;
+                if ((r = get_int(&rd, o, "numa", path, -1, TOPO_MAX_NUMA_ID, &v)) < 0)
+                        return r;
+                if (r > 0)
+                        t->nics[k].numa = (int)v;
+                json_id_t ls = json_get(d, o, "links");
+                if (ls == JSON_NONE || json_get_string(d, ls, &s, NULL) < 0)
+                        return bad(&rd, -EINVAL, "%s.links must be a string.", path);
+                r = row_parse(&rd, "nics.links", k, s, t->n_gpus, cells);
+                if (r < 0)
+                        return r;
+                for (unsigned j = 0; j < t->n_gpus; j++) {
+                        enum topo_link l = (enum topo_link)cells[j].link;
+                        if (l == TOPO_LINK_SELF || l == TOPO_LINK_NVLINK || l == TOPO_LINK_XGMI ||
+                            cells[j].links || cells[j].weight || cells[j].hops)
+                                return bad(&rd, -EINVAL, "%s.links: '%s' is not a NIC relation.",
+                                           path, topo_link_to_string(l));
+                        t->nic_links[(size_t)k * t->n_gpus + j] = (uint8_t)l;
+                }
+        }
+
+        topo_finish(t);
+        *ret = TAKE_PTR(t);
+        return 0;
+}

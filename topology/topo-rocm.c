@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Parser for `rocm-smi --showtopo`: the "Weight", "Hops" and "Link Type between two GPUs"
+ * matrices and the "Numa Nodes" lines, in both the old ('GPU 0          :') and the new
+ * ('GPU[0]\t\t:') styles.  Pure: a byte range in, a new AMD topology or a positioned error
+ * out.  The link-type matrix is required; weights and hops are optional but, when present,
+ * must cover every pair.  Every matrix must be square, agree on the GPU count, carry 0 on
+ * the diagonal and be symmetric; a short row is a cut-off matrix.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "str.h"
+#include "topo-private.h"
+#include "topo.h"
+
+enum section {
+        SEC_NONE,
+        SEC_WEIGHT,
+        SEC_HOPS,
+        SEC_LINK,
+        SEC_NUMA,
+        _SEC_MAX,
+};
+
+static const struct {
+        const char *title;
+        enum section sec;
+} section_titles[] = {
+        { "Weight between two GPUs", SEC_WEIGHT },
+        { "Hops between two GPUs", SEC_HOPS },
+        { "Link Type between two GPUs", SEC_LINK },
+        { "Numa Nodes", SEC_NUMA },
+};
+
+static const struct {
+        const char *name;
+        enum topo_link link;
+} rocm_links[] = {
+        { "XGMI", TOPO_LINK_XGMI },
+        { "PCIE", TOPO_LINK_PCIE },
+        { "N/A", TOPO_LINK_UNKNOWN },
+        { "NA", TOPO_LINK_UNKNOWN },
+};
+
+#define ROCM_MAX_TOKENS (TOPO_MAX_GPUS + 4)
+
+struct rtok {
+        const char *s;
+        size_t len;
+        unsigned col;
+};
+
+static size_t
+rtokenize(const char *s, size_t len, struct rtok *toks, size_t max)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < len;) {
+                if (s[i] == ' ' || s[i] == '\t') {
+                        i++;
+                        continue;
+                }
+                if (n == max)
+                        return max + 1;
+                toks[n] = (struct rtok){ .s = s + i, .col = (unsigned)i + 1 };
+                while (i < len && s[i] != ' ' && s[i] != '\t')
+                        i++;
+                toks[n].len = (size_t)(s + i - toks[n].s);
+                n++;
+        }
+        return n;
+}
+
+static bool
+gpu_label(const struct rtok *t, unsigned *ret)
+{
+        int v;
+
+        if (t->len < 4 || memcmp(t->s, "GPU", 3) != 0 ||
+            str_to_int(t->s + 3, t->len - 3, 0, TOPO_MAX_GPUS - 1, &v) < 0)
+                return false;
+        *ret = (unsigned)v;
+        return true;
+}
+
+/* "GPU[3]\t\t: (Topology) Numa Node: 1" or "GPU 3          : (Topology) Numa Node: 1". */
+static int
+numa_line(const char *s, size_t len, unsigned line, struct topo *t, struct topo_error *err)
+{
+        static const char key[] = "Numa Node:";
+        const char *colon = memchr(s, ':', len), *k;
+        size_t i = 3;
+        int idx, v;
+
+        if (len < 4 || memcmp(s, "GPU", 3) != 0 || !colon)
+                return 0;
+        k = memmem(s, len, key, strlen(key));
+        if (!k)
+                return 0; /* "Numa Affinity" and other lines */
+        while (i < (size_t)(colon - s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '['))
+                i++;
+        size_t a = i;
+        while (i < (size_t)(colon - s) && s[i] >= '0' && s[i] <= '9')
+                i++;
+        if (str_to_int(s + a, i - a, 0, TOPO_MAX_GPUS - 1, &idx) < 0 || (unsigned)idx >= t->n_gpus)
+                return topo__error(err, -EINVAL, line, (unsigned)a + 1,
+                                   "NUMA line names a GPU that is not in the matrices.");
+        const char *vs = k + strlen(key);
+        size_t vl = (size_t)(s + len - vs);
+        str_trim(&vs, &vl);
+        if (str_to_int(vs, vl, -1, TOPO_MAX_NUMA_ID, &v) < 0)
+                return topo__error(err, -EINVAL, line, (unsigned)(vs - s) + 1,
+                                   "NUMA node '%.*s' is not a number.", (int)MIN(vl, 16u), vs);
+        t->gpus[idx].numa = v;
+        return 0;
+}
+
+int
+topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_error *err)
+{
+        CLEANUP(topo_unrefp) struct topo *t = NULL;
+        CLEANUP(freep) struct rtok *toks = NULL;
+        bool seen[_SEC_MAX] = { false };
+        enum section sec = SEC_NONE;
+        unsigned lineno = 0, n_gpus = 0, next_row = 0, header_line = 0;
+        bool in_matrix = false;
+        const char *p = text, *end = text + len;
+        int r;
+
+        if (!text && len > 0)
+                return -EINVAL;
+        if (len > TOPO_MAX_TEXT_BYTES)
+                return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
+                                   TOPO_MAX_TEXT_BYTES);
+        toks = calloc(ROCM_MAX_TOKENS + 1, sizeof(*toks));
+        if (!toks)
+                return -ENOMEM;
+
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                const char *s = p;
+                size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+                p = nl ? nl + 1 : end;
+                lineno++;
+                if (l > 0 && s[l - 1] == '\r')
+                        l--;
+                if (memchr(s, '\0', l))
+                        return topo__error(err, -EINVAL, lineno, 1,
+                                           "NUL byte in the text: this is not rocm-smi output.");
+                if (l > 0 && s[0] == '#')
+                        continue;
+                if (l > 0 && s[0] == '=') {
+                        if (in_matrix && next_row < n_gpus)
+                                return topo__error(err, -EINVAL, lineno, 1,
+                                                   "Matrix cut off at line %u: %u of %u rows.",
+                                                   lineno, next_row, n_gpus);
+                        in_matrix = false;
+                        sec = SEC_NONE;
+                        for (size_t k = 0; k < ELEMENTSOF(section_titles); k++)
+                                if (memmem(s, l, section_titles[k].title,
+                                           strlen(section_titles[k].title))) {
+                                        sec = section_titles[k].sec;
+                                        if (seen[sec])
+                                                return topo__error(err, -EINVAL, lineno, 1,
+                                                                   "Section '%s' appears twice.",
+                                                                   section_titles[k].title);
+                                        seen[sec] = true;
+                                }
+                        continue;
+                }
+                if (sec == SEC_NUMA) {
+                        if (!t)
+                                return topo__error(err, -EINVAL, lineno, 1,
+                                                   "NUMA lines before any matrix.");
+                        r = numa_line(s, l, lineno, t, err);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (sec == SEC_NONE)
+                        continue;
+
+                size_t n = rtokenize(s, l, toks, ROCM_MAX_TOKENS);
+                if (n > ROCM_MAX_TOKENS)
+                        return topo__error(err, -E2BIG, lineno, 1, "More than %u cells in one line.",
+                                           ROCM_MAX_TOKENS);
+                if (n == 0) {
+                        if (in_matrix && next_row < n_gpus)
+                                return topo__error(err, -EINVAL, lineno, 1,
+                                                   "Matrix cut off at line %u: %u of %u rows.",
+                                                   lineno, next_row, n_gpus);
+                        continue;
+                }
+                if (!in_matrix) {
+                        /* The header: GPU0 GPU1 ... */
+                        for (size_t i = 0; i < n; i++) {
+                                unsigned idx;
+                                if (!gpu_label(&toks[i], &idx) || idx != i)
+                                        return topo__error(err, -EINVAL, lineno, toks[i].col,
+                                                           "Expected header column GPU%zu.", i);
+                        }
+                        if (!t) {
+                                n_gpus = (unsigned)n;
+                                t = topo_new(n_gpus, 0);
+                                if (!t)
+                                        return -ENOMEM;
+                                t->vendor = TOPO_VENDOR_AMD;
+                        } else if (n != n_gpus)
+                                return topo__error(err, -EINVAL, lineno, 1,
+                                                   "This matrix has %zu GPUs, the first had %u.", n,
+                                                   n_gpus);
+                        in_matrix = true;
+                        next_row = 0;
+                        header_line = lineno;
+                        continue;
+                }
+                if (next_row == n_gpus)
+                        return topo__error(err, -EINVAL, lineno, 1,
+                                           "More rows than GPUs in the matrix at line %u.",
+                                           header_line);
+                unsigned idx;
+                if (!gpu_label(&toks[0], &idx) || idx != next_row)
+                        return topo__error(err, -EINVAL, lineno, toks[0].col,
+                                           "Matrix cut off at line %u: expected row GPU%u.", lineno,
+                                           next_row);
+                if (n - 1 < n_gpus)
+                        return topo__error(err, -EINVAL, lineno, (unsigned)l + 1,
+                                           "Matrix cut off at line %u: row GPU%u has %zu of %u cells.",
+                                           lineno, idx, n - 1, n_gpus);
+                if (n - 1 > n_gpus)
+                        return topo__error(err, -EINVAL, lineno, toks[n_gpus + 1].col,
+                                           "Row GPU%u has more cells than the matrix has GPUs.", idx);
+                for (unsigned j = 0; j < n_gpus; j++) {
+                        const struct rtok *c = &toks[j + 1];
+                        struct topo_pair *pr = topo_pair_mut(t, idx, j);
+                        int v;
+
+                        if (j == idx) {
+                                if (!str_eq_n(c->s, c->len, "0"))
+                                        return topo__error(err, -EINVAL, lineno, c->col,
+                                                           "Expected 0 on the diagonal.");
+                                continue;
+                        }
+                        switch (sec) {
+                        case SEC_WEIGHT:
+                                if (str_to_int(c->s, c->len, 0, UINT16_MAX, &v) < 0)
+                                        return topo__error(err, -EINVAL, lineno, c->col,
+                                                           "Weight '%.*s' is not a number.",
+                                                           (int)MIN(c->len, 16u), c->s);
+                                pr->weight = (uint16_t)v;
+                                break;
+                        case SEC_HOPS:
+                                if (str_to_int(c->s, c->len, 0, UINT8_MAX, &v) < 0)
+                                        return topo__error(err, -EINVAL, lineno, c->col,
+                                                           "Hops '%.*s' is not a number.",
+                                                           (int)MIN(c->len, 16u), c->s);
+                                pr->hops = (uint8_t)v;
+                                break;
+                        case SEC_LINK: {
+                                bool found = false;
+                                for (size_t k = 0; k < ELEMENTSOF(rocm_links); k++)
+                                        if (str_eq_n(c->s, c->len, rocm_links[k].name)) {
+                                                pr->link = (uint8_t)rocm_links[k].link;
+                                                found = true;
+                                        }
+                                if (!found)
+                                        return topo__error(err, -EINVAL, lineno, c->col,
+                                                           "Unknown link type '%.*s'.",
+                                                           (int)MIN(c->len, 16u), c->s);
+                                break;
+                        }
+                        default:
+                                break;
+                        }
+                }
+                next_row++;
+        }
+        if (in_matrix && next_row < n_gpus)
+                return topo__error(err, -EINVAL, lineno, 1,
+                                   "Matrix cut off at line %u: %u of %u rows.", lineno, next_row,
+                                   n_gpus);
+        if (!t || !seen[SEC_LINK])
+                return topo__error(err, -EINVAL, lineno, 1,
+                                   "No 'Link Type between two GPUs' matrix found.");
+        for (unsigned i = 0; i < n_gpus; i++)
+                for (unsigned j = i + 1; j < n_gpus; j++) {
+                        const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
+                        if (a->link != b->link || a->weight != b->weight || a->hops != b->hops)
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "The matrices are not symmetric at GPU%u/GPU%u.",
+                                                   i, j);
+                }
+        topo_finish(t);
+        *ret = TAKE_PTR(t);
+        return 0;
+}
