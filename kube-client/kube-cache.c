@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The cluster cache: one thread per watched resource (nodes, pods) runs LIST then WATCH
+ * from the list's resourceVersion, forever: 410 (as status or ERROR event), an oversized
+ * or malformed event => relist; a broken stream => re-watch from the last version; every
+ * failure => exponential backoff with jitter, sleeping on a condition so shutdown is quick.
+ *
+ * Lock discipline: `lock` guards the stores, the generation, the stats and the cached
+ * snapshot; it is held only to apply one event or swap in a relisted store, or to copy
+ * object pointers (O(n) reference increments, no allocation per object) when a snapshot is
+ * built.  Sorting and all reader work happen outside it.  Objects (kube__obj) are immutable
+ * and refcounted: a store holds one reference, each snapshot one more, so a snapshot stays
+ * valid after the store moved on.  `build_lock` makes concurrent readers build one snapshot
+ * per generation, not one each.  The change callback runs with no lock held.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube-private.h"
+
+#define KUBE_STORE_MIN_BUCKETS 64
+
+/* --- the store: a chained hash of objects keyed by (namespace, name) --------------------- */
+
+struct store {
+        struct kube__obj **buckets;
+        size_t n_buckets;
+        size_t n;
+};
+
+static void
+store_release(struct store *s)
+{
+        for (size_t i = 0; i < s->n_buckets; i++)
+                for (struct kube__obj *o = s->buckets[i], *next; o; o = next) {
+                        next = o->next;
+                        kube__obj_unref(o);
+                }
+        free(s->buckets);
+        *s = (struct store){ 0 };
+}
+
+static struct kube__obj **
+store_find(struct store *s, const char *ns, const char *name, uint64_t hash)
+{
+        struct kube__obj **link;
+
+        if (s->n_buckets == 0)
+                return NULL;
+        for (link = &s->buckets[hash & (s->n_buckets - 1)]; *link; link = &(*link)->next)
+                if ((*link)->hash == hash && strcmp((*link)->key_name, name) == 0 &&
+                    strcmp((*link)->key_ns, ns) == 0)
+                        return link;
+        return NULL;
+}
+
+static int
+store_grow(struct store *s)
+{
+        size_t nb = s->n_buckets ? s->n_buckets * 2 : KUBE_STORE_MIN_BUCKETS;
+        struct kube__obj **b = calloc(nb, sizeof(*b));
+
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_buckets; i++)
+                for (struct kube__obj *o = s->buckets[i], *next; o; o = next) {
+                        next = o->next;
+                        o->next = b[o->hash & (nb - 1)];
+                        b[o->hash & (nb - 1)] = o;
+                }
+        free(s->buckets);
+        s->buckets = b;
+        s->n_buckets = nb;
+        return 0;
+}
+
+/* Takes ownership of o (its one reference), replacing an object with the same key. */
+static int
+store_put(struct store *s, struct kube__obj *o)
+{
+        struct kube__obj **link;
+
+        if (s->n + 1 > s->n_buckets && store_grow(s) < 0) {
+                kube__obj_unref(o);
+                return -ENOMEM;
+        }
+        link = store_find(s, o->key_ns, o->key_name, o->hash);
+        if (link) {
+                struct kube__obj *old = *link;
+                o->next = old->next;
+                *link = o;
+                kube__obj_unref(old);
+                return 0;
+        }
+        o->next = s->buckets[o->hash & (s->n_buckets - 1)];
+        s->buckets[o->hash & (s->n_buckets - 1)] = o;
+        s->n++;
+        return 0;
+}
+
+static bool
+store_remove(struct store *s, const char *ns, const char *name)
+{
+        struct kube__obj **link = store_find(s, ns, name, kube__key_hash(ns, name)), *o;
+
+        if (!link)
+                return false;
+        o = *link;
+        *link = o->next;
+        kube__obj_unref(o);
+        s->n--;
+        return true;
+}
+
+/* --- the cache ---------------------------------------------------------------------- */
+
+struct snap {
+        struct kube_snapshot pub;
+        unsigned refs; /* atomic */
+};
+
+struct resource {
+        struct kube_cache *cache;
+        uint8_t kind; /* enum kube__kind */
+        const char *collection;
+        char *field_selector;
+        pthread_t thread;
+        bool started;
+        bool synced; /* under cache->lock */
+        bool enabled;
+};
+
+struct kube_cache {
+        struct kube_client *client;
+        struct kube_cache_options opts;
+        char **gpu_resources; /* NULL-terminated copies */
+        char **node_labels;
+        struct kube__decode_opts dopts;
+
+        pthread_mutex_t lock;
+        pthread_cond_t cond; /* CLOCK_MONOTONIC; stop and synced */
+        pthread_mutex_t build_lock;
+        atomic_bool stop;
+        struct store stores[2]; /* by enum kube__kind */
+        uint64_t generation;
+        struct snap *snap;      /* the snapshot of `generation`, or older, or NULL */
+        struct kube_cache_stats stats;
+        struct resource res[2];
+};
+
+static int64_t
+now_ms(clockid_t clock)
+{
+        struct timespec ts;
+
+        clock_gettime(clock, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define OBJ_OF(p, field) ((struct kube__obj *)((char *)(p) - offsetof(struct kube__obj, field)))
+
+struct kube_snapshot *
+kube_snapshot_ref(struct kube_snapshot *s)
+{
+        if (s)
+                __atomic_add_fetch(&((struct snap *)s)->refs, 1, __ATOMIC_RELAXED);
+        return s;
+}
+
+struct kube_snapshot *
+kube_snapshot_unref(struct kube_snapshot *s)
+{
+        struct snap *sn = (struct snap *)s;
+
+        if (!sn || __atomic_sub_fetch(&sn->refs, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        for (size_t i = 0; i < s->n_nodes; i++)
+                kube__obj_unref(OBJ_OF(s->nodes[i], node));
+        for (size_t i = 0; i < s->n_pods; i++)
+                kube__obj_unref(OBJ_OF(s->pods[i], pod));
+        free((void *)s->nodes);
+        free((void *)s->pods);
+        free(sn);
+        return NULL;
+}
+
+static int
+node_cmp(const void *a, const void *b)
+{
+        return strcmp((*(const struct kube_node *const *)a)->name,
+                      (*(const struct kube_node *const *)b)->name);
+}
+
+static int
+pod_cmp(const void *a, const void *b)
+{
+        const struct kube_pod *x = *(const struct kube_pod *const *)a;
+        const struct kube_pod *y = *(const struct kube_pod *const *)b;
+        int r = strcmp(x->node_name, y->node_name);
+
+        if (r == 0)
+                r = strcmp(x->ns, y->ns);
+        return r ? r : strcmp(x->name, y->name);
+}
+
+const struct kube_node *
+kube_snapshot_node(const struct kube_snapshot *s, const char *name)
+{
+        struct kube_node key = { .name = name };
+        const struct kube_node *kp = &key, *const *hit;
+
+        hit = bsearch(&kp, s->nodes, s->n_nodes, sizeof(*s->nodes), node_cmp);
+        return hit ? *hit : NULL;
+}
+
+size_t
+kube_snapshot_pods_on_node(const struct kube_snapshot *s, const char *node, size_t *ret_first)
+{
+        size_t lo = 0, hi = s->n_pods, first;
+
+        while (lo < hi) { /* the first pod whose node_name >= node */
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(s->pods[mid]->node_name, node) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        first = lo;
+        while (lo < s->n_pods && strcmp(s->pods[lo]->node_name, node) == 0)
+                lo++;
+        if (lo > first)
+                *ret_first = first;
+        return lo - first;
+}
+
+const struct kube_pod *
+kube_snapshot_pod(const struct kube_snapshot *s, const char *ns, const char *name)
+{
+        for (size_t i = 0; i < s->n_pods; i++)
+                if (strcmp(s->pods[i]->name, name) == 0 && strcmp(s->pods[i]->ns, ns) == 0)
+                        return s->pods[i];
+        return NULL;
+}
+
+static bool
+synced_locked(struct kube_cache *c)
+{
+        for (size_t i = 0; i < ELEMENTSOF(c->res); i++)
+                if (c->res[i].enabled && !c->res[i].synced)
+                        return false;
+        return true;
+}
+
+/* Copies the stores' object pointers (taking references) under the lock, sorts outside. */
+static struct snap *
+snap_build(struct kube_cache *c)
+{
+        struct snap *sn = calloc(1, sizeof(*sn));
+        const struct kube_node **nodes = NULL;
+        const struct kube_pod **pods = NULL;
+        size_t nn = 0, np = 0;
+
+        if (!sn)
+                return NULL;
+        pthread_mutex_lock(&c->lock);
+        nodes = malloc(MAX(c->stores[KUBE__NODE].n, 1) * sizeof(*nodes));
+        pods = malloc(MAX(c->stores[KUBE__POD].n, 1) * sizeof(*pods));
+        if (!nodes || !pods) {
+                pthread_mutex_unlock(&c->lock);
+                free(nodes);
+                free(pods);
+                free(sn);
+                return NULL;
+        }
+        for (int k = 0; k < 2; k++) {
+                const struct store *s = &c->stores[k];
+                for (size_t i = 0; i < s->n_buckets; i++)
+                        for (struct kube__obj *o = s->buckets[i]; o; o = o->next) {
+                                kube__obj_ref(o);
+                                if (k == KUBE__NODE)
+                                        nodes[nn++] = &o->node;
+                                else
+                                        pods[np++] = &o->pod;
+                        }
+        }
+        sn->pub.generation = c->generation;
+        sn->pub.synced = synced_locked(c);
+        pthread_mutex_unlock(&c->lock);
+
+        qsort(nodes, nn, sizeof(*nodes), node_cmp);
+        qsort(pods, np, sizeof(*pods), pod_cmp);
+        sn->refs = 1;
+        sn->pub.nodes = nodes;
+        sn->pub.n_nodes = nn;
+        sn->pub.pods = pods;
+        sn->pub.n_pods = np;
+        return sn;
+}
+
+struct kube_snapshot *
+kube_cache_snapshot(struct kube_cache *c)
+{
+        struct kube_snapshot *s = NULL;
+        struct snap *sn, *old = NULL;
+
+        pthread_mutex_lock(&c->build_lock);
+        pthread_mutex_lock(&c->lock);
+        if (c->snap && c->snap->pub.generation == c->generation &&
+            c->snap->pub.synced == synced_locked(c))
+                s = kube_snapshot_ref(&c->snap->pub);
+        pthread_mutex_unlock(&c->lock);
+        if (s) {
+                pthread_mutex_unlock(&c->build_lock);
+                return s;
+        }
+        sn = snap_build(c);
+        if (sn) {
+                pthread_mutex_lock(&c->lock);
+                old = c->snap;
+                c->snap = (struct snap *)kube_snapshot_ref(&sn->pub);
+                pthread_mutex_unlock(&c->lock);
+        }
+        pthread_mutex_unlock(&c->build_lock);
+        kube_snapshot_unref(old ? &old->pub : NULL);
+        return sn ? &sn->pub : NULL;
+}
+
+uint64_t
+kube_cache_generation(struct kube_cache *c)
+{
+        uint64_t g;
+
+        pthread_mutex_lock(&c->lock);
+        g = c->generation;
+        pthread_mutex_unlock(&c->lock);
+        return g;
+}
+
+bool
+kube_cache_synced(struct kube_cache *c)
+{
+        bool s;
+
+        pthread_mutex_lock(&c->lock);
+        s = synced_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        return s;
+}
+
+static struct timespec
+deadline_in(unsigned ms)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+        }
+        return ts;
+}
+
+int
+kube_cache_wait_synced(struct kube_cache *c, unsigned timeout_ms)
+{
+        struct timespec until = deadline_in(timeout_ms);
+        int r = 0;
+
+        pthread_mutex_lock(&c->lock);
+        while (!synced_locked(c) && r != ETIMEDOUT)
+                r = pthread_cond_timedwait(&c->cond, &c->lock, &until);
+        r = synced_locked(c) ? 0 : -ETIMEDOUT;
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+void
+kube_cache_stats(struct kube_cache *c, struct kube_cache_stats *ret)
+{
+        pthread_mutex_lock(&c->lock);
+        *ret = c->stats;
+        ret->n_nodes = c->stores[KUBE__NODE].n;
+        ret->n_pods = c->stores[KUBE__POD].n;
+        pthread_mutex_unlock(&c->lock);
+}
+
+static void
+changed(struct kube_cache *c, uint64_t gen)
+{
+        if (c->opts.on_change)
+                c->opts.on_change(gen, c->opts.userdata);
+}
+
+/* Sleeps ms unless stopped first; true when stopped. */
+static bool
+sleep_or_stop(struct kube_cache *c, unsigned ms)
+{
+        struct timespec until = deadline_in(ms);
+        int r = 0;
+
+        pthread_mutex_lock(&c->lock);
+        while (!atomic_load(&c->stop) && r != ETIMEDOUT)
+                r = pthread_cond_timedwait(&c->cond, &c->lock, &until);
+        pthread_mutex_unlock(&c->lock);
+        return atomic_load(&c->stop);
+}
+
+static int
+decode(struct resource *res, const cJSON *o, struct kube__obj **ret)
+{
+        const char *why = NULL;
+
+        return res->kind == KUBE__NODE ? kube__decode_node(o, &res->cache->dopts, ret, &why)
+                                       : kube__decode_pod(o, &res->cache->dopts, ret, &why);
+}
+
+static int
+list_item(const cJSON *item, void *userdata)
+{
+        struct { struct resource *res; struct store *store; } *ctx = userdata;
+        struct kube__obj *o = NULL;
+        int r;
+
+        r = decode(ctx->res, item, &o);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                pthread_mutex_lock(&ctx->res->cache->lock);
+                ctx->res->cache->stats.decode_errors++;
+                pthread_mutex_unlock(&ctx->res->cache->lock);
+                return 0; /* one bad object does not stop the LIST */
+        }
+        return store_put(ctx->store, o);
+}
+
+static int
+watch_item(enum kube_event_type type, const cJSON *object, void *userdata)
+{
+        struct resource *res = userdata;
+        struct kube_cache *c = res->cache;
+        struct kube__obj *o = NULL;
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(object, "metadata");
+        const cJSON *ns = cJSON_GetObjectItemCaseSensitive(meta, "namespace");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(meta, "name");
+        int64_t created = -1;
+        uint64_t gen;
+        int r = 0;
+
+        if (type == KUBE_EVENT_BOOKMARK) {
+                pthread_mutex_lock(&c->lock);
+                c->stats.events++;
+                c->stats.bookmarks++;
+                pthread_mutex_unlock(&c->lock);
+                return 0;
+        }
+        if (type != KUBE_EVENT_DELETED) {
+                r = decode(res, object, &o);
+                if (r == -ENOMEM)
+                        return r;
+                if (type == KUBE_EVENT_ADDED)
+                        created = kube__creation_ms(object);
+        }
+        pthread_mutex_lock(&c->lock);
+        c->stats.events++;
+        if (created >= 0)
+                c->stats.last_event_lag_ms = (uint64_t)MAX(now_ms(CLOCK_REALTIME) - created, 0);
+        if (o)
+                r = store_put(&c->stores[res->kind], o);
+        else if (cJSON_IsString(name))
+                /* DELETED, or an object that no longer decodes: drop our copy. */
+                store_remove(&c->stores[res->kind],
+                             res->kind == KUBE__POD && cJSON_IsString(ns) ? ns->valuestring : "",
+                             name->valuestring);
+        if (r < 0 || (type != KUBE_EVENT_DELETED && !o))
+                c->stats.decode_errors++;
+        gen = ++c->generation;
+        pthread_mutex_unlock(&c->lock);
+        changed(c, gen);
+        return r == -ENOMEM ? r : 0;
+}
+
+static unsigned
+jitter(unsigned ms)
+{
+        /* +-25%: spreads the reconnects of many clients after a server restart. */
+        unsigned span = ms / 2;
+        return ms - ms / 4 + (span ? (unsigned)(random() % (span + 1)) : 0);
+}
+
+static void
+note_error(struct kube_cache *c, int r, bool relist)
+{
+        pthread_mutex_lock(&c->lock);
+        c->stats.errors++;
+        c->stats.last_error = r;
+        pthread_mutex_unlock(&c->lock);
+}
+
+static void *
+resource_thread(void *userdata)
+{
+        struct resource *res = userdata;
+        struct kube_cache *c = res->cache;
+        unsigned backoff = c->opts.backoff_initial_ms;
+        bool need_list = true, first_list = true, first_watch = true;
+        CLEANUP(freep) char *rv = NULL;
+        int r;
+
+        while (!atomic_load(&c->stop)) {
+                struct kube_selector sel = { .field = res->field_selector };
+                struct kube_error err;
+
+                if (need_list) {
+                        struct store fresh = { 0 };
+                        struct { struct resource *res; struct store *store; } ctx = { res, &fresh };
+                        uint64_t gen;
+
+                        r = kube_list(c->client, res->collection, &sel, c->opts.page_size,
+                                      list_item, &ctx, &rv, &err);
+                        if (r < 0) {
+                                store_release(&fresh);
+                                note_error(c, r, true);
+                                if (sleep_or_stop(c, jitter(backoff)))
+                                        break;
+                                backoff = MIN(backoff * 2, c->opts.backoff_max_ms);
+                                continue;
+                        }
+                        pthread_mutex_lock(&c->lock);
+                        struct store old = c->stores[res->kind];
+                        c->stores[res->kind] = fresh;
+                        if (!first_list)
+                                c->stats.relists++;
+                        res->synced = true;
+                        gen = ++c->generation;
+                        pthread_cond_broadcast(&c->cond);
+                        pthread_mutex_unlock(&c->lock);
+                        store_release(&old);
+                        changed(c, gen);
+                        first_list = false;
+                        need_list = false;
+                        backoff = c->opts.backoff_initial_ms;
+                }
+
+                struct kube_watch_options wo = {
+                        .resource_version = rv,
+                        .selector = sel,
+                        .timeout_seconds = c->opts.watch_timeout_seconds,
+                        .cancel = &c->stop,
+                };
+                int64_t started = now_ms(CLOCK_MONOTONIC);
+                if (!first_watch) {
+                        pthread_mutex_lock(&c->lock);
+                        c->stats.reconnects++;
+                        pthread_mutex_unlock(&c->lock);
+                }
+                first_watch = false;
+                r = kube_watch(c->client, res->collection, &wo, watch_item, res, &rv, &err);
+                if (r == -ECANCELED || atomic_load(&c->stop))
+                        break;
+                if (r > 0 || (r == 0 && now_ms(CLOCK_MONOTONIC) - started >= 1000)) {
+                        /* A healthy stream that the server ended: resume at once. */
+                        backoff = c->opts.backoff_initial_ms;
+                        continue;
+                }
+                if (r == -ESTALE) {
+                        /* Our version was compacted away: only a relist converges. */
+                        need_list = true;
+                        continue;
+                }
+                if (r == -E2BIG || r == -EBADMSG)
+                        need_list = true; /* an event was lost: relist to converge */
+                if (r < 0)
+                        note_error(c, r, need_list);
+                /* Quick clean ends, errors: back off so we never busy-loop. */
+                if (sleep_or_stop(c, jitter(backoff)))
+                        break;
+                backoff = MIN(backoff * 2, c->opts.backoff_max_ms);
+        }
+        return NULL;
+}
+
+void
+kube_cache_options_init(struct kube_cache_options *o)
+{
+        *o = (struct kube_cache_options){
+                .watch_nodes = true,
+                .watch_pods = true,
+        };
+}
+
+static char **
+strv_copy(const char *const *v, size_t max, const char *fallback)
+{
+        size_t n = 0;
+        char **copy;
+
+        while (v && v[n])
+                n++;
+        if (n > max)
+                return NULL;
+        copy = calloc(MAX(n, 1) + 1, sizeof(char *));
+        if (!copy)
+                return NULL;
+        if (n == 0 && fallback && !(copy[0] = strdup(fallback)))
+                goto fail;
+        for (size_t i = 0; i < n; i++)
+                if (!(copy[i] = strdup(v[i])))
+                        goto fail;
+        return copy;
+fail:
+        for (size_t i = 0; copy[i]; i++)
+                free(copy[i]);
+        free(copy);
+        return NULL;
+}
+
+static void
+strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+int
+kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts,
+               struct kube_cache **ret)
+{
+        struct kube_cache *c;
+        pthread_condattr_t ca;
+        int r = 0;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->client = client;
+        if (opts)
+                c->opts = *opts;
+        else
+                kube_cache_options_init(&c->opts);
+        if (!c->opts.backoff_initial_ms)
+                c->opts.backoff_initial_ms = 200;
+        if (!c->opts.backoff_max_ms)
+                c->opts.backoff_max_ms = 30000;
+        c->opts.backoff_max_ms = MAX(c->opts.backoff_max_ms, c->opts.backoff_initial_ms);
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_mutex_init(&c->build_lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c->cond, &ca);
+        pthread_condattr_destroy(&ca);
+
+        c->gpu_resources = strv_copy(c->opts.gpu_resources, KUBE_MAX_GPU_RESOURCES,
+                                     KUBE_GPU_RESOURCE_DEFAULT);
+        c->node_labels = strv_copy(c->opts.node_labels, KUBE_MAX_KEPT_LABELS, NULL);
+        c->dopts.gpu_resources = (const char *const *)c->gpu_resources;
+        c->dopts.node_labels = (const char *const *)c->node_labels;
+        /* Copied option strings; the caller's may go away. */
+        c->opts.gpu_resources = NULL;
+        c->opts.node_labels = NULL;
+        c->res[KUBE__NODE] = (struct resource){
+                .cache = c,
+                .kind = KUBE__NODE,
+                .collection = "/api/v1/nodes",
+                .enabled = c->opts.watch_nodes,
+                .field_selector = opts && opts->node_field_selector
+                                          ? strdup(opts->node_field_selector) : NULL,
+        };
+        c->res[KUBE__POD] = (struct resource){
+                .cache = c,
+                .kind = KUBE__POD,
+                .collection = "/api/v1/pods",
+                .enabled = c->opts.watch_pods,
+                .field_selector = opts && opts->pod_field_selector
+                                          ? strdup(opts->pod_field_selector) : NULL,
+        };
+        c->opts.node_field_selector = c->opts.pod_field_selector = NULL;
+        if (!c->gpu_resources || !c->node_labels ||
+            (opts && opts->node_field_selector && !c->res[KUBE__NODE].field_selector) ||
+            (opts && opts->pod_field_selector && !c->res[KUBE__POD].field_selector)) {
+                r = (opts && ((opts->gpu_resources && !c->gpu_resources) ||
+                              (opts->node_labels && !c->node_labels)))
+                            ? -EINVAL : -ENOMEM;
+                kube_cache_free(c);
+                return r;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(c->res); i++) {
+                if (!c->res[i].enabled)
+                        continue;
+                r = -pthread_create(&c->res[i].thread, NULL, resource_thread, &c->res[i]);
+                if (r < 0) {
+                        kube_cache_free(c);
+                        return r;
+                }
+                c->res[i].started = true;
+        }
+        *ret = c;
+        return 0;
+}
+
+struct kube_cache *
+kube_cache_free(struct kube_cache *c)
+{
+        if (!c)
+                return NULL;
+        pthread_mutex_lock(&c->lock);
+        atomic_store(&c->stop, true);
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+        for (size_t i = 0; i < ELEMENTSOF(c->res); i++) {
+                if (c->res[i].started)
+                        pthread_join(c->res[i].thread, NULL);
+                free(c->res[i].field_selector);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(c->stores); i++)
+                store_release(&c->stores[i]);
+        kube_snapshot_unref(c->snap ? &c->snap->pub : NULL);
+        strv_free(c->gpu_resources);
+        strv_free(c->node_labels);
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->build_lock);
+        free(c);
+        return NULL;
+}

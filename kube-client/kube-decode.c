@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decoders: a Node or Pod as cJSON into the compact struct the cache keeps.  Only what
+ * topofit needs survives (see kube.h); everything else of the object is dropped here, so
+ * the cache's memory is one allocation per object: a refcounted header, the public struct,
+ * its key/value array and its string bytes, packed.  cJSON failures and bad values are
+ * translated here into -EINVAL with a static reason.  Pure: no I/O, no locks.
+ */
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube-private.h"
+#include "str.h"
+
+#define KUBE_MAX_KEPT_ANNOTATIONS 32 /* topofit.io/ annotations kept per pod */
+
+static const char *
+jstr(const cJSON *o, const char *key)
+{
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *
+jobj(const cJSON *o, const char *key)
+{
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        return cJSON_IsObject(v) ? v : NULL;
+}
+
+struct kube__obj *
+kube__obj_ref(struct kube__obj *o)
+{
+        if (o)
+                __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
+        return o;
+}
+
+struct kube__obj *
+kube__obj_unref(struct kube__obj *o)
+{
+        if (o && __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0)
+                free(o);
+        return NULL;
+}
+
+uint64_t
+kube__key_hash(const char *ns, const char *name)
+{
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+        for (; *ns; ns++)
+                h = (h ^ (unsigned char)*ns) * 1099511628211ull;
+        h = (h ^ '/') * 1099511628211ull;
+        for (; *name; name++)
+                h = (h ^ (unsigned char)*name) * 1099511628211ull;
+        return h;
+}
+
+/* Kubernetes quantities as GPU counts: integers with an optional decimal (k, M, G) or
+ * binary (Ki, Mi, Gi) suffix, or milli-units (rounded up).  Extended resources are whole
+ * numbers in a valid object; anything else is -EINVAL. */
+static const struct {
+        const char *suffix;
+        int64_t mul;
+} quantity_suffixes[] = {
+        { "", 1 },           { "k", 1000 },        { "M", 1000000 },
+        { "G", 1000000000 }, { "Ki", 1024 },       { "Mi", 1048576 },
+        { "Gi", 1073741824 },
+};
+
+static int
+quantity_parse(const cJSON *v, int64_t *ret)
+{
+        const char *s, *end;
+        int64_t n;
+
+        if (cJSON_IsNumber(v)) {
+                if (v->valuedouble < 0 || v->valuedouble > 1e12)
+                        return -EINVAL;
+                *ret = (int64_t)v->valuedouble;
+                return 0;
+        }
+        if (!cJSON_IsString(v))
+                return -EINVAL;
+        s = v->valuestring;
+        for (end = s; *end >= '0' && *end <= '9'; end++)
+                ;
+        if (end == s || end - s > 12 || str_to_int64(s, (size_t)(end - s), 0, INT64_MAX, &n) < 0)
+                return -EINVAL;
+        if (strcmp(end, "m") == 0) {
+                *ret = (n + 999) / 1000;
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(quantity_suffixes); i++)
+                if (strcmp(end, quantity_suffixes[i].suffix) == 0) {
+                        *ret = n * quantity_suffixes[i].mul;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* The sum over gpu_resources of map[resource]; 0 when none are present. */
+static int
+gpu_sum(const cJSON *map, const char *const *res, int64_t *ret)
+{
+        int64_t sum = 0, n;
+
+        for (; map && *res; res++) {
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(map, *res);
+                if (!v)
+                        continue;
+                if (quantity_parse(v, &n) < 0)
+                        return -EINVAL;
+                sum += n;
+        }
+        *ret = sum;
+        return 0;
+}
+
+/* A container's GPU count: limits, or requests when it has no limit for them. */
+static int
+container_gpus(const cJSON *ctr, const char *const *res, int64_t *ret)
+{
+        const cJSON *resources = jobj(ctr, "resources");
+        int64_t lim = 0, req = 0;
+
+        if (gpu_sum(jobj(resources, "limits"), res, &lim) < 0 ||
+            gpu_sum(jobj(resources, "requests"), res, &req) < 0)
+                return -EINVAL;
+        *ret = lim > 0 ? lim : req;
+        return 0;
+}
+
+/* The pod's effective request: max(sum of containers, largest init container). */
+static int
+pod_gpus(const cJSON *spec, const char *const *res, int64_t *ret)
+{
+        const cJSON *c;
+        int64_t sum = 0, init_max = 0, n;
+
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers")) {
+                if (container_gpus(c, res, &n) < 0)
+                        return -EINVAL;
+                sum += n;
+        }
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "initContainers")) {
+                if (container_gpus(c, res, &n) < 0)
+                        return -EINVAL;
+                init_max = MAX(init_max, n);
+        }
+        *ret = MAX(sum, init_max);
+        return 0;
+}
+
+/* A string packer over one allocation. */
+struct packer {
+        char *next;
+};
+
+static const char *
+pack(struct packer *p, const char *s)
+{
+        size_t n = strlen(s) + 1;
+        char *d = p->next;
+
+        memcpy(d, s, n);
+        p->next += n;
+        return d;
+}
+
+static const struct kube__decode_opts default_opts = {
+        .gpu_resources = (const char *const[]){ KUBE_GPU_RESOURCE_DEFAULT, NULL },
+};
+
+static bool
+name_valid(const char *s)
+{
+        return s && *s && strlen(s) <= KUBE_MAX_NAME;
+}
+
+int
+kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+                  const char **ret_why)
+{
+        const cJSON *meta = jobj(o, "metadata"), *spec = jobj(o, "spec"),
+                    *status = jobj(o, "status"), *labels, *annotations, *cond;
+        const char *name = jstr(meta, "name"), *rv = jstr(meta, "resourceVersion"), *topo;
+        const char *kept_key[KUBE_MAX_KEPT_LABELS], *kept_val[KUBE_MAX_KEPT_LABELS];
+        size_t n_kept = 0, strings = 0;
+        int64_t alloc = 0, cap = 0;
+        bool ready = false;
+        struct kube__obj *obj;
+        struct packer p;
+
+        if (!d)
+                d = &default_opts;
+        if (!name_valid(name))
+                return set_why(ret_why, "node has no valid metadata.name"), -EINVAL;
+        if (!rv)
+                rv = "";
+        annotations = jobj(meta, "annotations");
+        topo = jstr(annotations, KUBE_TOPOLOGY_ANNOTATION);
+        if (topo && strlen(topo) > KUBE_MAX_ANNOTATION)
+                topo = NULL; /* over the cap: treated as absent, the node scores as unknown */
+        labels = jobj(meta, "labels");
+        for (const char *const *k = d->node_labels; k && *k && n_kept < KUBE_MAX_KEPT_LABELS;
+             k++) {
+                const char *v = jstr(labels, *k);
+                if (!v || strlen(v) > KUBE_MAX_NAME)
+                        continue;
+                kept_key[n_kept] = *k;
+                kept_val[n_kept++] = v;
+        }
+        if (gpu_sum(jobj(status, "allocatable"), d->gpu_resources ?: default_opts.gpu_resources,
+                    &alloc) < 0 ||
+            gpu_sum(jobj(status, "capacity"), d->gpu_resources ?: default_opts.gpu_resources,
+                    &cap) < 0)
+                return set_why(ret_why, "node has a GPU quantity that is not a whole number"),
+                       -EINVAL;
+        cJSON_ArrayForEach(cond, cJSON_GetObjectItemCaseSensitive(status, "conditions")) {
+                const char *type = jstr(cond, "type"), *st = jstr(cond, "status");
+                if (type && st && strcmp(type, "Ready") == 0)
+                        ready = strcmp(st, "True") == 0;
+        }
+
+        strings = strlen(name) + 1 + strlen(rv) + 1 + (topo ? strlen(topo) + 1 : 0);
+        for (size_t i = 0; i < n_kept; i++)
+                strings += strlen(kept_key[i]) + strlen(kept_val[i]) + 2;
+        obj = calloc(1, sizeof(*obj) + n_kept * sizeof(struct kube_kv) + strings);
+        if (!obj)
+                return -ENOMEM;
+        struct kube_kv *kv = (struct kube_kv *)(obj + 1);
+        p.next = (char *)(kv + n_kept);
+        obj->refs = 1;
+        obj->kind = KUBE__NODE;
+        obj->node.name = pack(&p, name);
+        obj->node.resource_version = pack(&p, rv);
+        if (topo) {
+                obj->node.topology = pack(&p, topo);
+                obj->node.topology_len = (uint32_t)strlen(topo);
+        }
+        for (size_t i = 0; i < n_kept; i++) {
+                kv[i].key = pack(&p, kept_key[i]);
+                kv[i].value = pack(&p, kept_val[i]);
+        }
+        obj->node.labels = kv;
+        obj->node.n_labels = (uint32_t)n_kept;
+        obj->node.gpu_allocatable = alloc;
+        obj->node.gpu_capacity = cap;
+        obj->node.ready = ready;
+        obj->node.unschedulable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec,
+                                                                                "unschedulable"));
+        obj->key_ns = "";
+        obj->key_name = obj->node.name;
+        obj->hash = kube__key_hash("", name);
+        *ret = obj;
+        return 0;
+}
+
+static const char *const phase_table[_KUBE_POD_PHASE_MAX] = {
+        [KUBE_POD_PENDING] = "Pending",     [KUBE_POD_RUNNING] = "Running",
+        [KUBE_POD_SUCCEEDED] = "Succeeded", [KUBE_POD_FAILED] = "Failed",
+        [KUBE_POD_UNKNOWN] = "Unknown",
+};
+
+const char *
+kube_pod_phase_to_string(enum kube_pod_phase p)
+{
+        return p >= 0 && p < _KUBE_POD_PHASE_MAX ? phase_table[p] : NULL;
+}
+
+enum kube_pod_phase
+kube_pod_phase_from_string(const char *s)
+{
+        for (int i = 0; s && i < _KUBE_POD_PHASE_MAX; i++)
+                if (strcmp(s, phase_table[i]) == 0)
+                        return (enum kube_pod_phase)i;
+        /* A pod without status yet is Pending; text we do not know is Unknown. */
+        return s ? KUBE_POD_UNKNOWN : KUBE_POD_PENDING;
+}
+
+int
+kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+                 const char **ret_why)
+{
+        const cJSON *meta = jobj(o, "metadata"), *spec = jobj(o, "spec"),
+                    *status = jobj(o, "status"), *a;
+        const char *uid = jstr(meta, "uid"), *ns = jstr(meta, "namespace"),
+                   *name = jstr(meta, "name"), *rv = jstr(meta, "resourceVersion"),
+                   *node = jstr(spec, "nodeName");
+        const cJSON *kept[KUBE_MAX_KEPT_ANNOTATIONS];
+        size_t n_kept = 0, strings;
+        int64_t gpus = 0;
+        struct kube__obj *obj;
+        struct packer p;
+
+        if (!d)
+                d = &default_opts;
+        if (!name_valid(name) || !name_valid(ns))
+                return set_why(ret_why, "pod has no valid metadata.name or namespace"), -EINVAL;
+        if (!uid || strlen(uid) > KUBE_MAX_NAME)
+                return set_why(ret_why, "pod has no valid metadata.uid"), -EINVAL;
+        if (node && strlen(node) > KUBE_MAX_NAME)
+                return set_why(ret_why, "pod has an invalid spec.nodeName"), -EINVAL;
+        if (!node)
+                node = "";
+        if (!rv)
+                rv = "";
+        if (pod_gpus(spec, d->gpu_resources ?: default_opts.gpu_resources, &gpus) < 0)
+                return set_why(ret_why, "pod has a GPU quantity that is not a whole number"),
+                       -EINVAL;
+        cJSON_ArrayForEach(a, jobj(meta, "annotations")) {
+                if (!cJSON_IsString(a) || !str_has_prefix(a->string, KUBE_ANNOTATION_PREFIX) ||
+                    strlen(a->valuestring) > KUBE_MAX_ANNOTATION)
+                        continue;
+                if (n_kept == KUBE_MAX_KEPT_ANNOTATIONS)
+                        return set_why(ret_why, "pod has too many topofit.io/ annotations"),
+                               -EINVAL;
+                kept[n_kept++] = a;
+        }
+
+        strings = strlen(uid) + strlen(ns) + strlen(name) + strlen(node) + strlen(rv) + 5;
+        for (size_t i = 0; i < n_kept; i++)
+                strings += strlen(kept[i]->string) + strlen(kept[i]->valuestring) + 2;
+        obj = calloc(1, sizeof(*obj) + n_kept * sizeof(struct kube_kv) + strings);
+        if (!obj)
+                return -ENOMEM;
+        struct kube_kv *kv = (struct kube_kv *)(obj + 1);
+        p.next = (char *)(kv + n_kept);
+        obj->refs = 1;
+        obj->kind = KUBE__POD;
+        obj->pod.uid = pack(&p, uid);
+        obj->pod.ns = pack(&p, ns);
+        obj->pod.name = pack(&p, name);
+        obj->pod.node_name = pack(&p, node);
+        obj->pod.resource_version = pack(&p, rv);
+        for (size_t i = 0; i < n_kept; i++) {
+                kv[i].key = pack(&p, kept[i]->string);
+                kv[i].value = pack(&p, kept[i]->valuestring);
+        }
+        obj->pod.annotations = kv;
+        obj->pod.n_annotations = (uint32_t)n_kept;
+        obj->pod.phase = (uint8_t)kube_pod_phase_from_string(jstr(status, "phase"));
+        obj->pod.deleting = jstr(meta, "deletionTimestamp") != NULL;
+        obj->pod.gpu_request = gpus;
+        obj->key_ns = obj->pod.ns;
+        obj->key_name = obj->pod.name;
+        obj->hash = kube__key_hash(ns, name);
+        *ret = obj;
+        return 0;
+}
+
+int64_t
+kube__creation_ms(const cJSON *o)
+{
+        const char *ts = jstr(jobj(o, "metadata"), "creationTimestamp");
+        struct tm tm = { 0 };
+        const char *end;
+
+        if (!ts)
+                return -1;
+        end = strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (!end || (*end != 'Z' && *end != '.'))
+                return -1;
+        return (int64_t)timegm(&tm) * 1000;
+}

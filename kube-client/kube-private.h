@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube-client internals shared by its files: the config struct, small string and file
+ * helpers, the error helpers and the object decoders.  Not installed, not used outside
+ * kube-client/.
+ */
+#pragma once
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "kube.h"
+
+struct kube_config {
+        char *server;          /* "https://host:port", no trailing slash */
+        char *ns;              /* namespace of the context / service account */
+        char *ca_pem;          /* CA bundle bytes, NULL: system store */
+        size_t ca_len;
+        char *cert_pem;        /* client certificate (PEM), NULL when none */
+        size_t cert_len;
+        char *key_pem;         /* client key (PEM) */
+        size_t key_len;
+        char *token;           /* static bearer token, NULL when none */
+        char *token_file;      /* re-read periodically and on 401, NULL when none */
+        char *username;        /* basic auth */
+        char *password;
+        bool insecure;         /* insecure-skip-tls-verify */
+        unsigned token_refresh_sec;
+};
+
+/* Reads a whole file of at most max bytes, NUL-terminated.  0, -ENOENT, -E2BIG, -errno. */
+int kube__read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* Decodes standard base64 (whitespace ignored).  0, -EINVAL, -ENOMEM. */
+int kube__base64_decode(const char *in, size_t len, char **ret, size_t *ret_len);
+
+/* Writes a printf-formatted sentence into err (when non-NULL). */
+void kube__error(struct kube_error *err, long http_status, const char *fmt, ...) _printf_(3, 4);
+
+/* Appends s percent-encoded for a query value. */
+struct buf;
+int kube__buf_put_query(struct buf *b, const char *s);
+
+DEFINE_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+/* Decoders (kube-decode.c): a cJSON object into one allocation holding the struct and its
+ * strings.  gpu_resources is NULL-terminated, labels NULL-terminated (may be NULL).
+ * Return 0, -EINVAL (missing name / uid / wrong types: *ret_why), -ENOMEM. */
+struct kube__obj;
+struct kube__decode_opts {
+        const char *const *gpu_resources;
+        const char *const *node_labels;
+};
+int kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+                      const char **ret_why);
+int kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+                     const char **ret_why);
+
+/* The creationTimestamp of o in milliseconds since the epoch, -1 when absent/invalid. */
+int64_t kube__creation_ms(const cJSON *o);
+
+/* A decoded object: a refcounted header before the public struct. */
+enum kube__kind { KUBE__NODE, KUBE__POD };
+struct kube__obj {
+        struct kube__obj *next; /* the store's hash chain; touched only under the store lock */
+        uint64_t hash;
+        unsigned refs;          /* atomic */
+        uint8_t kind;           /* enum kube__kind */
+        const char *key_ns;     /* "" for nodes */
+        const char *key_name;
+        union {
+                struct kube_node node;
+                struct kube_pod pod;
+        };
+};
+struct kube__obj *kube__obj_ref(struct kube__obj *o);
+struct kube__obj *kube__obj_unref(struct kube__obj *o);
+DEFINE_CLEANUP_FUNC(struct kube__obj, kube__obj_unref)
+uint64_t kube__key_hash(const char *ns, const char *name);
