@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The cluster view: an immutable, refcounted snapshot of nodes and pods, built to the side
+ * by a builder and handed out whole.  Sits in the extender core (no I/O).  Invariants of a
+ * finished snapshot: nodes sorted by name, pods sorted by uid, both unique; every node
+ * holds one reference to a score_class shared by all nodes of its topology class
+ * (topo_class_hash); node->used is the union of the GPU sets of the pods bound to it.
+ * Readers take a reference (ext_cluster_ref) and never write; nothing is ever mutated
+ * after ext_cluster_builder_finish(), a change is a new snapshot (ext_cluster_with_pod).
+ */
+#include "ext-core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "str.h"
+
+struct class_slot {
+        uint64_t hash;
+        unsigned n_gpus;
+        struct score_class *cls;
+};
+
+struct ext_cluster_builder {
+        const struct ext_config *cfg;
+        size_t n_nodes, alloc_nodes;
+        struct ext_node *nodes;
+        size_t n_pods, alloc_pods;
+        struct ext_pod *pods;
+        char (*pod_node)[EXT_NAME_MAX]; /* per pod, its node name until finish resolves it */
+        size_t n_classes, alloc_classes;
+        struct class_slot *classes;
+        const struct ext_cluster *base;
+};
+
+static int
+grow(void **p, size_t *alloc, size_t need, size_t size)
+{
+        size_t n;
+        void *q;
+
+        if (need <= *alloc)
+                return 0;
+        n = MAX(*alloc * 2, MAX(need, (size_t)16));
+        q = reallocarray(*p, n, size);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *alloc = n;
+        return 0;
+}
+
+struct ext_cluster *
+ext_cluster_ref(struct ext_cluster *c)
+{
+        if (c)
+                __atomic_add_fetch(&c->n_ref, 1, __ATOMIC_RELAXED);
+        return c;
+}
+
+static void
+cluster_free(struct ext_cluster *c)
+{
+        for (size_t i = 0; i < c->n_nodes; i++)
+                ext_node_release(&c->nodes[i]);
+        for (size_t i = 0; i < c->n_classes; i++)
+                score_class_unref(c->classes[i]);
+        free(c->nodes);
+        free(c->pods);
+        free(c->classes);
+        free(c);
+}
+
+struct ext_cluster *
+ext_cluster_unref(struct ext_cluster *c)
+{
+        if (c && __atomic_sub_fetch(&c->n_ref, 1, __ATOMIC_ACQ_REL) == 0)
+                cluster_free(c);
+        return NULL;
+}
+
+static int
+node_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct ext_node *)a)->name, ((const struct ext_node *)b)->name);
+}
+
+static int
+pod_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct ext_pod *)a)->uid, ((const struct ext_pod *)b)->uid);
+}
+
+const struct ext_node *
+ext_cluster_find_node(const struct ext_cluster *c, const char *name)
+{
+        size_t lo = 0, hi;
+
+        if (!c || !name)
+                return NULL;
+        hi = c->n_nodes;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int d = strcmp(name, c->nodes[mid].name);
+
+                if (d == 0)
+                        return &c->nodes[mid];
+                if (d < 0)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return NULL;
+}
+
+const struct ext_pod *
+ext_cluster_find_pod(const struct ext_cluster *c, const char *uid)
+{
+        size_t lo = 0, hi;
+
+        if (!c || !uid)
+                return NULL;
+        hi = c->n_pods;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int d = strcmp(uid, c->pods[mid].uid);
+
+                if (d == 0)
+                        return &c->pods[mid];
+                if (d < 0)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return NULL;
+}
+
+struct ext_cluster_builder *
+ext_cluster_builder_new(const struct ext_config *cfg, const struct ext_cluster *base)
+{
+        struct ext_cluster_builder *b = calloc(1, sizeof(*b));
+
+        if (!b)
+                return NULL;
+        b->cfg = cfg;
+        b->base = base;
+        return b;
+}
+
+struct ext_cluster_builder *
+ext_cluster_builder_free(struct ext_cluster_builder *b)
+{
+        if (!b)
+                return NULL;
+        for (size_t i = 0; i < b->n_nodes; i++)
+                ext_node_release(&b->nodes[i]);
+        for (size_t i = 0; i < b->n_classes; i++)
+                score_class_unref(b->classes[i].cls);
+        free(b->nodes);
+        free(b->pods);
+        free(b->pod_node);
+        free(b->classes);
+        free(b);
+        return NULL;
+}
+
+/* The topology of a node we know nothing about but its GPU count: every pair UNKNOWN. */
+static struct topo *
+unknown_pcie_topo(unsigned n_gpus)
+{
+        struct topo *t = topo_new(n_gpus, 0);
+
+        if (t)
+                topo_finish(t);
+        return t;
+}
+
+/* Finds or makes the class of t (borrowed), in the builder's table (when b is non-NULL),
+ * then the base snapshot's classes; returns a new reference or NULL on OOM. */
+static struct score_class *
+class_for(struct ext_cluster_builder *b, const struct ext_cluster *base,
+          const struct ext_config *cfg, struct topo *t)
+{
+        uint64_t h = topo_class_hash(t);
+        struct score_class *cls = NULL;
+
+        if (b)
+                for (size_t i = 0; i < b->n_classes; i++)
+                        if (b->classes[i].hash == h && b->classes[i].n_gpus == t->n_gpus)
+                                return score_class_ref(b->classes[i].cls);
+        if (base)
+                for (size_t i = 0; i < base->n_classes; i++) {
+                        const struct topo *bt = score_class_topo(base->classes[i]);
+
+                        if (bt->n_gpus == t->n_gpus && topo_class_hash(bt) == h) {
+                                cls = score_class_ref(base->classes[i]);
+                                break;
+                        }
+                }
+        if (!cls)
+                cls = score_class_new(t, &cfg->score);
+        if (!cls)
+                return NULL;
+        if (b) {
+                if (grow((void **)&b->classes, &b->alloc_classes, b->n_classes + 1,
+                         sizeof(*b->classes)) < 0)
+                        return score_class_unref(cls);
+                b->classes[b->n_classes++] = (struct class_slot){
+                        .hash = h, .n_gpus = t->n_gpus, .cls = score_class_ref(cls) };
+        }
+        return cls;
+}
+
+static bool
+name_ok(const char *s)
+{
+        size_t n = s ? strnlen(s, EXT_NAME_MAX) : 0;
+
+        return n > 0 && n < EXT_NAME_MAX;
+}
+
+static int
+node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_config *cfg,
+          const char *name, const char *topo_json, size_t len, unsigned gpu_capacity,
+          const char **ret_why)
+{
+        CLEANUP(topo_unrefp) struct topo *t = NULL;
+        struct ext_node node = { 0 };
+        const char *why = NULL;
+
+        if (!name_ok(name))
+                return -EINVAL;
+        memcpy(node.name, name, strlen(name) + 1);
+        if (topo_json) {
+                struct topo_error err = { 0 };
+                int r = topo_parse_annotation(topo_json, len, &t, &err);
+
+                if (r < 0) {
+                        why = "the topofit.io/topology annotation does not parse";
+                        t = NULL;
+                } else if (t->n_gpus == 0) {
+                        why = "the topofit.io/topology annotation lists no GPUs";
+                        t = topo_unref(t);
+                }
+        } else
+                why = "the node has no topofit.io/topology annotation";
+
+        node.annotated = t != NULL;
+        node.why_unannotated = why;
+        if (!t) {
+                gpu_capacity = MIN(gpu_capacity, (unsigned)TOPO_MAX_GPUS);
+                if (gpu_capacity > 0) {
+                        t = unknown_pcie_topo(gpu_capacity);
+                        if (!t)
+                                return -ENOMEM;
+                }
+        }
+        if (t) {
+                node.cls = class_for(b, b ? b->base : NULL, cfg, t);
+                if (!node.cls)
+                        return -ENOMEM;
+                node.n_gpus = t->n_gpus;
+                for (unsigned i = 0; i < t->n_gpus; i++)
+                        if (t->gpus[i].healthy)
+                                topo_mask_set(&node.healthy, i);
+        }
+        *n = node;
+        set_why(ret_why, why);
+        return 0;
+}
+
+int
+ext_node_init(struct ext_node *n, const struct ext_config *cfg, const char *name,
+              const char *topo_json, size_t len, unsigned gpu_capacity, const char **ret_why)
+{
+        return node_init(n, NULL, cfg, name, topo_json, len, gpu_capacity, ret_why);
+}
+
+void
+ext_node_release(struct ext_node *n)
+{
+        if (n)
+                n->cls = score_class_unref(n->cls);
+}
+
+int
+ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
+                             const char *topo_json, size_t len, unsigned gpu_capacity,
+                             const char **ret_why)
+{
+        int r;
+
+        if (b->n_nodes >= EXT_MAX_NODES)
+                return -E2BIG;
+        r = grow((void **)&b->nodes, &b->alloc_nodes, b->n_nodes + 1, sizeof(*b->nodes));
+        if (r < 0)
+                return r;
+        r = node_init(&b->nodes[b->n_nodes], b, b->cfg, name, topo_json, len, gpu_capacity,
+                      ret_why);
+        if (r < 0)
+                return r;
+        b->n_nodes++;
+        return 0;
+}
+
+int
+ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
+                            const char *namespace, const char *name, const char *node,
+                            const struct topo_mask *gpus)
+{
+        struct ext_pod *p;
+        size_t alloc;
+        int r;
+
+        if (!uid || strnlen(uid, EXT_UID_MAX) == 0 || strnlen(uid, EXT_UID_MAX) >= EXT_UID_MAX)
+                return -EINVAL;
+        if (node && strnlen(node, EXT_NAME_MAX) >= EXT_NAME_MAX)
+                return -EINVAL;
+        if (b->n_pods >= EXT_MAX_PODS)
+                return -E2BIG;
+        alloc = b->alloc_pods;
+        r = grow((void **)&b->pods, &b->alloc_pods, b->n_pods + 1, sizeof(*b->pods));
+        if (r < 0)
+                return r;
+        /* pod_node follows pods' allocation size. */
+        if (b->alloc_pods != alloc) {
+                void *q = reallocarray(b->pod_node, b->alloc_pods, sizeof(*b->pod_node));
+
+                if (!q)
+                        return -ENOMEM;
+                b->pod_node = q;
+        }
+        p = &b->pods[b->n_pods];
+        *p = (struct ext_pod){ .node = -1 };
+        str_copy(p->uid, sizeof(p->uid), uid, strlen(uid));
+        if (namespace)
+                str_copy(p->namespace, sizeof(p->namespace), namespace, strlen(namespace));
+        if (name)
+                str_copy(p->name, sizeof(p->name), name, strlen(name));
+        if (gpus)
+                p->gpus = *gpus;
+        b->pod_node[b->n_pods][0] = 0;
+        if (node)
+                memcpy(b->pod_node[b->n_pods], node, strlen(node) + 1);
+        b->n_pods++;
+        return 0;
+}
+
+int
+ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct ext_cluster **ret)
+{
+        CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *bb = b;
+        struct ext_cluster *c;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->n_ref = 1;
+        c->generation = gen;
+        c->classes = calloc(MAX(b->n_classes, (size_t)1), sizeof(*c->classes));
+        if (!c->classes) {
+                free(c);
+                return -ENOMEM;
+        }
+
+        qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
+        for (size_t i = 1; i < b->n_nodes; i++)
+                if (strcmp(b->nodes[i - 1].name, b->nodes[i].name) == 0) {
+                        free(c->classes);
+                        free(c);
+                        return -EEXIST;
+                }
+        c->nodes = TAKE_PTR(b->nodes);
+        c->n_nodes = b->n_nodes;
+        b->n_nodes = 0;
+
+        /* Resolve node names before sorting pods (pod_node is indexed like pods). */
+        for (size_t i = 0; i < b->n_pods; i++) {
+                const struct ext_node *n =
+                        b->pod_node[i][0] ? ext_cluster_find_node(c, b->pod_node[i]) : NULL;
+
+                b->pods[i].node = n ? (int)(n - c->nodes) : -1;
+        }
+        qsort(b->pods, b->n_pods, sizeof(*b->pods), pod_cmp);
+        c->pods = TAKE_PTR(b->pods);
+        c->n_pods = b->n_pods;
+        for (size_t i = 1; i < c->n_pods; i++)
+                if (strcmp(c->pods[i - 1].uid, c->pods[i].uid) == 0) {
+                        cluster_free(c);
+                        return -EEXIST;
+                }
+
+        for (size_t i = 0; i < c->n_pods; i++) {
+                struct ext_pod *p = &c->pods[i];
+                struct ext_node *n;
+
+                if (p->node < 0)
+                        continue;
+                n = &c->nodes[p->node];
+                for (unsigned g = n->n_gpus; g < TOPO_MAX_GPUS; g++)
+                        topo_mask_unset(&p->gpus, g);
+                for (size_t k = 0; k < ELEMENTSOF(n->used.w); k++)
+                        n->used.w[k] |= p->gpus.w[k];
+        }
+
+        for (size_t i = 0; i < b->n_classes; i++)
+                c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
+        b->n_classes = 0;
+
+        *ret = c;
+        return 0;
+}
+
+int
+ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, const char *uid,
+                     const char *namespace, const char *name, const char *node,
+                     const struct topo_mask *gpus, struct ext_cluster **ret)
+{
+        CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *b = NULL;
+        int r;
+
+        if (ext_cluster_find_pod(c, uid))
+                return -EEXIST;
+        if (!ext_cluster_find_node(c, node))
+                return -ENOENT;
+        b = ext_cluster_builder_new(cfg, c);
+        if (!b)
+                return -ENOMEM;
+        /* Copy nodes with their classes (new references), used masks recomputed. */
+        r = grow((void **)&b->nodes, &b->alloc_nodes, c->n_nodes, sizeof(*b->nodes));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                b->nodes[i] = c->nodes[i];
+                b->nodes[i].used = (struct topo_mask){ 0 };
+                score_class_ref(b->nodes[i].cls);
+                b->n_nodes++;
+        }
+        r = grow((void **)&b->classes, &b->alloc_classes, c->n_classes, sizeof(*b->classes));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->n_classes; i++) {
+                const struct topo *t = score_class_topo(c->classes[i]);
+
+                b->classes[b->n_classes++] = (struct class_slot){
+                        .hash = topo_class_hash(t), .n_gpus = t->n_gpus,
+                        .cls = score_class_ref(c->classes[i]) };
+        }
+        for (size_t i = 0; i < c->n_pods; i++) {
+                const struct ext_pod *p = &c->pods[i];
+
+                r = ext_cluster_builder_add_pod(b, p->uid, p->namespace, p->name,
+                                                p->node >= 0 ? c->nodes[p->node].name : NULL,
+                                                &p->gpus);
+                if (r < 0)
+                        return r;
+        }
+        r = ext_cluster_builder_add_pod(b, uid, namespace, name, node, gpus);
+        if (r < 0)
+                return r;
+        return ext_cluster_builder_finish(TAKE_PTR(b), c->generation + 1, ret);
+}

@@ -1,0 +1,931 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The codec: kube-scheduler's extender JSON (Go field names, no JSON tags) and the
+ * Kubernetes objects inside it, to and from the core's plain structs.  The only cJSON user
+ * in the extender and the one place its failures become sentences for a 400.  Every input
+ * is capped before parsing (EXT_MAX_BODY bytes, EXT_MAX_JSON_DEPTH nesting, EXT_MAX_NODES
+ * nodes, field lengths); a wrong type is an error naming the field.  Decoded structs own
+ * their strings; ext_args keeps the parsed document to echo Node objects back verbatim.
+ */
+#include "ext-core.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "str.h"
+
+#define EXT_MAX_QUANTITY_LEN 32
+
+/* Nesting of a JSON text, stopping at EXT_MAX_JSON_DEPTH + 1: cJSON recurses per level. */
+static int
+check_depth(const char *s, size_t len)
+{
+        unsigned depth = 0;
+        bool in_str = false;
+
+        for (size_t i = 0; i < len; i++) {
+                char ch = s[i];
+
+                if (in_str) {
+                        if (ch == '\\')
+                                i++;
+                        else if (ch == '"')
+                                in_str = false;
+                        continue;
+                }
+                if (ch == '"')
+                        in_str = true;
+                else if (ch == '{' || ch == '[') {
+                        if (++depth > EXT_MAX_JSON_DEPTH)
+                                return -ELOOP;
+                } else if ((ch == '}' || ch == ']') && depth > 0)
+                        depth--;
+        }
+        return 0;
+}
+
+static int
+parse_doc(const char *json, size_t len, cJSON **ret, const char **ret_why)
+{
+        const char *end = NULL;
+        cJSON *doc;
+
+        if (len > EXT_MAX_BODY)
+                return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
+        if (len == 0)
+                return set_why(ret_why, "the request body is empty"), -EINVAL;
+        if (check_depth(json, len) < 0)
+                return set_why(ret_why, "the JSON is nested deeper than the limit"), -ELOOP;
+        doc = cJSON_ParseWithLengthOpts(json, len, &end, false);
+        if (!doc)
+                return set_why(ret_why, "the request body is not valid JSON"), -EINVAL;
+        /* Only whitespace may follow the value. */
+        while (end && end < json + len && strchr(" \t\r\n", *end) && *end)
+                end++;
+        if (end && end < json + len) {
+                cJSON_Delete(doc);
+                return set_why(ret_why, "the request body has bytes after the JSON value"),
+                       -EINVAL;
+        }
+        *ret = doc;
+        return 0;
+}
+
+/* set_why() and an error code in one expression, for "r = why_err(...)". */
+static int
+why_err(const char **ret_why, const char *why, int r)
+{
+        set_why(ret_why, why);
+        return r;
+}
+
+static const cJSON *
+get(const cJSON *o, const char *key)
+{
+        return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+static bool
+is_null_or_absent(const cJSON *j)
+{
+        return !j || cJSON_IsNull(j);
+}
+
+/* Copies an optional string field into dst; -EINVAL when it is not a string or too long. */
+static int
+copy_string(const cJSON *j, char *dst, size_t size, bool required)
+{
+        size_t n;
+
+        if (is_null_or_absent(j)) {
+                dst[0] = 0;
+                return required ? -EINVAL : 0;
+        }
+        if (!cJSON_IsString(j))
+                return -EINVAL;
+        n = strlen(j->valuestring);
+        if (n >= size || (required && n == 0))
+                return -EINVAL;
+        memcpy(dst, j->valuestring, n + 1);
+        return 0;
+}
+
+/* A resource quantity that must be a whole count ("2"; a JSON integer is tolerated). */
+static int
+quantity_count(const cJSON *j, unsigned *ret)
+{
+        int64_t v;
+
+        if (cJSON_IsString(j)) {
+                size_t n = strlen(j->valuestring);
+
+                if (n == 0 || n > EXT_MAX_QUANTITY_LEN)
+                        return -EINVAL;
+                if (str_to_int64(j->valuestring, n, 0, TOPO_MAX_GPUS * 64, &v) < 0)
+                        return -EINVAL;
+        } else if (cJSON_IsNumber(j)) {
+                double d = j->valuedouble;
+
+                if (d < 0 || d > TOPO_MAX_GPUS * 64 || d != (double)(int64_t)d)
+                        return -EINVAL;
+                v = (int64_t)d;
+        } else
+                return -EINVAL;
+        *ret = (unsigned)v;
+        return 0;
+}
+
+/* Sum of the configured resource names in a resource list (limits, allocatable). */
+static int
+resource_sum(const struct ext_config *cfg, const cJSON *list, unsigned *ret)
+{
+        unsigned sum = 0;
+
+        if (is_null_or_absent(list)) {
+                *ret = 0;
+                return 0;
+        }
+        if (!cJSON_IsObject(list))
+                return -EINVAL;
+        for (unsigned i = 0; i < cfg->n_resources; i++) {
+                const cJSON *q = get(list, cfg->resources[i]);
+                unsigned v;
+
+                if (!q)
+                        continue;
+                if (quantity_count(q, &v) < 0)
+                        return -EINVAL;
+                sum += v;
+        }
+        *ret = sum;
+        return 0;
+}
+
+static int
+decode_containers(const struct ext_config *cfg, const cJSON *arr, bool init,
+                  struct ext_request *req, unsigned *ret_sum, unsigned *ret_max,
+                  const char **ret_why)
+{
+        const cJSON *c;
+
+        *ret_sum = *ret_max = 0;
+        if (is_null_or_absent(arr))
+                return 0;
+        if (!cJSON_IsArray(arr))
+                return set_why(ret_why, init ? "Pod.spec.initContainers is not an array"
+                                             : "Pod.spec.containers is not an array"),
+                       -EINVAL;
+        cJSON_ArrayForEach(c, arr) {
+                struct ext_container *ct;
+                unsigned count;
+
+                if (!cJSON_IsObject(c))
+                        return set_why(ret_why, "a Pod container is not an object"), -EINVAL;
+                if (resource_sum(cfg, get(get(c, "resources"), "limits"), &count) < 0)
+                        return set_why(ret_why, "a container's GPU limit is not a whole number"),
+                               -EINVAL;
+                if (count == 0)
+                        continue;
+                if (req->n_containers >= EXT_MAX_CONTAINERS)
+                        return set_why(ret_why, "the Pod has too many GPU containers"), -E2BIG;
+                ct = &req->containers[req->n_containers];
+                if (copy_string(get(c, "name"), ct->name, sizeof(ct->name), false) < 0)
+                        return set_why(ret_why, "a container name is not a valid string"),
+                               -EINVAL;
+                ct->count = count;
+                ct->init = init;
+                req->n_containers++;
+                *ret_sum += count;
+                *ret_max = MAX(*ret_max, count);
+        }
+        return 0;
+}
+
+static int
+request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_request *ret,
+                 const char **ret_why)
+{
+        struct ext_request req = { 0 };
+        const cJSON *meta, *spec, *placement;
+        unsigned sum, max_app, sum_init, max_init;
+        int r;
+
+        if (!cJSON_IsObject(pod))
+                return set_why(ret_why, "Pod is missing or not an object"), -EINVAL;
+        meta = get(pod, "metadata");
+        if (!cJSON_IsObject(meta))
+                return set_why(ret_why, "Pod.metadata is missing or not an object"), -EINVAL;
+        if (copy_string(get(meta, "uid"), req.uid, sizeof(req.uid), false) < 0 ||
+            copy_string(get(meta, "name"), req.name, sizeof(req.name), false) < 0 ||
+            copy_string(get(meta, "namespace"), req.namespace, sizeof(req.namespace), false) < 0)
+                return set_why(ret_why, "Pod.metadata name, namespace or uid is not a valid "
+                                        "string"),
+                       -EINVAL;
+
+        placement = get(get(meta, "annotations"), EXT_PLACEMENT_ANNOTATION);
+        if (!is_null_or_absent(get(meta, "annotations")) && !cJSON_IsObject(get(meta, "annotations")))
+                return set_why(ret_why, "Pod.metadata.annotations is not an object"), -EINVAL;
+        if (placement) {
+                if (!cJSON_IsString(placement) ||
+                    (r = ext_placement_from_string(placement->valuestring)) < 0)
+                        return set_why(ret_why, "the topofit.io/placement annotation is not one of "
+                                                "best-effort, nvlink-required, nvlink-preferred, numa, "
+                                                "pcie-switch, nic, none"),
+                               -EINVAL;
+                req.placement = (enum ext_placement)r;
+        }
+        req.require = ext_placement_require(req.placement);
+
+        spec = get(pod, "spec");
+        if (!is_null_or_absent(spec) && !cJSON_IsObject(spec))
+                return set_why(ret_why, "Pod.spec is not an object"), -EINVAL;
+        r = decode_containers(cfg, get(spec, "containers"), false, &req, &sum, &max_app, ret_why);
+        if (r < 0)
+                return r;
+        r = decode_containers(cfg, get(spec, "initContainers"), true, &req, &sum_init, &max_init,
+                              ret_why);
+        if (r < 0)
+                return r;
+        req.count = MAX(sum, max_init);
+        if (req.count > TOPO_MAX_GPUS)
+                return set_why(ret_why, "the Pod requests more GPUs than any node can hold"),
+                       -EINVAL;
+        *ret = req;
+        return 0;
+}
+
+int
+ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
+                   struct ext_request *ret, const char **ret_why)
+{
+        cJSON *doc = NULL;
+        int r;
+
+        r = parse_doc(json, len, &doc, ret_why);
+        if (r < 0)
+                return r;
+        r = request_from_pod(doc, cfg, ret, ret_why);
+        cJSON_Delete(doc);
+        return r;
+}
+
+void
+ext_args_release(struct ext_args *a)
+{
+        if (!a)
+                return;
+        for (size_t i = 0; a->names && i < a->n; i++)
+                free(a->names[i]);
+        free(a->names);
+        free(a->topo_json);
+        free(a->topo_len);
+        free(a->gpu_capacity);
+        cJSON_Delete(a->doc);
+        *a = (struct ext_args){ 0 };
+}
+
+/* One Node object: its name, topology annotation and GPU capacity. */
+static int
+node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_name,
+            const char **ret_topo, size_t *ret_topo_len, unsigned *ret_gpus, const char **ret_why)
+{
+        const cJSON *meta = get(node, "metadata"), *name, *annotations, *topo, *status, *alloc;
+        unsigned gpus = 0;
+
+        if (!cJSON_IsObject(node) || !cJSON_IsObject(meta))
+                return set_why(ret_why, "a Node is not an object with metadata"), -EINVAL;
+        name = get(meta, "name");
+        if (!cJSON_IsString(name) || name->valuestring[0] == 0 ||
+            strlen(name->valuestring) >= EXT_NAME_MAX)
+                return set_why(ret_why, "a Node's metadata.name is not a valid string"), -EINVAL;
+        annotations = get(meta, "annotations");
+        if (!is_null_or_absent(annotations) && !cJSON_IsObject(annotations))
+                return set_why(ret_why, "a Node's metadata.annotations is not an object"),
+                       -EINVAL;
+        topo = get(annotations, TOPO_ANNOTATION_KEY);
+        if (topo && !cJSON_IsString(topo))
+                return set_why(ret_why, "a Node's topofit.io/topology annotation is not a string"),
+                       -EINVAL;
+        status = get(node, "status");
+        alloc = get(status, "allocatable");
+        if (is_null_or_absent(alloc))
+                alloc = get(status, "capacity");
+        if (resource_sum(cfg, alloc, &gpus) < 0)
+                return set_why(ret_why, "a Node's GPU allocatable is not a whole number"), -EINVAL;
+        *ret_name = name->valuestring;
+        *ret_topo = topo ? topo->valuestring : NULL;
+        *ret_topo_len = topo ? strlen(topo->valuestring) : 0;
+        *ret_gpus = gpus;
+        return 0;
+}
+
+int
+ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, struct ext_args *ret,
+                const char **ret_why)
+{
+        struct ext_args a = { 0 };
+        const cJSON *names, *nodes, *items = NULL;
+        cJSON *doc = NULL;
+        size_t n;
+        int r;
+
+        r = parse_doc(json, len, &doc, ret_why);
+        if (r < 0)
+                return r;
+        a.doc = doc;
+        if (!cJSON_IsObject(doc)) {
+                r = why_err(ret_why, "ExtenderArgs is not a JSON object", -EINVAL);
+                goto fail;
+        }
+        r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
+        if (r < 0)
+                goto fail;
+
+        names = get(doc, "NodeNames");
+        nodes = get(doc, "Nodes");
+        if (!is_null_or_absent(names)) {
+                if (!cJSON_IsArray(names)) {
+                        r = why_err(ret_why, "NodeNames is not an array", -EINVAL);
+                        goto fail;
+                }
+                a.node_names = true;
+                n = (size_t)cJSON_GetArraySize(names);
+        } else if (!is_null_or_absent(nodes)) {
+                items = get(nodes, "items");
+                if (!cJSON_IsArray(items)) {
+                        r = why_err(ret_why, "Nodes is not a NodeList with an items array", -EINVAL);
+                        goto fail;
+                }
+                n = (size_t)cJSON_GetArraySize(items);
+        } else {
+                r = why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
+                goto fail;
+        }
+        if (n > EXT_MAX_NODES) {
+                r = why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
+                goto fail;
+        }
+        a.names = calloc(MAX(n, (size_t)1), sizeof(*a.names));
+        a.topo_json = calloc(MAX(n, (size_t)1), sizeof(*a.topo_json));
+        a.topo_len = calloc(MAX(n, (size_t)1), sizeof(*a.topo_len));
+        a.gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a.gpu_capacity));
+        if (!a.names || !a.topo_json || !a.topo_len || !a.gpu_capacity) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        if (a.node_names) {
+                const cJSON *s;
+
+                cJSON_ArrayForEach(s, names) {
+                        if (!cJSON_IsString(s) || s->valuestring[0] == 0 ||
+                            strlen(s->valuestring) >= EXT_NAME_MAX) {
+                                r = why_err(ret_why, "a NodeNames entry is not a valid node name", -EINVAL);
+                                goto fail;
+                        }
+                        a.names[a.n] = strdup(s->valuestring);
+                        if (!a.names[a.n]) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                        a.n++;
+                }
+        } else {
+                const cJSON *node;
+
+                cJSON_ArrayForEach(node, items) {
+                        const char *name;
+
+                        r = node_fields(node, cfg, &name, &a.topo_json[a.n], &a.topo_len[a.n],
+                                        &a.gpu_capacity[a.n], ret_why);
+                        if (r < 0)
+                                goto fail;
+                        a.names[a.n] = strdup(name);
+                        if (!a.names[a.n]) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                        a.n++;
+                }
+        }
+        *ret = a;
+        return 0;
+fail:
+        ext_args_release(&a);
+        return r;
+}
+
+/* {"node":"reason",...} of the verdicts that match want_unresolvable. */
+static int
+failed_map(const struct ext_args *a, const struct ext_verdict *v, bool want_unresolvable,
+           struct buf *out)
+{
+        bool first = true;
+        int r = buf_puts(out, "{");
+
+        for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                if (v[i].r == 0 || ext_verdict_unresolvable(&v[i]) != want_unresolvable)
+                        continue;
+                if (!first)
+                        r = buf_puts(out, ",");
+                first = false;
+                if (r >= 0)
+                        r = buf_put_json_string(out, a->names[i]);
+                if (r >= 0)
+                        r = buf_puts(out, ":");
+                if (r >= 0)
+                        r = buf_put_json_string(out, v[i].why ? v[i].why : "does not fit");
+        }
+        return r < 0 ? r : buf_puts(out, "}");
+}
+
+int
+ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
+                         const char *error, struct buf *out)
+{
+        bool first = true;
+        int r;
+
+        if (a->node_names) {
+                r = buf_puts(out, "{\"Nodes\":null,\"NodeNames\":[");
+                for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                        if (v[i].r != 0)
+                                continue;
+                        if (!first)
+                                r = buf_puts(out, ",");
+                        first = false;
+                        if (r >= 0)
+                                r = buf_put_json_string(out, a->names[i]);
+                }
+                if (r >= 0)
+                        r = buf_puts(out, "]");
+        } else {
+                const cJSON *items = get(get(a->doc, "Nodes"), "items"), *node;
+                size_t i = 0;
+
+                r = buf_puts(out, "{\"Nodes\":{\"metadata\":{},\"items\":[");
+                cJSON_ArrayForEach(node, items) {
+                        char *s;
+
+                        if (r < 0 || i >= a->n)
+                                break;
+                        if (v[i++].r != 0)
+                                continue;
+                        if (!first)
+                                r = buf_puts(out, ",");
+                        first = false;
+                        s = cJSON_PrintUnformatted(node);
+                        if (!s)
+                                return -ENOMEM;
+                        if (r >= 0)
+                                r = buf_puts(out, s);
+                        cJSON_free(s);
+                }
+                if (r >= 0)
+                        r = buf_puts(out, "]},\"NodeNames\":null");
+        }
+        if (r >= 0)
+                r = buf_puts(out, ",\"FailedNodes\":");
+        if (r >= 0)
+                r = failed_map(a, v, false, out);
+        if (r >= 0)
+                r = buf_puts(out, ",\"FailedAndUnresolvableNodes\":");
+        if (r >= 0)
+                r = failed_map(a, v, true, out);
+        if (r >= 0)
+                r = buf_puts(out, ",\"Error\":");
+        if (r >= 0)
+                r = buf_put_json_string(out, error ? error : "");
+        if (r >= 0)
+                r = buf_puts(out, "}");
+        return r;
+}
+
+int
+ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
+{
+        int r = buf_puts(out, "[");
+
+        for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                if (i > 0)
+                        r = buf_puts(out, ",");
+                if (r >= 0)
+                        r = buf_puts(out, "{\"Host\":");
+                if (r >= 0)
+                        r = buf_put_json_string(out, a->names[i]);
+                if (r >= 0)
+                        r = buf_printf(out, ",\"Score\":%d}", v[i].r == 0 ? v[i].priority : 0);
+        }
+        return r < 0 ? r : buf_puts(out, "]");
+}
+
+int
+ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const char **ret_why)
+{
+        struct ext_binding b = { 0 };
+        cJSON *doc = NULL;
+        int r;
+
+        r = parse_doc(json, len, &doc, ret_why);
+        if (r < 0)
+                return r;
+        if (!cJSON_IsObject(doc))
+                r = why_err(ret_why, "ExtenderBindingArgs is not a JSON object", -EINVAL);
+        else if (copy_string(get(doc, "PodName"), b.pod_name, sizeof(b.pod_name), true) < 0)
+                r = why_err(ret_why, "PodName is missing or not a valid string", -EINVAL);
+        else if (copy_string(get(doc, "PodNamespace"), b.pod_namespace, sizeof(b.pod_namespace),
+                             true) < 0)
+                r = why_err(ret_why, "PodNamespace is missing or not a valid string", -EINVAL);
+        else if (copy_string(get(doc, "PodUID"), b.pod_uid, sizeof(b.pod_uid), true) < 0)
+                r = why_err(ret_why, "PodUID is missing or not a valid string", -EINVAL);
+        else if (copy_string(get(doc, "Node"), b.node, sizeof(b.node), true) < 0)
+                r = why_err(ret_why, "Node is missing or not a valid string", -EINVAL);
+        cJSON_Delete(doc);
+        if (r < 0)
+                return r;
+        *ret = b;
+        return 0;
+}
+
+int
+ext_binding_result_encode(const char *error, struct buf *out)
+{
+        int r = buf_puts(out, "{\"Error\":");
+
+        if (r >= 0)
+                r = buf_put_json_string(out, error ? error : "");
+        return r < 0 ? r : buf_puts(out, "}");
+}
+
+void
+ext_preempt_args_release(struct ext_preempt_args *a)
+{
+        if (!a)
+                return;
+        for (size_t i = 0; a->nodes && i < a->n; i++) {
+                free(a->nodes[i].node);
+                for (size_t j = 0; j < a->nodes[i].n_victims; j++)
+                        free(a->nodes[i].victims[j]);
+                free(a->nodes[i].victims);
+        }
+        free(a->nodes);
+        *a = (struct ext_preempt_args){ 0 };
+}
+
+/* Victims{Pods: [Pod]} or MetaVictims{Pods: [{UID}]} into n->victims. */
+static int
+decode_victims(const cJSON *victims, bool meta, struct ext_preempt_node *n, const char **ret_why)
+{
+        const cJSON *pods = get(victims, "Pods"), *pdb = get(victims, "NumPDBViolations"), *p;
+
+        if (!cJSON_IsObject(victims))
+                return set_why(ret_why, "a victims entry is not an object"), -EINVAL;
+        if (!is_null_or_absent(pdb)) {
+                if (!cJSON_IsNumber(pdb) || pdb->valuedouble != (double)(int64_t)pdb->valuedouble)
+                        return set_why(ret_why, "NumPDBViolations is not an integer"), -EINVAL;
+                n->pdb_violations = (int64_t)pdb->valuedouble;
+        }
+        if (is_null_or_absent(pods))
+                return 0;
+        if (!cJSON_IsArray(pods))
+                return set_why(ret_why, "victims' Pods is not an array"), -EINVAL;
+        if ((size_t)cJSON_GetArraySize(pods) > EXT_MAX_VICTIMS)
+                return set_why(ret_why, "a node has more victims than the limit"), -E2BIG;
+        n->victims = calloc(MAX((size_t)cJSON_GetArraySize(pods), (size_t)1), sizeof(char *));
+        if (!n->victims)
+                return -ENOMEM;
+        cJSON_ArrayForEach(p, pods) {
+                const cJSON *uid = meta ? get(p, "UID") : get(get(p, "metadata"), "uid");
+
+                if (!cJSON_IsString(uid) || uid->valuestring[0] == 0 ||
+                    strlen(uid->valuestring) >= EXT_UID_MAX)
+                        return set_why(ret_why, "a victim has no valid UID"), -EINVAL;
+                n->victims[n->n_victims] = strdup(uid->valuestring);
+                if (!n->victims[n->n_victims])
+                        return -ENOMEM;
+                n->n_victims++;
+        }
+        return 0;
+}
+
+int
+ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *cfg,
+                        struct ext_preempt_args *ret, const char **ret_why)
+{
+        struct ext_preempt_args a = { 0 };
+        const cJSON *map, *e;
+        cJSON *doc = NULL;
+        bool meta;
+        int r;
+
+        r = parse_doc(json, len, &doc, ret_why);
+        if (r < 0)
+                return r;
+        if (!cJSON_IsObject(doc)) {
+                r = why_err(ret_why, "ExtenderPreemptionArgs is not a JSON object", -EINVAL);
+                goto out;
+        }
+        r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
+        if (r < 0)
+                goto out;
+        map = get(doc, "NodeNameToMetaVictims");
+        meta = !is_null_or_absent(map);
+        if (!meta)
+                map = get(doc, "NodeNameToVictims");
+        if (is_null_or_absent(map))
+                goto done; /* no candidates: an empty answer */
+        if (!cJSON_IsObject(map)) {
+                r = why_err(ret_why, "the victims map is not an object", -EINVAL);
+                goto out;
+        }
+        if ((size_t)cJSON_GetArraySize(map) > EXT_MAX_NODES) {
+                r = why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
+                goto out;
+        }
+        a.nodes = calloc(MAX((size_t)cJSON_GetArraySize(map), (size_t)1), sizeof(*a.nodes));
+        if (!a.nodes) {
+                r = -ENOMEM;
+                goto out;
+        }
+        cJSON_ArrayForEach(e, map) {
+                struct ext_preempt_node *n = &a.nodes[a.n];
+
+                if (!e->string || e->string[0] == 0 || strlen(e->string) >= EXT_NAME_MAX) {
+                        r = why_err(ret_why, "a victims map key is not a valid node name", -EINVAL);
+                        goto out;
+                }
+                n->node = strdup(e->string);
+                if (!n->node) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                a.n++;
+                r = decode_victims(e, meta, n, ret_why);
+                if (r < 0)
+                        goto out;
+        }
+done:
+        *ret = a;
+        a = (struct ext_preempt_args){ 0 };
+        r = 0;
+out:
+        ext_preempt_args_release(&a);
+        cJSON_Delete(doc);
+        return r;
+}
+
+int
+ext_preempt_result_encode(const struct ext_preempt_args *a, const bool *keep,
+                          bool *const *needed, struct buf *out)
+{
+        bool first = true;
+        int r = buf_puts(out, "{\"NodeNameToMetaVictims\":{");
+
+        for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                const struct ext_preempt_node *n = &a->nodes[i];
+                bool first_pod = true;
+
+                if (!keep[i])
+                        continue;
+                if (!first)
+                        r = buf_puts(out, ",");
+                first = false;
+                if (r >= 0)
+                        r = buf_put_json_string(out, n->node);
+                if (r >= 0)
+                        r = buf_puts(out, ":{\"Pods\":[");
+                for (size_t j = 0; r >= 0 && j < n->n_victims; j++) {
+                        if (!needed[i][j])
+                                continue;
+                        if (!first_pod)
+                                r = buf_puts(out, ",");
+                        first_pod = false;
+                        if (r >= 0)
+                                r = buf_puts(out, "{\"UID\":");
+                        if (r >= 0)
+                                r = buf_put_json_string(out, n->victims[j]);
+                        if (r >= 0)
+                                r = buf_puts(out, "}");
+                }
+                if (r >= 0)
+                        r = buf_printf(out, "],\"NumPDBViolations\":%lld}",
+                                       (long long)n->pdb_violations);
+        }
+        return r < 0 ? r : buf_puts(out, "}}");
+}
+
+int
+ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
+                           const struct score_choice *set, char **ret_json)
+{
+        const struct topo *t = node->cls ? score_class_topo(node->cls) : NULL;
+        unsigned next = 0;
+        struct buf b;
+        int r;
+
+        buf_init(&b, EXT_MAX_GPU_ANNOTATION_BYTES);
+        r = buf_printf(&b, "{\"version\":%d,\"node\":", EXT_GPUS_ANNOTATION_VERSION);
+        if (r >= 0)
+                r = buf_put_json_string(&b, node->name);
+        if (r >= 0)
+                r = buf_puts(&b, ",\"containers\":[");
+        for (unsigned c = 0; r >= 0 && c < req->n_containers; c++) {
+                const struct ext_container *ct = &req->containers[c];
+                /* Init containers run before the others and reuse the set's first GPUs. */
+                unsigned from = ct->init ? 0 : next, k;
+
+                if (!ct->init)
+                        next += ct->count;
+                if (from + ct->count > set->n) {
+                        r = -EINVAL;
+                        break;
+                }
+                r = buf_puts(&b, c > 0 ? ",{\"name\":" : "{\"name\":");
+                if (r >= 0)
+                        r = buf_put_json_string(&b, ct->name);
+                if (r >= 0 && ct->init)
+                        r = buf_puts(&b, ",\"init\":true");
+                if (r >= 0)
+                        r = buf_puts(&b, ",\"indices\":[");
+                for (k = 0; r >= 0 && k < ct->count; k++)
+                        r = buf_printf(&b, k ? ",%u" : "%u", set->gpus[from + k]);
+                if (r >= 0)
+                        r = buf_puts(&b, "],\"uuids\":[");
+                for (k = 0; r >= 0 && k < ct->count; k++) {
+                        unsigned g = set->gpus[from + k];
+
+                        if (k)
+                                r = buf_puts(&b, ",");
+                        if (r >= 0)
+                                r = buf_put_json_string(&b, t && g < t->n_gpus ? t->gpus[g].uuid
+                                                                              : "");
+                }
+                if (r >= 0)
+                        r = buf_puts(&b, "]}");
+        }
+        if (r >= 0)
+                r = buf_puts(&b, "]}");
+        if (r < 0) {
+                buf_release(&b);
+                return r;
+        }
+        *ret_json = buf_steal(&b, NULL);
+        return *ret_json ? 0 : -ENOMEM;
+}
+
+int
+ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct topo_mask *ret,
+                           const char **ret_why)
+{
+        struct topo_mask m = { 0 };
+        const cJSON *containers, *c, *version;
+        cJSON *doc = NULL;
+        int r;
+
+        if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
+                return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
+        r = parse_doc(json, len, &doc, ret_why);
+        if (r < 0)
+                return r;
+        version = get(doc, "version");
+        containers = get(doc, "containers");
+        if (!cJSON_IsNumber(version) || version->valuedouble != EXT_GPUS_ANNOTATION_VERSION) {
+                r = why_err(ret_why, "the topofit.io/gpus annotation has an unknown version", -EPROTONOSUPPORT);
+                goto out;
+        }
+        if (!cJSON_IsArray(containers)) {
+                r = why_err(ret_why, "topofit.io/gpus has no containers array", -EINVAL);
+                goto out;
+        }
+        cJSON_ArrayForEach(c, containers) {
+                const cJSON *indices = get(c, "indices"), *i;
+
+                if (!cJSON_IsArray(indices)) {
+                        r = why_err(ret_why, "a topofit.io/gpus container has no indices", -EINVAL);
+                        goto out;
+                }
+                cJSON_ArrayForEach(i, indices) {
+                        double d = cJSON_IsNumber(i) ? i->valuedouble : -1;
+
+                        if (d < 0 || d >= n_gpus || d != (double)(unsigned)d) {
+                                r = why_err(ret_why, "a topofit.io/gpus index is out of range", -ERANGE);
+                                goto out;
+                        }
+                        topo_mask_set(&m, (unsigned)d);
+                }
+        }
+        *ret = m;
+out:
+        cJSON_Delete(doc);
+        return r;
+}
+
+/* Node or Pod, for List items that carry no kind (a NodeList's or PodList's items). */
+static bool
+item_is_pod(const cJSON *item, const char *list_kind)
+{
+        const cJSON *kind = get(item, "kind");
+
+        if (cJSON_IsString(kind))
+                return strcmp(kind->valuestring, "Pod") == 0;
+        if (list_kind && strcmp(list_kind, "PodList") == 0)
+                return true;
+        if (list_kind && strcmp(list_kind, "NodeList") == 0)
+                return false;
+        return get(get(item, "spec"), "containers") != NULL;
+}
+
+static int
+add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_why)
+{
+        const cJSON *meta = get(pod, "metadata"), *phase, *gpus_a, *node;
+        char uid[EXT_UID_MAX], ns[EXT_NAME_MAX], name[EXT_NAME_MAX];
+        struct topo_mask gpus = { 0 };
+
+        if (copy_string(get(meta, "uid"), uid, sizeof(uid), true) < 0 ||
+            copy_string(get(meta, "namespace"), ns, sizeof(ns), false) < 0 ||
+            copy_string(get(meta, "name"), name, sizeof(name), false) < 0)
+                return set_why(ret_why, "a Pod has no valid metadata uid, name or namespace"),
+                       -EINVAL;
+        phase = get(get(pod, "status"), "phase");
+        if (cJSON_IsString(phase) && (strcmp(phase->valuestring, "Succeeded") == 0 ||
+                                      strcmp(phase->valuestring, "Failed") == 0))
+                return 0;
+        node = get(get(pod, "spec"), "nodeName");
+        if (node && !is_null_or_absent(node) &&
+            (!cJSON_IsString(node) || strlen(node->valuestring) >= EXT_NAME_MAX))
+                return set_why(ret_why, "a Pod's spec.nodeName is not a valid string"), -EINVAL;
+        gpus_a = get(get(meta, "annotations"), EXT_GPUS_ANNOTATION);
+        /* A damaged record cannot say which GPUs the pod holds: it counts as none, and the
+         * device plugin refuses to hand out GPUs twice on the node itself. */
+        if (cJSON_IsString(gpus_a))
+                (void)ext_gpus_annotation_decode(gpus_a->valuestring, strlen(gpus_a->valuestring),
+                                                 TOPO_MAX_GPUS, &gpus, NULL);
+        return ext_cluster_builder_add_pod(b, uid, ns, name,
+                                           cJSON_IsString(node) ? node->valuestring : NULL, &gpus);
+}
+
+int
+ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
+                   const struct ext_cluster *base, uint64_t gen, struct ext_cluster **ret,
+                   const char **ret_why)
+{
+        CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *b = NULL;
+        const cJSON *items, *item, *kind;
+        const char *list_kind;
+        cJSON *doc = NULL;
+        int r;
+
+        /* A cluster file is not a request: allow up to the cluster caps, not EXT_MAX_BODY. */
+        if (len > (size_t)EXT_MAX_BODY * 16)
+                return set_why(ret_why, "the cluster file is larger than the limit"), -E2BIG;
+        if (check_depth(json, len) < 0)
+                return set_why(ret_why, "the JSON is nested deeper than the limit"), -ELOOP;
+        doc = cJSON_ParseWithLength(json, len);
+        if (!doc)
+                return set_why(ret_why, "the cluster file is not valid JSON"), -EINVAL;
+        items = get(doc, "items");
+        kind = get(doc, "kind");
+        list_kind = cJSON_IsString(kind) ? kind->valuestring : NULL;
+        if (!cJSON_IsArray(items)) {
+                r = why_err(ret_why, "the cluster file is not a List with an items array", -EINVAL);
+                goto out;
+        }
+        b = ext_cluster_builder_new(cfg, base);
+        if (!b) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = 0;
+        cJSON_ArrayForEach(item, items) {
+                if (!cJSON_IsObject(item)) {
+                        r = why_err(ret_why, "a List item is not an object", -EINVAL);
+                        goto out;
+                }
+                if (item_is_pod(item, list_kind)) {
+                        r = add_pod_item(b, item, ret_why);
+                } else {
+                        const char *name, *topo;
+                        size_t topo_len;
+                        unsigned gpus;
+
+                        r = node_fields(item, cfg, &name, &topo, &topo_len, &gpus, ret_why);
+                        if (r >= 0)
+                                r = ext_cluster_builder_add_node(b, name, topo, topo_len, gpus,
+                                                                 NULL);
+                }
+                if (r == -EEXIST)
+                        set_why(ret_why, "the cluster file lists a node or pod twice");
+                else if (r == -E2BIG)
+                        set_why(ret_why, "the cluster file has more nodes or pods than the limit");
+                if (r < 0)
+                        goto out;
+        }
+        r = ext_cluster_builder_finish(TAKE_PTR(b), gen, ret);
+        if (r == -EEXIST)
+                set_why(ret_why, "the cluster file lists a node or pod twice");
+out:
+        cJSON_Delete(doc);
+        return r;
+}

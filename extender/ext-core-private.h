@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals shared by the extender core's files: the ledger's locked primitives, which the
+ * verbs (ext-verbs.c) use to check and commit a GPU set in one critical section.
+ */
+#pragma once
+
+#include "ext-core.h"
+
+#define EXT_LEDGER_MAX_ENTRIES 65536 /* reservations + commits in flight */
+
+enum ext_hold {
+        EXT_HOLD_RESERVED,  /* tentative: prioritize chose it, bind may take it */
+        EXT_HOLD_COMMITTED, /* bind chose it; kept until the cluster view shows the pod */
+};
+
+void ext__ledger_lock(struct ext_ledger *l);
+void ext__ledger_unlock(struct ext_ledger *l);
+/* Lock held.  GPUs of node held by pods other than uid (NULL: anyone) at now_ns. */
+void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
+                             uint64_t now_ns, struct topo_mask *ret);
+/* Lock held.  The live entry of (uid, node), or NULL. */
+const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
+                                                const char *node, enum ext_hold hold,
+                                                uint64_t now_ns);
+/* Lock held.  Drops every entry of uid, then (when set is non-NULL) records one for
+ * (uid, node).  -E2BIG when EXT_LEDGER_MAX_ENTRIES are in use, -ENOMEM. */
+int ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
+                           const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns);
+/* Lock held.  true when the ledger holds nothing live (fast path for filter). */
+bool ext__ledger_empty_locked(struct ext_ledger *l);

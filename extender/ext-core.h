@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * extender core: the scheduler extender's decision path as a library without I/O, so the
+ * HTTP server (extender/ext-server.c) and the offline simulator (bench/) run the very same
+ * code.  Three parts:
+ *
+ *   - the cluster view: an immutable, refcounted snapshot of nodes (name, topology class,
+ *     GPUs used by live pods) and pods (uid, node, GPU set), built to the side with a
+ *     builder and swapped in whole;
+ *   - the reservation ledger: the one mutable, locked place where GPU sets are held for a
+ *     (pod UID, node) between prioritize and bind, and committed at bind;
+ *   - the verbs: ext_filter / ext_prioritize / ext_bind / ext_preempt, pure functions of a
+ *     snapshot, the ledger and a clock value passed in;
+ *   - the codec: kube-scheduler's extender JSON (and the Kubernetes objects inside it) to
+ *     and from the plain structs below.  cJSON stays behind this header.
+ *
+ * Depends on topology/, scoring/ and common/ only: no sockets, no clocks, no microhttpd, no
+ * curl.  Everything here is safe to call from many threads at once.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/buf.h"
+#include "../common/macro.h"
+#include "../scoring/score.h"
+#include "../topology/topo.h"
+
+#define EXT_MAX_BODY (16u << 20)        /* request body; more is answered 413 */
+#define EXT_MAX_NODES 10000             /* nodes in one request and in the cluster view */
+#define EXT_MAX_PODS 250000             /* pods in the cluster view */
+#define EXT_MAX_JSON_DEPTH 64           /* nesting of any JSON document we accept */
+#define EXT_MAX_CONTAINERS 32           /* containers + init containers of one pod */
+#define EXT_MAX_VICTIMS 1024            /* preemption victims per node */
+#define EXT_MAX_RESOURCES 8             /* configured GPU resource names */
+#define EXT_MAX_GPU_ANNOTATION_BYTES (16u << 10) /* topofit.io/gpus on one pod */
+#define EXT_NAME_MAX 254                /* DNS subdomain (253) + NUL: node, pod, namespace */
+#define EXT_UID_MAX 64                  /* pod UID (36 chars in practice) + NUL */
+#define EXT_RESOURCE_NAME_MAX 128
+#define EXT_PRIORITY_MAX 10             /* kube-scheduler's MaxExtenderPriority */
+#define EXT_RESERVATION_TTL_NS (30ull * 1000000000ull) /* prioritize -> bind */
+#define EXT_COMMITTED_TTL_NS (300ull * 1000000000ull)  /* bind -> seen in the cluster view */
+
+#define EXT_PLACEMENT_ANNOTATION "topofit.io/placement"
+#define EXT_GPUS_ANNOTATION "topofit.io/gpus"
+#define EXT_GPUS_ANNOTATION_VERSION 1
+#define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
+
+/* topofit.io/placement: what a pod asks of its GPU set. */
+enum ext_placement {
+        EXT_PLACEMENT_BEST_EFFORT,     /* no annotation: prefer the best set, refuse nothing */
+        EXT_PLACEMENT_NVLINK_REQUIRED, /* "nvlink-required": an all-NVLink/XGMI ring */
+        EXT_PLACEMENT_NVLINK_PREFERRED,/* "nvlink-preferred": like best effort, NVLink first */
+        EXT_PLACEMENT_NUMA,            /* "numa": all GPUs on one NUMA node */
+        EXT_PLACEMENT_PCIE_SWITCH,     /* "pcie-switch": all pairs PIX/PXB or better */
+        EXT_PLACEMENT_NIC,             /* "nic": every GPU has a GPUDirect NIC */
+        EXT_PLACEMENT_NONE,            /* "none": no topology; lowest free GPU indices */
+        _EXT_PLACEMENT_MAX,
+        _EXT_PLACEMENT_INVALID = -EINVAL,
+};
+const char *ext_placement_to_string(enum ext_placement p); /* NULL when invalid */
+enum ext_placement ext_placement_from_string(const char *s);
+/* The score_require bits a placement asks for (0 for the soft ones). */
+unsigned ext_placement_require(enum ext_placement p);
+
+/* What to do with a node that carries no topofit.io/topology annotation. */
+enum ext_unannotated {
+        EXT_UNANNOTATED_PCIE,   /* treat as N GPUs on PCIe of unknown shape */
+        EXT_UNANNOTATED_REJECT, /* refuse pods with a topology requirement (FailedNodes) */
+        _EXT_UNANNOTATED_MAX,
+        _EXT_UNANNOTATED_INVALID = -EINVAL,
+};
+const char *ext_unannotated_to_string(enum ext_unannotated u);
+enum ext_unannotated ext_unannotated_from_string(const char *s);
+
+struct ext_config {
+        unsigned n_resources; /* GPU resource names counted in container limits */
+        char resources[EXT_MAX_RESOURCES][EXT_RESOURCE_NAME_MAX];
+        enum ext_unannotated unannotated;
+        uint64_t reservation_ttl_ns;
+        uint64_t committed_ttl_ns;
+        struct score_config score;
+};
+/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(). */
+void ext_config_default(struct ext_config *cfg);
+
+/* --- the pod's request ------------------------------------------------------------------ */
+
+struct ext_container {
+        char name[EXT_NAME_MAX];
+        unsigned count; /* GPUs in its limits, summed over the configured resource names */
+        bool init;
+};
+
+/* A decoded Pod: who it is and what GPU set it needs. */
+struct ext_request {
+        char uid[EXT_UID_MAX];
+        char name[EXT_NAME_MAX];
+        char namespace[EXT_NAME_MAX];
+        unsigned count; /* sum over containers, at least the largest init container's */
+        enum ext_placement placement;
+        unsigned require; /* ext_placement_require(placement) */
+        unsigned n_containers;
+        struct ext_container containers[EXT_MAX_CONTAINERS];
+};
+
+/* --- the cluster view ------------------------------------------------------------------- */
+
+struct ext_node {
+        char name[EXT_NAME_MAX];
+        struct score_class *cls; /* owned reference; shared by nodes of one topology class */
+        bool annotated;          /* topology from topofit.io/topology, not synthesized */
+        unsigned n_gpus;
+        struct topo_mask healthy; /* GPUs that may be handed out */
+        struct topo_mask used;    /* GPUs recorded on live pods bound here */
+        const char *why_unannotated; /* static string when !annotated: missing or bad */
+};
+
+struct ext_pod {
+        char uid[EXT_UID_MAX];
+        char namespace[EXT_NAME_MAX];
+        char name[EXT_NAME_MAX];
+        int node;             /* index into the snapshot's nodes, -1 when not bound here */
+        struct topo_mask gpus; /* from topofit.io/gpus; empty when none */
+};
+
+/* An immutable snapshot.  Nodes sorted by name, pods by uid. */
+struct ext_cluster {
+        unsigned n_ref;
+        uint64_t generation;
+        size_t n_nodes;
+        struct ext_node *nodes;
+        size_t n_pods;
+        struct ext_pod *pods;
+        size_t n_classes;
+        struct score_class **classes; /* distinct classes, for metrics and reuse */
+};
+
+struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
+struct ext_cluster *ext_cluster_unref(struct ext_cluster *c); /* accepts NULL, returns NULL */
+DEFINE_CLEANUP_FUNC(struct ext_cluster, ext_cluster_unref)
+
+/* Lookups by binary search; NULL when absent.  Borrowed from c. */
+const struct ext_node *ext_cluster_find_node(const struct ext_cluster *c, const char *name);
+const struct ext_pod *ext_cluster_find_pod(const struct ext_cluster *c, const char *uid);
+
+/* Builds a snapshot.  base (may be NULL) lends its topology classes, so a rebuild keeps
+ * their memos.  The builder copies everything it is given. */
+struct ext_cluster_builder;
+struct ext_cluster_builder *ext_cluster_builder_new(const struct ext_config *cfg,
+                                                    const struct ext_cluster *base);
+struct ext_cluster_builder *ext_cluster_builder_free(struct ext_cluster_builder *b);
+DEFINE_CLEANUP_FUNC(struct ext_cluster_builder, ext_cluster_builder_free)
+
+/* Adds a node.  topo_json/len is its topofit.io/topology annotation (NULL when absent);
+ * gpu_capacity is its allocatable GPU count, used when the annotation is absent or bad.
+ * A bad annotation is not an error: the node becomes unannotated and *ret_why (when
+ * non-NULL) says why.  Returns 0, -EEXIST (duplicate name), -E2BIG (EXT_MAX_NODES),
+ * -EINVAL (bad name), -ENOMEM. */
+int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
+                                 const char *topo_json, size_t len, unsigned gpu_capacity,
+                                 const char **ret_why);
+/* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
+ * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */
+int ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
+                                const char *namespace, const char *name, const char *node,
+                                const struct topo_mask *gpus);
+/* Sorts, resolves pods to nodes, computes each node's used mask (GPUs beyond a node's
+ * count are dropped), and hands out the snapshot with generation gen.  Frees b either way.
+ * Returns 0 or -ENOMEM. */
+int ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen,
+                               struct ext_cluster **ret);
+
+/* A copy of c with one more pod (static mode's bind), generation + 1.  -EEXIST when the
+ * uid is already there, -ENOENT when node is not in c. */
+int ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg,
+                         const char *uid, const char *namespace, const char *name,
+                         const char *node, const struct topo_mask *gpus,
+                         struct ext_cluster **ret);
+
+/* A node built from a Node object the scheduler sent that is not in the cluster view (full
+ * mode).  Caller releases it with ext_node_release().  Same arguments as add_node. */
+int ext_node_init(struct ext_node *n, const struct ext_config *cfg, const char *name,
+                  const char *topo_json, size_t len, unsigned gpu_capacity, const char **ret_why);
+void ext_node_release(struct ext_node *n);
+
+/* --- the reservation ledger -------------------------------------------------------------- */
+
+struct ext_ledger;
+struct ext_ledger *ext_ledger_new(const struct ext_config *cfg);
+struct ext_ledger *ext_ledger_free(struct ext_ledger *l);
+DEFINE_CLEANUP_FUNC(struct ext_ledger, ext_ledger_free)
+
+/* GPUs of node held in the ledger by pods other than uid (NULL: by anyone) at now_ns. */
+void ext_ledger_held(struct ext_ledger *l, const char *node, const char *uid, uint64_t now_ns,
+                     struct topo_mask *ret);
+/* Forgets committed entries whose pod the snapshot c now shows, and expired entries. */
+void ext_ledger_prune(struct ext_ledger *l, const struct ext_cluster *c, uint64_t now_ns);
+/* Drops every entry of uid (a failed binding). */
+void ext_ledger_release(struct ext_ledger *l, const char *uid);
+struct ext_ledger_stats {
+        unsigned reserved; /* tentative entries (prioritize) */
+        unsigned committed; /* bound, not yet in the cluster view */
+        unsigned gpus_held;
+};
+void ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats *ret);
+
+/* --- the verbs ---------------------------------------------------------------------------- */
+
+/* Per-node outcome of filter, prioritize and preempt. */
+struct ext_verdict {
+        int r;               /* 0 fits; -ENOSPC / -EAGAIN not now; -ENOEXEC never on this
+                              * node; -ENOENT unknown node; -EMEDIUMTYPE no topology and the
+                              * policy rejects; -EINVAL bad request */
+        const char *why;     /* static string, NULL when r == 0 */
+        int priority;        /* 0..EXT_PRIORITY_MAX, prioritize only */
+        struct topo_mask free; /* GPUs free for this pod when decided */
+        struct score_choice choice; /* the set; valid when r == 0 */
+};
+
+/* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */
+bool ext_verdict_unresolvable(const struct ext_verdict *v);
+
+/* Filter: for each of the n nodes (borrowed pointers; NULL = not known, gives -ENOENT),
+ * whether req fits now, writing ret[n].  Free GPUs are the node's healthy GPUs minus
+ * those on live pods minus the ledger's holds for other pods.  Returns how many fit. */
+int ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+               uint64_t now_ns, struct ext_verdict *ret);
+
+/* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others), and
+ * a tentative reservation of the chosen set on the best node (ties: name) for the pod,
+ * replacing its earlier one.  Returns how many fit. */
+int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+                   const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+                   uint64_t now_ns, struct ext_verdict *ret);
+
+/* Bind, the commit point: under the ledger lock, takes the pod's reservation on node when
+ * its GPUs are still free, or else the best free set now, and records it as committed for
+ * uid.  Returns 0 and the set in *ret, -ENOENT (node unknown), -ENOSPC / -EAGAIN /
+ * -ENOEXEC (no set; *ret_why says why), -EALREADY (uid already has GPUs in c: *ret is
+ * then its set).  On failure the pod's reservations are dropped.  The caller writes the binding and calls ext_ledger_release() if that
+ * fails.  A request with count 0 commits nothing and returns an empty choice. */
+int ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+             const struct ext_request *req, const char *node, uint64_t now_ns,
+             struct score_choice *ret, const char **ret_why);
+
+/* Preempt, for one candidate node: whether evicting (some of) the n victims (pod UIDs)
+ * frees a set that satisfies req.  On 0 sets needed[i] for the victims to keep in the
+ * answer: victims holding GPUs of the chosen set, and victims holding no recorded GPUs
+ * (the scheduler chose them for other resources).  Returns 0, -ENOSPC / -EAGAIN /
+ * -ENOEXEC (drop the node), -ENOENT (node unknown). */
+int ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+                const struct ext_request *req, const struct ext_node *node,
+                const char *const *victims, size_t n, uint64_t now_ns, bool *needed,
+                struct ext_verdict *ret);
+
+/* --- the codec: kube-scheduler extender JSON ------------------------------------------------
+ * Decoders take a byte range (capped by EXT_MAX_BODY, nesting by EXT_MAX_JSON_DEPTH) and on
+ * failure return -EINVAL (malformed, wrong type), -EMSGSIZE (over EXT_MAX_BODY), -E2BIG (a
+ * count over its cap: nodes, victims, containers), -ELOOP (too deep) or -ENOMEM, with
+ * *ret_why, a sentence for the HTTP 400 body.  Encoders append to a buf whose cap bounds the answer. */
+
+/* ExtenderArgs{Pod, Nodes, NodeNames}. */
+struct ext_args {
+        struct ext_request req;
+        bool node_names;   /* NodeNames mode (nodeCacheCapable); false: Nodes mode */
+        size_t n;          /* nodes named or sent */
+        char **names;      /* n node names, owned */
+        /* Nodes mode: per node its topology annotation (NULL when none) and GPU capacity,
+         * pointing into the decoded document. */
+        const char **topo_json;
+        size_t *topo_len;
+        unsigned *gpu_capacity;
+        void *doc;         /* private: the decoded document, to echo Nodes back */
+};
+int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
+                    struct ext_args *ret, const char **ret_why);
+void ext_args_release(struct ext_args *a);
+
+/* A Pod object (Kubernetes JSON) into a request. */
+int ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
+                       struct ext_request *ret, const char **ret_why);
+
+/* ExtenderFilterResult: passing nodes in the mode the request used (NodeNames, or Nodes
+ * echoed as sent), the others with their reasons in FailedNodes or
+ * FailedAndUnresolvableNodes, and Error ("" when error is NULL). */
+int ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
+                             const char *error, struct buf *out);
+/* HostPriorityList: [{"Host":name,"Score":priority}] for every node of the request. */
+int ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v,
+                          struct buf *out);
+
+/* ExtenderBindingArgs{PodName, PodNamespace, PodUID, Node}. */
+struct ext_binding {
+        char pod_name[EXT_NAME_MAX];
+        char pod_namespace[EXT_NAME_MAX];
+        char pod_uid[EXT_UID_MAX];
+        char node[EXT_NAME_MAX];
+};
+int ext_binding_decode(const char *json, size_t len, struct ext_binding *ret,
+                       const char **ret_why);
+/* ExtenderBindingResult{Error}. */
+int ext_binding_result_encode(const char *error, struct buf *out);
+
+/* ExtenderPreemptionArgs{Pod, NodeNameToVictims, NodeNameToMetaVictims}: victims by UID
+ * from either map (the Meta form when both are present). */
+struct ext_preempt_node {
+        char *node;
+        size_t n_victims;
+        char **victims;      /* pod UIDs */
+        int64_t pdb_violations;
+};
+struct ext_preempt_args {
+        struct ext_request req;
+        size_t n;
+        struct ext_preempt_node *nodes;
+};
+int ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *cfg,
+                            struct ext_preempt_args *ret, const char **ret_why);
+void ext_preempt_args_release(struct ext_preempt_args *a);
+/* ExtenderPreemptionResult{NodeNameToMetaVictims}: nodes with keep[i], and of each the
+ * victims with needed[i][j]. */
+int ext_preempt_result_encode(const struct ext_preempt_args *a, const bool *keep,
+                              bool *const *needed, struct buf *out);
+
+/* The topofit.io/gpus annotation for a bound pod: version, node, and per container
+ * (init containers included) its GPU indices and UUIDs, carved from set in container
+ * order.  Writes a malloc()ed string. */
+int ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
+                               const struct score_choice *set, char **ret_json);
+/* Its inverse as far as scheduling needs: the union of indices, below n_gpus. */
+int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
+                               struct topo_mask *ret, const char **ret_why);
+
+/* A `kubectl get nodes,pods -o json` List (or a NodeList / PodList) into a snapshot.
+ * Pods in phase Succeeded or Failed are not live and are skipped. */
+int ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
+                       const struct ext_cluster *base, uint64_t gen, struct ext_cluster **ret,
+                       const char **ret_why);

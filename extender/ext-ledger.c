@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The reservation ledger: (pod UID, node) -> GPU set, tentative (prioritize, short TTL) or
+ * committed (bind, held until the cluster view shows the pod or a long TTL passes).  The
+ * only mutable state of the extender core, behind one mutex; time is a parameter.
+ * Invariant: a pod has at most one entry, and a committed set never overlaps another live
+ * entry's set on the same node (ext_bind checks it under this lock).  Entries hang off a
+ * fixed table of node-name buckets so lookups for one node cost its entries only.
+ */
+#include "ext-core-private.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "str.h"
+
+#define LEDGER_BUCKETS 1024
+
+struct entry {
+        struct entry *next;       /* in its node bucket */
+        char uid[EXT_UID_MAX];
+        char node[EXT_NAME_MAX];
+        struct topo_mask set;
+        enum ext_hold hold;
+        uint64_t expires_ns;
+};
+
+struct ext_ledger {
+        pthread_mutex_t lock;
+        uint64_t reservation_ttl_ns;
+        uint64_t committed_ttl_ns;
+        unsigned n_entries;
+        struct entry *buckets[LEDGER_BUCKETS];
+};
+
+static unsigned
+bucket_of(const char *node)
+{
+        uint32_t h = 2166136261u;
+
+        for (const unsigned char *p = (const unsigned char *)node; *p; p++)
+                h = (h ^ *p) * 16777619u;
+        return h % LEDGER_BUCKETS;
+}
+
+struct ext_ledger *
+ext_ledger_new(const struct ext_config *cfg)
+{
+        struct ext_ledger *l = calloc(1, sizeof(*l));
+
+        if (!l)
+                return NULL;
+        pthread_mutex_init(&l->lock, NULL);
+        l->reservation_ttl_ns = cfg->reservation_ttl_ns;
+        l->committed_ttl_ns = cfg->committed_ttl_ns;
+        return l;
+}
+
+struct ext_ledger *
+ext_ledger_free(struct ext_ledger *l)
+{
+        if (!l)
+                return NULL;
+        for (size_t b = 0; b < LEDGER_BUCKETS; b++)
+                for (struct entry *e = l->buckets[b], *next; e; e = next) {
+                        next = e->next;
+                        free(e);
+                }
+        pthread_mutex_destroy(&l->lock);
+        free(l);
+        return NULL;
+}
+
+void
+ext__ledger_lock(struct ext_ledger *l)
+{
+        pthread_mutex_lock(&l->lock);
+}
+
+void
+ext__ledger_unlock(struct ext_ledger *l)
+{
+        pthread_mutex_unlock(&l->lock);
+}
+
+bool
+ext__ledger_empty_locked(struct ext_ledger *l)
+{
+        return l->n_entries == 0;
+}
+
+static bool
+live(const struct entry *e, uint64_t now_ns)
+{
+        return now_ns < e->expires_ns;
+}
+
+void
+ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
+                        uint64_t now_ns, struct topo_mask *ret)
+{
+        topo_mask_clear(ret);
+        if (l->n_entries == 0)
+                return;
+        for (const struct entry *e = l->buckets[bucket_of(node)]; e; e = e->next) {
+                if (!live(e, now_ns) || strcmp(e->node, node) != 0)
+                        continue;
+                if (uid && strcmp(e->uid, uid) == 0)
+                        continue;
+                for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
+                        ret->w[k] |= e->set.w[k];
+        }
+}
+
+const struct topo_mask *
+ext__ledger_find_locked(struct ext_ledger *l, const char *uid, const char *node,
+                        enum ext_hold hold, uint64_t now_ns)
+{
+        for (const struct entry *e = l->buckets[bucket_of(node)]; e; e = e->next)
+                if (e->hold == hold && live(e, now_ns) && strcmp(e->uid, uid) == 0 &&
+                    strcmp(e->node, node) == 0)
+                        return &e->set;
+        return NULL;
+}
+
+/* Removes the entries for which drop() is true; lock held. */
+static void
+remove_if(struct ext_ledger *l, bool (*drop)(const struct entry *e, const void *arg),
+          const void *arg)
+{
+        for (size_t b = 0; b < LEDGER_BUCKETS; b++) {
+                struct entry **pp = &l->buckets[b];
+
+                while (*pp) {
+                        struct entry *e = *pp;
+
+                        if (drop(e, arg)) {
+                                *pp = e->next;
+                                free(e);
+                                l->n_entries--;
+                        } else
+                                pp = &e->next;
+                }
+        }
+}
+
+static bool
+drop_uid(const struct entry *e, const void *arg)
+{
+        return strcmp(e->uid, arg) == 0;
+}
+
+int
+ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
+                       const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns)
+{
+        struct entry *e;
+        unsigned b;
+
+        if (l->n_entries > 0)
+                remove_if(l, drop_uid, uid);
+        if (!set)
+                return 0;
+        if (l->n_entries >= EXT_LEDGER_MAX_ENTRIES)
+                return -E2BIG;
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        str_copy(e->uid, sizeof(e->uid), uid, strlen(uid));
+        str_copy(e->node, sizeof(e->node), node, strlen(node));
+        e->set = *set;
+        e->hold = hold;
+        e->expires_ns = now_ns + (hold == EXT_HOLD_COMMITTED ? l->committed_ttl_ns
+                                                             : l->reservation_ttl_ns);
+        b = bucket_of(node);
+        e->next = l->buckets[b];
+        l->buckets[b] = e;
+        l->n_entries++;
+        return 0;
+}
+
+void
+ext_ledger_held(struct ext_ledger *l, const char *node, const char *uid, uint64_t now_ns,
+                struct topo_mask *ret)
+{
+        ext__ledger_lock(l);
+        ext__ledger_held_locked(l, node, uid, now_ns, ret);
+        ext__ledger_unlock(l);
+}
+
+struct prune_arg {
+        const struct ext_cluster *c;
+        uint64_t now_ns;
+};
+
+static bool
+drop_stale(const struct entry *e, const void *arg)
+{
+        const struct prune_arg *a = arg;
+        const struct ext_pod *p;
+
+        if (!live(e, a->now_ns))
+                return true;
+        if (e->hold != EXT_HOLD_COMMITTED || !a->c)
+                return false;
+        /* The view shows the pod on that node: its own GPUs now count as used there. */
+        p = ext_cluster_find_pod(a->c, e->uid);
+        return p && p->node >= 0 && strcmp(a->c->nodes[p->node].name, e->node) == 0;
+}
+
+void
+ext_ledger_prune(struct ext_ledger *l, const struct ext_cluster *c, uint64_t now_ns)
+{
+        struct prune_arg a = { .c = c, .now_ns = now_ns };
+
+        ext__ledger_lock(l);
+        if (l->n_entries > 0)
+                remove_if(l, drop_stale, &a);
+        ext__ledger_unlock(l);
+}
+
+void
+ext_ledger_release(struct ext_ledger *l, const char *uid)
+{
+        ext__ledger_lock(l);
+        if (l->n_entries > 0)
+                remove_if(l, drop_uid, uid);
+        ext__ledger_unlock(l);
+}
+
+void
+ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats *ret)
+{
+        struct ext_ledger_stats s = { 0 };
+
+        ext__ledger_lock(l);
+        for (size_t b = 0; b < LEDGER_BUCKETS && l->n_entries > 0; b++)
+                for (const struct entry *e = l->buckets[b]; e; e = e->next) {
+                        if (!live(e, now_ns))
+                                continue;
+                        if (e->hold == EXT_HOLD_COMMITTED)
+                                s.committed++;
+                        else
+                                s.reserved++;
+                        s.gpus_held += topo_mask_count(&e->set);
+                }
+        ext__ledger_unlock(l);
+        *ret = s;
+}

@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * topofit-extender: flags and config file, the cluster view's source (static: --cluster
+ * FILE; live: the kube-client cache), then the HTTP server until SIGTERM/SIGINT.  The
+ * config file holds "key = value" lines whose keys are the long flag names; flags given on
+ * the command line override it.  Signals are blocked before any thread starts and taken
+ * with sigwait(), so no handler runs in a microhttpd thread.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ext-server.h"
+#include "log.h"
+#include "str.h"
+#include "topofit-version.h"
+
+#define EXT_MAX_OPTION_LEN 4096
+#define EXT_MAX_TTL_S 3600
+
+struct options {
+        char listen[EXT_MAX_OPTION_LEN];
+        char cluster[EXT_MAX_OPTION_LEN];
+        char tls_cert[EXT_MAX_OPTION_LEN];
+        char tls_key[EXT_MAX_OPTION_LEN];
+        char client_ca[EXT_MAX_OPTION_LEN];
+        char port_file[EXT_MAX_OPTION_LEN];
+        unsigned threads;
+        bool resources_set;
+        struct ext_config cfg;
+};
+
+enum {
+        OPT_LISTEN = 1000,
+        OPT_CLUSTER,
+        OPT_TLS_CERT,
+        OPT_TLS_KEY,
+        OPT_CLIENT_CA,
+        OPT_RESOURCE,
+        OPT_UNANNOTATED,
+        OPT_RESERVATION_TTL,
+        OPT_THREADS,
+        OPT_LOG_LEVEL,
+        OPT_PORT_FILE,
+        OPT_CONFIG,
+        OPT_VERSION,
+        OPT_HELP,
+};
+
+static const struct option long_options[] = {
+        { "listen", required_argument, NULL, OPT_LISTEN },
+        { "cluster", required_argument, NULL, OPT_CLUSTER },
+        { "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+        { "tls-key", required_argument, NULL, OPT_TLS_KEY },
+        { "client-ca", required_argument, NULL, OPT_CLIENT_CA },
+        { "resource", required_argument, NULL, OPT_RESOURCE },
+        { "unannotated-nodes", required_argument, NULL, OPT_UNANNOTATED },
+        { "reservation-ttl", required_argument, NULL, OPT_RESERVATION_TTL },
+        { "threads", required_argument, NULL, OPT_THREADS },
+        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "port-file", required_argument, NULL, OPT_PORT_FILE },
+        { "config", required_argument, NULL, OPT_CONFIG },
+        { "version", no_argument, NULL, OPT_VERSION },
+        { "help", no_argument, NULL, OPT_HELP },
+        {},
+};
+
+static void
+usage(FILE *f)
+{
+        fputs("Usage: topofit-extender [OPTIONS]\n"
+              "Topology-aware GPU scheduler extender for kube-scheduler.\n\n"
+              "  --cluster FILE           static mode: the cluster from a `kubectl get nodes,pods\n"
+              "                           -o json` List; bind updates it in memory\n"
+              "  --listen HOST:PORT       address to serve on (default 0.0.0.0:8888; port 0 picks one)\n"
+              "  --port-file FILE         write the bound port there once listening\n"
+              "  --tls-cert FILE          serve HTTPS with this PEM certificate ...\n"
+              "  --tls-key FILE           ... and this PEM key\n"
+              "  --client-ca FILE         require client certificates signed by this CA (mutual TLS)\n"
+              "  --resource NAME          a GPU resource name counted in pod limits (repeatable;\n"
+              "                           default nvidia.com/gpu)\n"
+              "  --unannotated-nodes P    nodes without topofit.io/topology: 'pcie' (unknown PCIe,\n"
+              "                           the default) or 'reject' (refuse topology-requiring pods)\n"
+              "  --reservation-ttl SEC    how long a prioritize reservation waits for bind (30)\n"
+              "  --threads N              HTTP worker threads (4)\n"
+              "  --log-level LEVEL        error, warn, info (default), debug\n"
+              "  --config FILE            key = value lines with the long option names\n"
+              "  --version, --help\n",
+              f);
+}
+
+/* Applies one option; returns 0, or -EINVAL with a message printed. */
+static int
+apply(struct options *o, int opt, const char *arg)
+{
+        int64_t v;
+
+        switch (opt) {
+        case OPT_LISTEN:
+        case OPT_CLUSTER:
+        case OPT_TLS_CERT:
+        case OPT_TLS_KEY:
+        case OPT_CLIENT_CA:
+        case OPT_PORT_FILE: {
+                char *dst = opt == OPT_LISTEN      ? o->listen
+                            : opt == OPT_CLUSTER   ? o->cluster
+                            : opt == OPT_TLS_CERT  ? o->tls_cert
+                            : opt == OPT_TLS_KEY   ? o->tls_key
+                            : opt == OPT_CLIENT_CA ? o->client_ca
+                                                   : o->port_file;
+
+                if (str_copy(dst, EXT_MAX_OPTION_LEN, arg, strlen(arg)) < 0) {
+                        fprintf(stderr, "topofit-extender: an option value is too long\n");
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        case OPT_RESOURCE: {
+                const char *p = arg;
+
+                if (!o->resources_set) {
+                        o->cfg.n_resources = 0;
+                        o->resources_set = true;
+                }
+                /* Comma-separated lists too, for the config file. */
+                while (*p) {
+                        size_t n = strcspn(p, ",");
+                        const char *s = p;
+
+                        p += n + (p[n] == ',');
+                        str_trim(&s, &n);
+                        if (n == 0)
+                                continue;
+                        if (o->cfg.n_resources >= EXT_MAX_RESOURCES ||
+                            n >= EXT_RESOURCE_NAME_MAX) {
+                                fprintf(stderr, "topofit-extender: too many or too long "
+                                                "--resource names\n");
+                                return -EINVAL;
+                        }
+                        str_copy(o->cfg.resources[o->cfg.n_resources++], EXT_RESOURCE_NAME_MAX, s,
+                                 n);
+                }
+                return 0;
+        }
+        case OPT_UNANNOTATED: {
+                enum ext_unannotated u = ext_unannotated_from_string(arg);
+
+                if (u < 0) {
+                        fprintf(stderr, "topofit-extender: --unannotated-nodes is pcie or reject\n");
+                        return -EINVAL;
+                }
+                o->cfg.unannotated = u;
+                return 0;
+        }
+        case OPT_RESERVATION_TTL:
+                if (str_to_int64(arg, strlen(arg), 1, EXT_MAX_TTL_S, &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --reservation-ttl is 1..%d seconds\n",
+                                EXT_MAX_TTL_S);
+                        return -EINVAL;
+                }
+                o->cfg.reservation_ttl_ns = (uint64_t)v * 1000000000u;
+                return 0;
+        case OPT_THREADS:
+                if (str_to_int64(arg, strlen(arg), 1, EXT_MAX_THREADS, &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --threads is 1..%d\n", EXT_MAX_THREADS);
+                        return -EINVAL;
+                }
+                o->threads = (unsigned)v;
+                return 0;
+        case OPT_LOG_LEVEL: {
+                enum log_level l = log_level_from_string(arg);
+
+                if (l < 0) {
+                        fprintf(stderr, "topofit-extender: --log-level is error, warn, info or "
+                                        "debug\n");
+                        return -EINVAL;
+                }
+                log_set_level(l);
+                return 0;
+        }
+        default:
+                return -EINVAL;
+        }
+}
+
+static int
+load_config(struct options *o, const char *path)
+{
+        FILE *f = fopen(path, "re");
+        char line[EXT_MAX_OPTION_LEN + 64];
+        unsigned lineno = 0, total = 0;
+
+        if (!f) {
+                fprintf(stderr, "topofit-extender: cannot open config %s: %m\n", path);
+                return -errno;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                const char *k = line, *val;
+                size_t klen, vlen;
+                char *eq;
+                int opt = 0;
+
+                lineno++;
+                total += (unsigned)strlen(line);
+                if (total > EXT_MAX_CONFIG_BYTES || !strchr(line, '\n')) {
+                        fprintf(stderr, "%s:%u: line too long or file too large\n", path, lineno);
+                        fclose(f);
+                        return -E2BIG;
+                }
+                klen = strlen(line);
+                str_trim(&k, &klen);
+                if (klen == 0 || k[0] == '#')
+                        continue;
+                eq = memchr(k, '=', klen);
+                if (!eq) {
+                        fprintf(stderr, "%s:%u: expected key = value\n", path, lineno);
+                        fclose(f);
+                        return -EINVAL;
+                }
+                val = eq + 1;
+                vlen = klen - (size_t)(val - k);
+                klen = (size_t)(eq - k);
+                str_trim(&k, &klen);
+                str_trim(&val, &vlen);
+                ((char *)val)[vlen] = 0;
+                for (const struct option *lo = long_options; lo->name; lo++)
+                        if (lo->has_arg == required_argument && str_eq_n(k, klen, lo->name) &&
+                            lo->val != OPT_CONFIG)
+                                opt = lo->val;
+                if (!opt) {
+                        fprintf(stderr, "%s:%u: unknown key\n", path, lineno);
+                        fclose(f);
+                        return -EINVAL;
+                }
+                if (apply(o, opt, val) < 0) {
+                        fprintf(stderr, "%s:%u: bad value\n", path, lineno);
+                        fclose(f);
+                        return -EINVAL;
+                }
+        }
+        fclose(f);
+        return 0;
+}
+
+static int
+load_cluster(struct ext_state *s, const char *path)
+{
+        FILE *f = fopen(path, "re");
+        struct ext_cluster *c = NULL;
+        const char *why = NULL;
+        struct buf b;
+        char chunk[65536];
+        size_t n;
+        int r = 0;
+
+        if (!f) {
+                log_error("cannot open the cluster file", "path=%s errno=%d", path, errno);
+                return -errno;
+        }
+        buf_init(&b, EXT_MAX_CLUSTER_FILE_BYTES);
+        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                r = buf_append(&b, chunk, n);
+        fclose(f);
+        if (r < 0) {
+                buf_release(&b);
+                log_error("the cluster file is too large", "path=%s", path);
+                return r;
+        }
+        r = ext_cluster_decode(b.data ? b.data : "", b.len, &s->cfg, NULL, 1, &c, &why);
+        buf_release(&b);
+        if (r < 0) {
+                log_error("the cluster file is not usable", "path=%s reason=\"%s\"", path,
+                          why ? why : "out of memory");
+                return r;
+        }
+        for (size_t i = 0; i < c->n_nodes; i++)
+                if (!c->nodes[i].annotated)
+                        log_warn("node without usable topology", "node=%s reason=\"%s\" policy=%s",
+                                 c->nodes[i].name, c->nodes[i].why_unannotated,
+                                 ext_unannotated_to_string(s->cfg.unannotated));
+        log_info("cluster loaded", "path=%s nodes=%zu pods=%zu classes=%zu", path, c->n_nodes,
+                 c->n_pods, c->n_classes);
+        ext_state_install(s, c);
+        atomic_store(&s->ready, true);
+        return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+        struct options o = { .listen = "0.0.0.0:8888" };
+        struct ext_server_options so = { 0 };
+        struct ext_server *srv = NULL;
+        struct ext_state s;
+        const char *why = NULL;
+        unsigned port = 0;
+        sigset_t sigs;
+        int opt, sig, r;
+
+        ext_config_default(&o.cfg);
+        /* The config file first, so that flags override it. */
+        for (int i = 1; i < argc; i++) {
+                const char *path = NULL;
+
+                if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+                        path = argv[i + 1];
+                else if (str_has_prefix(argv[i], "--config="))
+                        path = argv[i] + strlen("--config=");
+                if (path && load_config(&o, path) < 0)
+                        return 2;
+        }
+        while ((opt = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+                switch (opt) {
+                case OPT_CONFIG:
+                        break;
+                case OPT_VERSION:
+                        printf("topofit-extender %s\n", TOPOFIT_VERSION);
+                        return 0;
+                case OPT_HELP:
+                        usage(stdout);
+                        return 0;
+                case '?':
+                        usage(stderr);
+                        return 2;
+                default:
+                        if (apply(&o, opt, optarg) < 0)
+                                return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "topofit-extender: unexpected argument '%s'\n", argv[optind]);
+                return 2;
+        }
+        if (!o.cluster[0]) {
+                fprintf(stderr, "topofit-extender: live mode needs the kube-client, which this "
+                                "build does not include yet; use --cluster FILE\n");
+                return 2;
+        }
+
+        sigemptyset(&sigs);
+        sigaddset(&sigs, SIGTERM);
+        sigaddset(&sigs, SIGINT);
+        sigaddset(&sigs, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+        if (ext_state_init(&s, &o.cfg) < 0) {
+                log_error("cannot start", "reason=\"out of memory\"");
+                return 1;
+        }
+        r = load_cluster(&s, o.cluster);
+        if (r < 0) {
+                ext_state_release(&s);
+                return 1;
+        }
+        so = (struct ext_server_options){
+                .listen = o.listen,
+                .threads = o.threads,
+                .tls_cert = o.tls_cert[0] ? o.tls_cert : NULL,
+                .tls_key = o.tls_key[0] ? o.tls_key : NULL,
+                .client_ca = o.client_ca[0] ? o.client_ca : NULL,
+        };
+        r = ext_server_start(&s, &so, &srv, &port, &why);
+        if (r < 0) {
+                log_error("cannot serve", "listen=%s reason=\"%s\"", o.listen, why);
+                ext_state_release(&s);
+                return 1;
+        }
+        log_info("serving", "listen=%s port=%u mode=%s tls=%s mtls=%s", o.listen, port, s.mode,
+                 so.tls_cert ? "yes" : "no", so.client_ca ? "yes" : "no");
+        if (o.port_file[0]) {
+                char tmp[EXT_MAX_OPTION_LEN + 8];
+                FILE *f;
+
+                /* Written to the side and renamed, so a reader never sees a partial port. */
+                snprintf(tmp, sizeof(tmp), "%s.tmp", o.port_file);
+                f = fopen(tmp, "we");
+                if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 ||
+                    rename(tmp, o.port_file) < 0)
+                        log_error("cannot write the port file", "path=%s", o.port_file);
+        }
+
+        do {
+                if (sigwait(&sigs, &sig) != 0)
+                        break;
+        } while (sig == SIGPIPE);
+        log_info("stopping", "signal=%d", sig);
+        ext_server_stop(srv);
+        ext_state_release(&s);
+        return 0;
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The extender program's internals (not a library interface): the service state that the
+ * HTTP server, the handlers, the metrics and main share.  The cluster view is swapped whole
+ * under snap_lock; handlers take a reference at the start of a request and drop it at the
+ * end.  Everything else mutable lives in the ledger (ext-core) or in atomic counters.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ext-core.h"
+
+#define EXT_MAX_CONFIG_BYTES (64u << 10) /* the config file */
+#define EXT_MAX_CLUSTER_FILE_BYTES (256u << 20) /* --cluster FILE */
+#define EXT_MAX_RESPONSE (64u << 20)    /* full-mode echo of EXT_MAX_NODES Node objects */
+#define EXT_DEFAULT_THREADS 4
+#define EXT_MAX_THREADS 64
+#define EXT_CONNECTION_TIMEOUT_S 30
+#define EXT_MAX_CONNECTIONS 1024
+#define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
+
+/* Route verbs, also the metrics' verb label. */
+enum ext_verb {
+        EXT_VERB_FILTER,
+        EXT_VERB_PRIORITIZE,
+        EXT_VERB_BIND,
+        EXT_VERB_PREEMPT,
+        EXT_VERB_HEALTHZ,
+        EXT_VERB_READYZ,
+        EXT_VERB_METRICS,
+        EXT_VERB_VERSION,
+        EXT_VERB_OTHER, /* unknown path or method */
+        _EXT_VERB_MAX,
+        _EXT_VERB_INVALID = -EINVAL,
+};
+const char *ext_verb_to_string(enum ext_verb v);
+
+/* Decision outcomes counted in topofit_extender_decisions_total. */
+enum ext_outcome {
+        EXT_OUTCOME_FIT,
+        EXT_OUTCOME_NO_FIT,
+        EXT_OUTCOME_UNRESOLVABLE,
+        EXT_OUTCOME_BOUND,
+        EXT_OUTCOME_BIND_FAILED,
+        EXT_OUTCOME_VICTIMS_KEPT,
+        EXT_OUTCOME_NODE_DROPPED,
+        EXT_OUTCOME_BAD_REQUEST,
+        _EXT_OUTCOME_MAX,
+        _EXT_OUTCOME_INVALID = -EINVAL,
+};
+
+#define EXT_N_BUCKETS 14
+#define EXT_N_CODES 8
+
+struct ext_metrics {
+        atomic_uint_fast64_t requests[_EXT_VERB_MAX][EXT_N_CODES];
+        atomic_uint_fast64_t latency_bucket[_EXT_VERB_MAX][EXT_N_BUCKETS];
+        atomic_uint_fast64_t latency_count[_EXT_VERB_MAX];
+        atomic_uint_fast64_t latency_sum_ns[_EXT_VERB_MAX];
+        atomic_uint_fast64_t decisions[_EXT_VERB_MAX][_EXT_OUTCOME_MAX];
+};
+
+struct ext_state;
+
+/* Writes the binding (live: POST pods/{name}/binding with the GPU annotation; static: a new
+ * snapshot).  Returns 0 or a negative errno with *ret_why. */
+typedef int (*ext_binder_fn)(struct ext_state *s, const struct ext_binding *b,
+                             const struct ext_node *node, const struct topo_mask *gpus,
+                             const char *annotation, const char **ret_why);
+
+struct ext_state {
+        struct ext_config cfg;
+        pthread_mutex_t snap_lock;
+        struct ext_cluster *snap;      /* current view, swapped whole */
+        struct ext_ledger *ledger;
+        ext_binder_fn binder;
+        void *binder_data;
+        atomic_bool ready;             /* the cluster view has synced */
+        const char *mode;              /* "static" or "live" */
+        /* Pods seen in filter/prioritize (bind only names the pod): a ring, oldest evicted. */
+        pthread_mutex_t pending_lock;
+        struct ext_request *pending[EXT_MAX_PENDING];
+        unsigned pending_next;
+        /* Live mode: fetches a pod the ring no longer has (after a restart).  Optional. */
+        int (*fetch_pod)(struct ext_state *s, const struct ext_binding *b, struct ext_request *ret);
+        struct ext_metrics metrics;
+};
+
+int ext_state_init(struct ext_state *s, const struct ext_config *cfg);
+void ext_state_release(struct ext_state *s);
+/* A new reference to the current view (never NULL once a view is installed). */
+struct ext_cluster *ext_state_snapshot(struct ext_state *s);
+/* Installs c (takes the reference) and prunes the ledger against it. */
+void ext_state_install(struct ext_state *s, struct ext_cluster *c);
+/* The static-mode binder: the bound pod joins the in-memory view. */
+int ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
+                      const struct topo_mask *gpus, const char *annotation, const char **ret_why);
+
+uint64_t ext_now_ns(void);
+
+/* The pending ring: remember a decoded request, look one up by UID (0 or -ENOENT), forget. */
+int ext_pending_remember(struct ext_state *s, const struct ext_request *req);
+int ext_pending_lookup(struct ext_state *s, const char *uid, struct ext_request *ret);
+void ext_pending_forget(struct ext_state *s, const char *uid);
+
+/* One HTTP request, already read: route, run, and fill the answer.  Returns the HTTP
+ * status; *out holds the body and *ret_type its Content-Type. */
+int ext_handle(struct ext_state *s, const char *method, const char *path, const char *body,
+               size_t len, struct buf *out, const char **ret_type, enum ext_verb *ret_verb);
+/* The route's verb for a path (EXT_VERB_OTHER when none), and whether method fits it. */
+enum ext_verb ext_route(const char *method, const char *path, bool *ret_method_ok);
+
+/* Records one request in the metrics. */
+void ext_metrics_observe(struct ext_metrics *m, enum ext_verb v, int status, uint64_t ns);
+void ext_metrics_decision(struct ext_metrics *m, enum ext_verb v, enum ext_outcome o);
+/* The Prometheus text exposition. */
+int ext_metrics_render(struct ext_state *s, struct buf *out);
+
+struct ext_server_options {
+        const char *listen;     /* "127.0.0.1:8888", ":8888", "[::1]:8888" */
+        unsigned threads;
+        const char *tls_cert;   /* PEM file paths; NULL for plain HTTP */
+        const char *tls_key;
+        const char *client_ca;  /* require client certificates signed by it */
+};
+
+struct ext_server;
+/* Starts serving s (borrowed; must outlive the server).  *ret_port gets the bound port. */
+int ext_server_start(struct ext_state *s, const struct ext_server_options *o,
+                     struct ext_server **ret, unsigned *ret_port, const char **ret_why);
+struct ext_server *ext_server_stop(struct ext_server *srv);

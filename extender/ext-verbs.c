@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The extender's verbs as pure functions: filter, prioritize, bind, preempt over a cluster
+ * snapshot (borrowed, immutable), the ledger (the one locked mutable place) and a clock
+ * value passed in.  Every decision goes through decide(): free GPUs in, a verdict out,
+ * using scoring's score_best / score_node_priority.  bind is the commit point: it checks
+ * and records a set in one critical section of the ledger, so no GPU is ever committed to
+ * two pods.  No I/O, no logging: the caller logs the verdicts.
+ */
+#include "ext-core-private.h"
+
+#include <string.h>
+#include <sys/types.h>
+
+static const char *const placement_names[_EXT_PLACEMENT_MAX] = {
+        [EXT_PLACEMENT_BEST_EFFORT] = "best-effort",
+        [EXT_PLACEMENT_NVLINK_REQUIRED] = "nvlink-required",
+        [EXT_PLACEMENT_NVLINK_PREFERRED] = "nvlink-preferred",
+        [EXT_PLACEMENT_NUMA] = "numa",
+        [EXT_PLACEMENT_PCIE_SWITCH] = "pcie-switch",
+        [EXT_PLACEMENT_NIC] = "nic",
+        [EXT_PLACEMENT_NONE] = "none",
+};
+
+static const unsigned placement_require[_EXT_PLACEMENT_MAX] = {
+        [EXT_PLACEMENT_NVLINK_REQUIRED] = SCORE_REQUIRE_NVLINK,
+        [EXT_PLACEMENT_NUMA] = SCORE_REQUIRE_NUMA,
+        [EXT_PLACEMENT_PCIE_SWITCH] = SCORE_REQUIRE_PCIE_SWITCH,
+        [EXT_PLACEMENT_NIC] = SCORE_REQUIRE_NIC,
+};
+
+const char *
+ext_placement_to_string(enum ext_placement p)
+{
+        return p >= 0 && p < _EXT_PLACEMENT_MAX ? placement_names[p] : NULL;
+}
+
+enum ext_placement
+ext_placement_from_string(const char *s)
+{
+        for (int i = 0; i < _EXT_PLACEMENT_MAX; i++)
+                if (s && strcmp(s, placement_names[i]) == 0)
+                        return (enum ext_placement)i;
+        return _EXT_PLACEMENT_INVALID;
+}
+
+unsigned
+ext_placement_require(enum ext_placement p)
+{
+        return p >= 0 && p < _EXT_PLACEMENT_MAX ? placement_require[p] : 0;
+}
+
+static const char *const unannotated_names[_EXT_UNANNOTATED_MAX] = {
+        [EXT_UNANNOTATED_PCIE] = "pcie",
+        [EXT_UNANNOTATED_REJECT] = "reject",
+};
+
+const char *
+ext_unannotated_to_string(enum ext_unannotated u)
+{
+        return u >= 0 && u < _EXT_UNANNOTATED_MAX ? unannotated_names[u] : NULL;
+}
+
+enum ext_unannotated
+ext_unannotated_from_string(const char *s)
+{
+        for (int i = 0; i < _EXT_UNANNOTATED_MAX; i++)
+                if (s && strcmp(s, unannotated_names[i]) == 0)
+                        return (enum ext_unannotated)i;
+        return _EXT_UNANNOTATED_INVALID;
+}
+
+void
+ext_config_default(struct ext_config *cfg)
+{
+        *cfg = (struct ext_config){
+                .n_resources = 1,
+                .resources = { EXT_DEFAULT_RESOURCE },
+                .unannotated = EXT_UNANNOTATED_PCIE,
+                .reservation_ttl_ns = EXT_RESERVATION_TTL_NS,
+                .committed_ttl_ns = EXT_COMMITTED_TTL_NS,
+        };
+        score_config_default(&cfg->score);
+}
+
+bool
+ext_verdict_unresolvable(const struct ext_verdict *v)
+{
+        return v->r == -ENOEXEC || v->r == -ENOENT || v->r == -EINVAL;
+}
+
+/* GPUs of n free for req: healthy, not on a live pod, not held by another pod. */
+static void
+free_gpus_locked(struct ext_ledger *l, const struct ext_request *req, const struct ext_node *n,
+                 uint64_t now_ns, struct topo_mask *ret)
+{
+        struct topo_mask held;
+
+        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, now_ns, &held);
+        for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
+                ret->w[k] = n->healthy.w[k] & ~n->used.w[k] & ~held.w[k];
+}
+
+/* The lowest-indexed count GPUs of free, for placement "none". */
+static int
+lowest_free(const struct ext_node *n, const struct topo_mask *free, unsigned count,
+            struct score_choice *ret)
+{
+        struct topo_mask set = { 0 };
+        unsigned k = 0;
+
+        for (unsigned i = 0; i < n->n_gpus && k < count; i++)
+                if (topo_mask_test(free, i)) {
+                        topo_mask_set(&set, i);
+                        k++;
+                }
+        if (k < count)
+                return -ENOSPC;
+        return score_evaluate(n->cls, &set, free, ret);
+}
+
+/* One node's verdict for req given its free GPUs; with_priority adds the 0..10 score. */
+static void
+decide(const struct ext_config *cfg, const struct ext_request *req, const struct ext_node *n,
+       const struct topo_mask *free, bool with_priority, struct ext_verdict *v)
+{
+        struct score_request sreq = { .count = req->count, .require = req->require };
+        const char *why = NULL;
+        int r, prio;
+
+        *v = (struct ext_verdict){ .free = *free };
+        if (req->count == 0)
+                return; /* nothing asked: every node fits, priority 0 */
+        if (!n->cls) {
+                v->r = -ENOEXEC;
+                v->why = "the node has no GPUs";
+                return;
+        }
+        if (!n->annotated && req->require && cfg->unannotated == EXT_UNANNOTATED_REJECT) {
+                v->r = -EMEDIUMTYPE;
+                v->why = "the node has no usable topofit.io/topology annotation and the pod "
+                         "requires a topology (unannotated-nodes policy: reject)";
+                return;
+        }
+        if (req->count > n->n_gpus) {
+                v->r = -ENOEXEC;
+                v->why = "the node has fewer GPUs than the pod requests";
+                return;
+        }
+
+        switch (req->placement) {
+        case EXT_PLACEMENT_NONE:
+                r = lowest_free(n, free, req->count, &v->choice);
+                if (r == -ENOSPC)
+                        why = "not enough free GPUs";
+                break;
+        case EXT_PLACEMENT_NVLINK_PREFERRED:
+                sreq.require = SCORE_REQUIRE_NVLINK;
+                r = score_best(n->cls, free, &sreq, &v->choice, &why);
+                if (r == -EAGAIN || r == -ENOEXEC) {
+                        sreq.require = 0;
+                        r = score_best(n->cls, free, &sreq, &v->choice, &why);
+                }
+                break;
+        default:
+                r = score_best(n->cls, free, &sreq, &v->choice, &why);
+                break;
+        }
+        if (r < 0) {
+                v->r = r;
+                v->why = why ? why
+                       : r == -ENOSPC ? "not enough free GPUs"
+                       : r == -EAGAIN ? "no free GPU set meets the placement now"
+                       : r == -ENOEXEC ? "no GPU set of this node can meet the placement"
+                                       : "the request cannot be scored";
+                return;
+        }
+        if (!with_priority)
+                return;
+        prio = score_node_priority(n->cls, free, &v->choice);
+        if (req->placement == EXT_PLACEMENT_NVLINK_PREFERRED && !v->choice.all_nvlink_ring)
+                prio /= 2;
+        v->priority = MAX(0, MIN(prio, EXT_PRIORITY_MAX));
+}
+
+static const char *const why_unknown_node = "the node is not in the extender's cluster view";
+
+static int
+filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+              const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+              uint64_t now_ns, bool with_priority, struct ext_verdict *ret)
+{
+        int fits = 0;
+
+        (void)c;
+        for (size_t i = 0; i < n; i++) {
+                struct topo_mask free;
+
+                if (!nodes[i]) {
+                        ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
+                        continue;
+                }
+                /* One short critical section per node keeps binds from waiting long. */
+                ext__ledger_lock(l);
+                free_gpus_locked(l, req, nodes[i], now_ns, &free);
+                ext__ledger_unlock(l);
+                decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                if (ret[i].r == 0)
+                        fits++;
+        }
+        return fits;
+}
+
+int
+ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+           const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+           uint64_t now_ns, struct ext_verdict *ret)
+{
+        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret);
+}
+
+int
+ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+               uint64_t now_ns, struct ext_verdict *ret)
+{
+        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret);
+        ssize_t best = -1;
+
+        if (fits <= 0 || req->count == 0 || !req->uid[0])
+                return fits;
+        for (size_t i = 0; i < n; i++) {
+                if (ret[i].r != 0)
+                        continue;
+                if (best < 0 || ret[i].priority > ret[best].priority ||
+                    (ret[i].priority == ret[best].priority &&
+                     strcmp(nodes[i]->name, nodes[best]->name) < 0))
+                        best = (ssize_t)i;
+        }
+        /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
+         * it (ledger full) only costs that guarantee, never correctness. */
+        ext__ledger_lock(l);
+        (void)ext__ledger_put_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
+                                     EXT_HOLD_RESERVED, now_ns);
+        ext__ledger_unlock(l);
+        return fits;
+}
+
+static bool
+mask_subset(const struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                if (a->w[k] & ~b->w[k])
+                        return false;
+        return true;
+}
+
+int
+ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+         const struct ext_request *req, const char *node, uint64_t now_ns,
+         struct score_choice *ret, const char **ret_why)
+{
+        const struct ext_node *n = ext_cluster_find_node(c, node);
+        const struct ext_pod *p = req->uid[0] ? ext_cluster_find_pod(c, req->uid) : NULL;
+        const struct topo_mask *mine;
+        struct ext_verdict v;
+        struct topo_mask free;
+        int r;
+
+        if (!n)
+                return set_why(ret_why, why_unknown_node), -ENOENT;
+        if (!req->uid[0])
+                return set_why(ret_why, "the pod has no UID"), -EINVAL;
+        if (p && p->node >= 0 && topo_mask_count(&p->gpus) > 0) {
+                if (score_evaluate(n->cls, &p->gpus, NULL, ret) < 0)
+                        return set_why(ret_why, "the pod's recorded GPUs are invalid"), -EINVAL;
+                return set_why(ret_why, "the pod already has GPUs"), -EALREADY;
+        }
+        if (req->count == 0) {
+                *ret = (struct score_choice){ 0 };
+                return 0;
+        }
+
+        ext__ledger_lock(l);
+        /* A repeated bind (the scheduler retried) gets the set already committed. */
+        mine = ext__ledger_find_locked(l, req->uid, n->name, EXT_HOLD_COMMITTED, now_ns);
+        if (mine) {
+                r = score_evaluate(n->cls, mine, NULL, ret);
+                ext__ledger_unlock(l);
+                return r < 0 ? (set_why(ret_why, "the committed set is invalid"), r) : 0;
+        }
+        free_gpus_locked(l, req, n, now_ns, &free);
+        mine = ext__ledger_find_locked(l, req->uid, n->name, EXT_HOLD_RESERVED, now_ns);
+        if (mine && topo_mask_count(mine) == req->count && mask_subset(mine, &free)) {
+                v = (struct ext_verdict){ 0 };
+                v.r = score_evaluate(n->cls, mine, &free, &v.choice);
+        } else
+                decide(cfg, req, n, &free, false, &v);
+        /* Committed on success; on failure the pod's reservations go too (the scheduler
+         * starts over with filter). */
+        r = ext__ledger_put_locked(l, req->uid, n->name, v.r == 0 ? &v.choice.set : NULL,
+                                   EXT_HOLD_COMMITTED, now_ns);
+        if (v.r == 0)
+                v.r = r;
+        ext__ledger_unlock(l);
+
+        if (v.r < 0)
+                return set_why(ret_why, v.why ? v.why : "the GPU set cannot be recorded"), v.r;
+        *ret = v.choice;
+        return 0;
+}
+
+int
+ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+            const struct ext_request *req, const struct ext_node *node,
+            const char *const *victims, size_t n, uint64_t now_ns, bool *needed,
+            struct ext_verdict *ret)
+{
+        struct topo_mask free, freed = { 0 }, with;
+        struct ext_verdict v;
+
+        if (!node) {
+                *ret = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
+                return -ENOENT;
+        }
+        ext__ledger_lock(l);
+        free_gpus_locked(l, req, node, now_ns, &free);
+        ext__ledger_unlock(l);
+
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
+
+                if (p && p->node >= 0 && &c->nodes[p->node] == node)
+                        for (size_t k = 0; k < ELEMENTSOF(freed.w); k++)
+                                freed.w[k] |= p->gpus.w[k] & node->healthy.w[k];
+        }
+
+        /* Fewest evictions first: does it fit without the GPU victims at all? */
+        decide(cfg, req, node, &free, true, &v);
+        if (v.r != 0) {
+                for (size_t k = 0; k < ELEMENTSOF(with.w); k++)
+                        with.w[k] = free.w[k] | freed.w[k];
+                decide(cfg, req, node, &with, true, &v);
+        }
+        if (v.r != 0) {
+                *ret = v;
+                return v.r;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
+                bool gpu_victim = p && p->node >= 0 && &c->nodes[p->node] == node &&
+                                  topo_mask_count(&p->gpus) > 0;
+                bool overlaps = false;
+
+                if (gpu_victim)
+                        for (size_t k = 0; k < ELEMENTSOF(p->gpus.w); k++)
+                                overlaps |= (p->gpus.w[k] & v.choice.set.w[k]) != 0;
+                needed[i] = !gpu_victim || overlaps;
+        }
+        *ret = v;
+        return 0;
+}

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Integration test of topofit-extender: starts the real binary in static mode on 127.0.0.1
+# (a free port it picks itself, read from --port-file), replays the kube-scheduler v1.20
+# fixtures in both nodeCacheCapable modes asserting the answers exactly, then a table of
+# hostile inputs, the operational endpoints (metrics through `promtool check metrics`),
+# preemption over HTTP, and a clean stop.  Prints TAP.
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("TOPOFIT_BUILD_ROOT", "build")
+SRC = os.environ.get("TOPOFIT_SOURCE_ROOT", ".")
+SHARED = os.environ.get("TOPOFIT_SHARED", os.path.join(SRC, "..", "shared"))
+BIN = os.path.join(BUILD, "extender", "topofit-extender")
+FIXTURES = os.path.join(SHARED, "fixtures", "kube-scheduler-v1.20")
+CLUSTER = os.path.join(SRC, "test", "data", "extender", "fixture-cluster.json")
+START_TIMEOUT_S = 10
+
+results = []
+
+
+def check(name, cond, detail=""):
+    results.append((name, bool(cond), detail))
+
+
+class Extender:
+    """One extender process on a free loopback port; stop() leaves nothing running."""
+
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="topofit-ext-")
+        port_file = os.path.join(self.dir, "port")
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.proc = subprocess.Popen(
+            [BIN, "--cluster", CLUSTER, "--listen", "127.0.0.1:0", "--port-file", port_file,
+             "--threads", "4", *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("extender did not start: " + self.logs())
+            time.sleep(0.02)
+        self.port = int(open(port_file).read())
+
+    def request(self, method, path, body=None, headers=None, timeout=10):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data.decode(), r.getheader("Content-Type")
+
+    def rss_kib(self):
+        for line in open("/proc/%d/status" % self.proc.pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def logs(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        rc = None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        else:
+            rc = self.proc.returncode
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return rc
+
+
+def fixture(mode, name):
+    with open(os.path.join(FIXTURES, mode, name), "rb") as f:
+        return f.read()
+
+
+def replay_mode(mode):
+    """filter, prioritize, bind exactly as the scheduler sent them; answers exactly."""
+    ext = Extender()
+    try:
+        filt = fixture(mode, "01-filter.json")
+        req = json.loads(filt)
+        names = [n["metadata"]["name"] for n in req["Nodes"]["items"]] if req["Nodes"] else req["NodeNames"]
+        status, body, ctype = ext.request("POST", "/filter", filt)
+        if req["NodeNames"] is not None:
+            want = ('{"Nodes":null,"NodeNames":["gpu-node-1","gpu-node-2","gpu-node-3"],'
+                    '"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}')
+        else:
+            # The NodeList exactly as sent, byte for byte.
+            raw = filt.decode()
+            nodes = raw[raw.index('"Nodes":') + len('"Nodes":'):raw.rindex(',"NodeNames":null}')]
+            want = ('{"Nodes":' + nodes + ',"NodeNames":null,"FailedNodes":{},'
+                    '"FailedAndUnresolvableNodes":{},"Error":""}')
+        check("%s: filter answers 200 with every node passing, exactly" % mode,
+              status == 200 and body == want and ctype == "application/json",
+              "status %d body %.300s" % (status, body))
+
+        status, body, _ = ext.request("POST", "/prioritize", fixture(mode, "02-prioritize.json"))
+        prio = json.loads(body) if status == 200 else None
+        ok = (isinstance(prio, list) and [p.get("Host") for p in prio] == names and
+              all(set(p) == {"Host", "Score"} and type(p["Score"]) is int and 0 <= p["Score"] <= 10
+                  for p in prio) and len({p["Score"] for p in prio}) == 1 and '.' not in body)
+        check("%s: prioritize answers integer scores 0..10 for every node, equal for equal nodes"
+              % mode, ok, body)
+
+        bind = fixture(mode, "03-bind.json")
+        status, body, _ = ext.request("POST", "/bind", bind)
+        check("%s: bind answers an empty Error" % mode, status == 200 and body == '{"Error":""}', body)
+        status, body, _ = ext.request("POST", "/bind", bind)
+        check("%s: a second bind of the same pod is refused in Error" % mode,
+              status == 200 and body == '{"Error":"the pod is already bound"}', body)
+
+        # The bound pod's GPUs are now used on its node: an 8-GPU pod no longer fits there.
+        node = json.loads(bind)["Node"]
+        big = json.loads(fixture("nodecache-true", "01-filter.json"))
+        big["Pod"]["metadata"]["uid"] = "big-pod"
+        big["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "8"
+        status, body, _ = ext.request("POST", "/filter", json.dumps(big))
+        res = json.loads(body)
+        check("%s: after bind the node with the pod no longer fits 8 GPUs" % mode,
+              status == 200 and node not in res["NodeNames"] and
+              list(res["FailedNodes"]) == [node] and len(res["FailedNodes"][node]) > 10 and
+              len(res["NodeNames"]) == 2, body)
+    finally:
+        ext.stop()
+
+
+def post_raw(port, head, body_chunks, timeout=20):
+    """Sends a hand-made request (for bodies http.client will not send) and returns the
+    status code and body of the answer."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(head)
+        try:
+            for chunk in body_chunks:
+                s.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        data = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            data += b
+            if b"\r\n\r\n" in data:
+                head_end = data.index(b"\r\n\r\n")
+                headers = data[:head_end].decode(errors="replace").lower()
+                for line in headers.split("\r\n"):
+                    if line.startswith("content-length:"):
+                        n = int(line.split(":")[1])
+                        if len(data) >= head_end + 4 + n:
+                            return int(data.split(b" ")[1]), data[head_end + 4:head_end + 4 + n].decode()
+        if not data:
+            return 0, ""
+        return int(data.split(b" ")[1]), data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")
+    finally:
+        s.close()
+
+
+def hostile():
+    pod = json.loads(fixture("nodecache-true", "01-filter.json"))
+    many = dict(pod, NodeNames=["n%d" % i for i in range(100000)])
+    float_limit = json.loads(json.dumps(pod))
+    float_limit["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1.5
+    wrong_names = dict(pod, NodeNames={"a": 1})
+    cases = [
+        ("truncated JSON", "POST", "/filter", fixture("nodecache-true", "01-filter.json")[:500],
+         400, "not valid JSON"),
+        ("empty body", "POST", "/filter", b"", 400, "empty"),
+        ("NodeNames of the wrong type", "POST", "/filter", json.dumps(wrong_names), 400,
+         "NodeNames is not an array"),
+        ("a float where an integer GPU count is expected", "POST", "/prioritize",
+         json.dumps(float_limit), 400, "not a whole number"),
+        ("deep nesting", "POST", "/filter", "[" * 200000, 400, "nested deeper"),
+        ("100,000 node names", "POST", "/filter", json.dumps(many), 400, "more nodes than the limit"),
+        ("a binding without PodUID", "POST", "/bind", '{"PodName":"a","PodNamespace":"b","Node":"c"}',
+         400, "PodUID"),
+        ("preemption args of the wrong type", "POST", "/preempt", '{"Pod":[]}', 400, "Pod"),
+        ("an unknown verb", "POST", "/schedule", "{}", 404, "no such verb"),
+        ("an unknown path under a verb", "POST", "/filter/x", "{}", 404, "no such verb"),
+        ("GET on a POST verb", "GET", "/filter", None, 405, "method not allowed"),
+        ("POST on a GET endpoint", "POST", "/healthz", "{}", 405, "method not allowed"),
+    ]
+    ext = Extender()
+    try:
+        for name, method, path, body, want, text in cases:
+            status, got, _ = ext.request(method, path, body)
+            check("hostile input: %s gets %d with a clear message" % (name, want),
+                  status == want and text in got and got.startswith('{"Error":'),
+                  "status %d body %.200s" % (status, got))
+
+        # 100 MB announced: 413 at once, before a byte of body is read.
+        rss0 = ext.rss_kib()
+        head = (b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 104857600\r\n\r\n")
+        t0 = time.monotonic()
+        status, body = post_raw(ext.port, head, [b"{" * 1024])
+        check("hostile input: a 100 MB body gets 413 before it is sent",
+              status == 413 and "larger than the limit" in body and time.monotonic() - t0 < 5,
+              "status %d body %.200s" % (status, body))
+
+        # 24 MB chunked (no length to refuse early): drained without being kept, then 413.
+        head = (b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        block = b"x" * (1 << 20)
+        chunks = [b"%x\r\n" % len(block) + block + b"\r\n"] * 24 + [b"0\r\n\r\n"]
+        status, body = post_raw(ext.port, head, chunks)
+        grew = ext.rss_kib() - rss0
+        check("hostile input: a 24 MB chunked body gets 413 and is not buffered past the cap",
+              status == 413 and grew < 20 * 1024, "status %d rss grew %d KiB" % (status, grew))
+
+        status, body, _ = ext.request("GET", "/healthz")
+        check("the extender is still healthy after the hostile inputs", status == 200 and body == "ok\n")
+    finally:
+        ext.stop()
+
+
+def endpoints():
+    ext = Extender()
+    try:
+        status, body, _ = ext.request("GET", "/readyz")
+        check("readyz is 200 once the static cluster is loaded", status == 200 and body == "ok\n")
+        status, body, _ = ext.request("GET", "/version")
+        v = json.loads(body) if status == 200 else {}
+        check("version names the version and the static mode",
+              v.get("mode") == "static" and v.get("version", "").count(".") == 2, body)
+        ext.request("POST", "/filter", fixture("nodecache-true", "01-filter.json"))
+        ext.request("POST", "/filter", "{")
+        status, body, ctype = ext.request("GET", "/metrics")
+        check("metrics are Prometheus text", status == 200 and ctype.startswith("text/plain; version=0.0.4"))
+        want = ['topofit_extender_requests_total{verb="filter",code="200"} 1',
+                'topofit_extender_requests_total{verb="filter",code="400"} 1',
+                'topofit_extender_decisions_total{verb="filter",outcome="fit"} 3',
+                'topofit_extender_request_duration_seconds_count{verb="filter"} 2',
+                'topofit_extender_gpus{state="free"} 24',
+                'topofit_extender_cache_synced 1']
+        missing = [w for w in want if w not in body.splitlines()]
+        check("metrics count requests, decisions, latency and GPUs", not missing, str(missing))
+        promtool = shutil.which("promtool")
+        if promtool:
+            p = subprocess.run([promtool, "check", "metrics"], input=body.encode(),
+                               capture_output=True, timeout=30)
+            check("metrics pass promtool check metrics", p.returncode == 0,
+                  (p.stdout + p.stderr).decode()[:500])
+        else:
+            check("metrics pass promtool check metrics (promtool missing)", False)
+
+        # Preempt: the scheduler's candidate victims by UID; none hold GPUs in this cluster,
+        # so every victim stays (the scheduler chose them for other resources) and nodes fit.
+        pre = {"Pod": json.loads(fixture("nodecache-true", "01-filter.json"))["Pod"],
+               "NodeNameToVictims": None,
+               "NodeNameToMetaVictims": {
+                   "gpu-node-1": {"Pods": [{"UID": "v1"}, {"UID": "v2"}], "NumPDBViolations": 1},
+                   "nowhere": {"Pods": [{"UID": "v3"}], "NumPDBViolations": 0}}}
+        status, body, _ = ext.request("POST", "/preempt", json.dumps(pre))
+        check("preempt keeps nodes where the pod fits and drops unknown nodes, in the Meta form",
+              status == 200 and body == '{"NodeNameToMetaVictims":{"gpu-node-1":{"Pods":'
+              '[{"UID":"v1"},{"UID":"v2"}],"NumPDBViolations":1}}}', body)
+        big = json.loads(json.dumps(pre))
+        big["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "16"
+        status, body, _ = ext.request("POST", "/preempt", json.dumps(big))
+        check("preempt drops every node when no eviction can make 16 GPUs fit",
+              status == 200 and body == '{"NodeNameToMetaVictims":{}}', body)
+    finally:
+        rc = ext.stop()
+        check("SIGTERM stops the extender cleanly", rc == 0, "exit %s" % rc)
+
+
+def bad_flags():
+    cases = [
+        ("an unknown flag", ["--nope"]),
+        ("a bad unannotated-nodes policy", ["--cluster", CLUSTER, "--unannotated-nodes", "maybe"]),
+        ("a missing cluster file", ["--cluster", "/nonexistent/cluster.json"]),
+        ("a bad listen address", ["--cluster", CLUSTER, "--listen", "nowhere"]),
+        ("a key without a certificate", ["--cluster", CLUSTER, "--listen", "127.0.0.1:0",
+                                         "--tls-key", "/dev/null"]),
+    ]
+    for name, args in cases:
+        p = subprocess.run([BIN, *args], capture_output=True, timeout=20)
+        check("the extender refuses %s with a message" % name,
+              p.returncode != 0 and len(p.stderr) > 0, p.stderr.decode()[:200])
+
+
+def main():
+    for mode in ("nodecache-true", "nodecache-false"):
+        try:
+            replay_mode(mode)
+        except Exception as e:  # a crash is a failed case, not a lost plan
+            check("%s: replay ran" % mode, False, repr(e))
+    for part in (hostile, endpoints, bad_flags):
+        try:
+            part()
+        except Exception as e:
+            check("%s ran" % part.__name__, False, repr(e))
+    print("1..%d" % len(results))
+    failed = 0
+    for i, (name, ok, detail) in enumerate(results, 1):
+        print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+        if not ok:
+            failed += 1
+            for line in str(detail).splitlines()[:10]:
+                print("# " + line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

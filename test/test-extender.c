@@ -1,0 +1,781 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the extender core and codec: the real kube-scheduler v1.20 requests in
+ * ../shared/fixtures decoded and answered in both nodeCacheCapable modes with exact bytes,
+ * hostile inputs refused with clean errors, filter / prioritize / bind / preempt semantics
+ * on nodes built from real topologies in ../shared/topologies, and a concurrency test that
+ * hammers prioritize and bind from many threads and checks no GPU is committed twice.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <cmocka.h>
+
+#include "ext-core.h"
+#include "str.h"
+
+static char *
+read_path(const char *path, size_t *ret_len)
+{
+        FILE *f = fopen(path, "re");
+        char *data = NULL;
+        long n;
+
+        assert_non_null(f);
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        n = ftell(f);
+        assert_true(n >= 0);
+        rewind(f);
+        data = malloc((size_t)n + 1);
+        assert_non_null(data);
+        assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
+        data[n] = 0;
+        fclose(f);
+        if (ret_len)
+                *ret_len = (size_t)n;
+        return data;
+}
+
+static char *
+read_shared(const char *rel, size_t *ret_len)
+{
+        const char *shared = getenv("TOPOFIT_SHARED");
+        char path[4096];
+
+        snprintf(path, sizeof(path), "%s/%s", shared ? shared : "../shared", rel);
+        return read_path(path, ret_len);
+}
+
+/* The topofit.io/topology annotation of a real matrix, via the topology codec. */
+static char *
+annotation_of(const char *topology_file)
+{
+        char rel[512], *text, *json = NULL;
+        struct topo *t = NULL;
+        size_t len, jlen;
+
+        snprintf(rel, sizeof(rel), "topologies/%s", topology_file);
+        text = read_shared(rel, &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
+        topo_unref(t);
+        free(text);
+        return json;
+}
+
+static const char *const fixture_names[] = { "gpu-node-1", "gpu-node-2", "gpu-node-3" };
+
+static void
+codec_decodes_filter_fixtures_in_both_modes(void **state)
+{
+        static const struct {
+                const char *file;
+                bool node_names;
+                const char *uid, *name;
+        } cases[] = {
+                { "fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", true,
+                  "1b453937-72ba-4adc-8326-2d9a160f5c46", "gpu-pod-2" },
+                { "fixtures/kube-scheduler-v1.20/nodecache-true/02-prioritize.json", true,
+                  "1b453937-72ba-4adc-8326-2d9a160f5c46", "gpu-pod-2" },
+                { "fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", false,
+                  "94d65a90-fe66-4b6c-8526-0375a979d84d", "gpu-pod-1" },
+                { "fixtures/kube-scheduler-v1.20/nodecache-false/02-prioritize.json", false,
+                  "94d65a90-fe66-4b6c-8526-0375a979d84d", "gpu-pod-1" },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_args a;
+                const char *why = NULL;
+                size_t len;
+                char *json = read_shared(cases[i].file, &len);
+
+                assert_int_equal(ext_args_decode(json, len, &cfg, &a, &why), 0);
+                assert_int_equal(a.node_names, cases[i].node_names);
+                assert_string_equal(a.req.uid, cases[i].uid);
+                assert_string_equal(a.req.name, cases[i].name);
+                assert_string_equal(a.req.namespace, "default");
+                assert_int_equal(a.req.count, 2);
+                assert_int_equal(a.req.placement, EXT_PLACEMENT_BEST_EFFORT);
+                assert_int_equal(a.req.n_containers, 1);
+                assert_string_equal(a.req.containers[0].name, "main");
+                assert_int_equal(a.n, 3);
+                for (size_t k = 0; k < 3; k++) {
+                        assert_string_equal(a.names[k], fixture_names[k]);
+                        if (!a.node_names) {
+                                /* The fixture nodes carry no topofit annotation: GPUs from
+                                 * status.allocatable. */
+                                assert_null(a.topo_json[k]);
+                                assert_int_equal(a.gpu_capacity[k], 8);
+                        }
+                }
+                ext_args_release(&a);
+                free(json);
+        }
+}
+
+static void
+codec_encodes_filter_result_exactly_in_names_mode(void **state)
+{
+        struct ext_config cfg;
+        struct ext_args a;
+        struct ext_verdict v[3] = {
+                { .r = 0 },
+                { .r = -ENOSPC, .why = "not enough free GPUs" },
+                { .r = -ENOEXEC, .why = "no GPU set of this node can meet the placement" },
+        };
+        struct buf out;
+        size_t len;
+        char *json = read_shared("fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
+        buf_init(&out, 1 << 20);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_string_equal(out.data,
+                            "{\"Nodes\":null,\"NodeNames\":[\"gpu-node-1\"],"
+                            "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\"},"
+                            "\"FailedAndUnresolvableNodes\":{\"gpu-node-3\":\"no GPU set of this "
+                            "node can meet the placement\"},\"Error\":\"\"}");
+        buf_reset(&out);
+        v[2].priority = 7;
+        v[0].priority = 10;
+        v[2].r = 0;
+        assert_int_equal(ext_priorities_encode(&a, v, &out), 0);
+        assert_string_equal(out.data, "[{\"Host\":\"gpu-node-1\",\"Score\":10},"
+                                      "{\"Host\":\"gpu-node-2\",\"Score\":0},"
+                                      "{\"Host\":\"gpu-node-3\",\"Score\":7}]");
+        buf_release(&out);
+        ext_args_release(&a);
+        free(json);
+}
+
+static void
+codec_echoes_full_nodes_verbatim(void **state)
+{
+        struct ext_config cfg;
+        struct ext_args a;
+        struct ext_verdict v[3] = { { .r = 0 }, { .r = 0 }, { .r = 0 } };
+        struct buf out;
+        size_t len;
+        char *json = read_shared("fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
+        const char *nodes_in = strstr(json, "\"Nodes\":") + strlen("\"Nodes\":");
+        const char *nodes_end = strstr(json, ",\"NodeNames\":null}");
+        const char *tail = ",\"NodeNames\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},"
+                           "\"Error\":\"\"}";
+
+        assert_non_null(nodes_end);
+        ext_config_default(&cfg);
+        assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
+        buf_init(&out, 1 << 24);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        /* {"Nodes":<the NodeList exactly as the scheduler sent it>,"NodeNames":null,...} */
+        assert_true(str_has_prefix(out.data, "{\"Nodes\":"));
+        assert_int_equal(out.len, strlen("{\"Nodes\":") + (size_t)(nodes_end - nodes_in) + strlen(tail));
+        assert_memory_equal(out.data + strlen("{\"Nodes\":"), nodes_in, (size_t)(nodes_end - nodes_in));
+        assert_string_equal(out.data + out.len - strlen(tail), tail);
+
+        /* One node failing drops its object and names it with its reason. */
+        buf_reset(&out);
+        v[1] = (struct ext_verdict){ .r = -ENOSPC, .why = "not enough free GPUs" };
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_null(strstr(out.data, "\"name\":\"gpu-node-2\""));
+        assert_non_null(strstr(out.data, "\"name\":\"gpu-node-1\""));
+        assert_non_null(strstr(out.data, "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\"}"));
+        buf_release(&out);
+        ext_args_release(&a);
+        free(json);
+}
+
+static void
+codec_decodes_binding_fixtures(void **state)
+{
+        static const struct {
+                const char *file, *pod, *uid, *node;
+        } cases[] = {
+                { "fixtures/kube-scheduler-v1.20/nodecache-true/03-bind.json", "gpu-pod-2",
+                  "1b453937-72ba-4adc-8326-2d9a160f5c46", "gpu-node-3" },
+                { "fixtures/kube-scheduler-v1.20/nodecache-false/03-bind.json", "gpu-pod-1",
+                  "94d65a90-fe66-4b6c-8526-0375a979d84d", "gpu-node-2" },
+        };
+        struct buf out;
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_binding b;
+                size_t len;
+                char *json = read_shared(cases[i].file, &len);
+
+                assert_int_equal(ext_binding_decode(json, len, &b, NULL), 0);
+                assert_string_equal(b.pod_name, cases[i].pod);
+                assert_string_equal(b.pod_namespace, "default");
+                assert_string_equal(b.pod_uid, cases[i].uid);
+                assert_string_equal(b.node, cases[i].node);
+                free(json);
+        }
+        buf_init(&out, 4096);
+        assert_int_equal(ext_binding_result_encode(NULL, &out), 0);
+        assert_string_equal(out.data, "{\"Error\":\"\"}");
+        buf_reset(&out);
+        assert_int_equal(ext_binding_result_encode("no \"GPUs\"", &out), 0);
+        assert_string_equal(out.data, "{\"Error\":\"no \\\"GPUs\\\"\"}");
+        buf_release(&out);
+}
+
+#define POD(limits, extra)                                                                 \
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u\"" extra "},"   \
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":" limits "}}]}},"
+
+static void
+codec_rejects_hostile_inputs(void **state)
+{
+        static const struct {
+                const char *name, *json;
+                int r;
+        } cases[] = {
+                { "empty body", "", -EINVAL },
+                { "truncated JSON", "{\"Pod\":{\"metadata\":{\"name\":\"p\"", -EINVAL },
+                { "trailing garbage", POD("{}", "") "\"NodeNames\":[\"a\"]} x", -EINVAL },
+                { "top level is an array", "[1,2]", -EINVAL },
+                { "no Pod", "{\"NodeNames\":[\"a\"]}", -EINVAL },
+                { "Pod is a string", "{\"Pod\":\"x\",\"NodeNames\":[\"a\"]}", -EINVAL },
+                { "NodeNames is an object", POD("{}", "") "\"NodeNames\":{}}", -EINVAL },
+                { "a node name is a number", POD("{}", "") "\"NodeNames\":[1]}", -EINVAL },
+                { "neither Nodes nor NodeNames", POD("{}", "") "\"Nodes\":null,\"NodeNames\":null}",
+                  -EINVAL },
+                { "Nodes without items", POD("{}", "") "\"Nodes\":{},\"NodeNames\":null}", -EINVAL },
+                { "float GPU limit", POD("{\"nvidia.com/gpu\":\"1.5\"}", "") "\"NodeNames\":[]}",
+                  -EINVAL },
+                { "float GPU limit as a number", POD("{\"nvidia.com/gpu\":2.5}", "")
+                  "\"NodeNames\":[]}", -EINVAL },
+                { "negative GPU limit", POD("{\"nvidia.com/gpu\":\"-1\"}", "") "\"NodeNames\":[]}",
+                  -EINVAL },
+                { "GPU limit is an object", POD("{\"nvidia.com/gpu\":{}}", "") "\"NodeNames\":[]}",
+                  -EINVAL },
+                { "more GPUs than any node", POD("{\"nvidia.com/gpu\":\"100000\"}", "")
+                  "\"NodeNames\":[]}", -EINVAL },
+                { "unknown placement", POD("{}", ",\"annotations\":{\"topofit.io/placement\":\"x\"}")
+                  "\"NodeNames\":[]}", -EINVAL },
+                { "placement is a number", POD("{}", ",\"annotations\":{\"topofit.io/placement\":1}")
+                  "\"NodeNames\":[]}", -EINVAL },
+                { "uid is a number", "{\"Pod\":{\"metadata\":{\"uid\":5}},\"NodeNames\":[]}", -EINVAL },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_args a;
+                const char *why = NULL;
+                int r = ext_args_decode(cases[i].json, strlen(cases[i].json), &cfg, &a, &why);
+
+                if (r != cases[i].r)
+                        fail_msg("%s: got %d, want %d", cases[i].name, r, cases[i].r);
+                assert_non_null(why);
+                assert_true(strlen(why) > 10);
+        }
+}
+
+static void
+codec_caps_depth_and_node_count(void **state)
+{
+        struct ext_config cfg;
+        struct ext_args a;
+        struct buf b;
+        const char *why = NULL;
+
+        ext_config_default(&cfg);
+        buf_init(&b, 64u << 20);
+        /* 100,000 levels of nesting: refused before cJSON recurses. */
+        for (int i = 0; i < 100000; i++)
+                assert_int_equal(buf_puts(&b, "["), 0);
+        assert_int_equal(ext_args_decode(b.data, b.len, &cfg, &a, &why), -ELOOP);
+        assert_string_equal(why, "the JSON is nested deeper than the limit");
+
+        /* 100,000 node names: a clean -E2BIG. */
+        buf_reset(&b);
+        assert_int_equal(buf_puts(&b, POD("{\"nvidia.com/gpu\":\"1\"}", "") "\"NodeNames\":["), 0);
+        for (int i = 0; i < 100000; i++)
+                assert_int_equal(buf_printf(&b, "%s\"n%d\"", i ? "," : "", i), 0);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        assert_int_equal(ext_args_decode(b.data, b.len, &cfg, &a, &why), -E2BIG);
+        assert_string_equal(why, "the request names more nodes than the limit");
+
+        /* A body over EXT_MAX_BODY is refused before parsing. */
+        assert_int_equal(ext_args_decode(b.data, (size_t)EXT_MAX_BODY + 1, &cfg, &a, &why),
+                         -EMSGSIZE);
+        buf_release(&b);
+}
+
+static void
+codec_sums_containers_and_takes_largest_init_container(void **state)
+{
+        static const struct {
+                const char *pod;
+                unsigned count;
+                unsigned n_containers;
+        } cases[] = {
+                { "{\"metadata\":{\"uid\":\"a\"},\"spec\":{\"containers\":["
+                  "{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}},"
+                  "{\"name\":\"y\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}},"
+                  "{\"name\":\"z\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}", 3, 2 },
+                { "{\"metadata\":{\"uid\":\"a\"},\"spec\":{\"containers\":["
+                  "{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}],"
+                  "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"limits\":"
+                  "{\"nvidia.com/gpu\":\"4\"}}}]}}", 4, 2 },
+                { "{\"metadata\":{\"uid\":\"a\"},\"spec\":{\"containers\":["
+                  "{\"name\":\"x\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"2\"}}}]}}", 0, 0 },
+                { "{\"metadata\":{\"uid\":\"a\"},\"spec\":{\"containers\":["
+                  "{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\","
+                  "\"amd.com/gpu\":\"3\"}}}]}}", 2, 1 },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req;
+
+                assert_int_equal(ext_request_decode(cases[i].pod, strlen(cases[i].pod), &cfg, &req,
+                                                    NULL), 0);
+                assert_int_equal(req.count, cases[i].count);
+                assert_int_equal(req.n_containers, cases[i].n_containers);
+        }
+}
+
+static void
+codec_round_trips_the_gpus_annotation(void **state)
+{
+        struct ext_config cfg;
+        struct ext_node node;
+        struct ext_request req = {
+                .uid = "u", .count = 3, .n_containers = 3,
+                .containers = { { "init", 2, true }, { "a", 1, false }, { "b", 2, false } },
+        };
+        struct score_choice set = { .n = 3, .gpus = { 1, 4, 6 } };
+        struct topo_mask m, want = { 0 };
+        char *topo = annotation_of("dgx-h100-12nic-talos.txt"), *json = NULL;
+
+        ext_config_default(&cfg);
+        req.count = 3;
+        req.containers[2].count = 2;
+        assert_int_equal(ext_node_init(&node, &cfg, "n1", topo, strlen(topo), 0, NULL), 0);
+        assert_true(node.annotated);
+        assert_int_equal(ext_gpus_annotation_encode(&req, &node, &set, &json), 0);
+        assert_non_null(strstr(json, "{\"version\":1,\"node\":\"n1\",\"containers\":["
+                                     "{\"name\":\"init\",\"init\":true,\"indices\":[1,4],"));
+        assert_non_null(strstr(json, "{\"name\":\"a\",\"indices\":[1],"));
+        assert_non_null(strstr(json, "{\"name\":\"b\",\"indices\":[4,6],"));
+        assert_int_equal(ext_gpus_annotation_decode(json, strlen(json), 8, &m, NULL), 0);
+        topo_mask_set(&want, 1);
+        topo_mask_set(&want, 4);
+        topo_mask_set(&want, 6);
+        assert_true(topo_mask_equal(&m, &want));
+        /* An index past the node's GPUs is refused. */
+        assert_int_equal(ext_gpus_annotation_decode(json, strlen(json), 5, &m, NULL), -ERANGE);
+        ext_node_release(&node);
+        free(json);
+        free(topo);
+}
+
+/* A cluster of real topologies: nvswitch (DGX H100), pcie (8x RTX 4090), bare (no
+ * annotation, 8 GPUs), with pods holding some GPUs. */
+static struct ext_cluster *
+make_cluster(const struct ext_config *cfg)
+{
+        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
+        struct ext_cluster *c = NULL;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+        char *rtx = annotation_of("rtx4090-8gpu-pcie-server.txt");
+        struct topo_mask held = { 0 };
+
+        assert_non_null(b);
+        assert_int_equal(ext_cluster_builder_add_node(b, "nvswitch", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "pcie", rtx, strlen(rtx), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+        topo_mask_set(&held, 0);
+        topo_mask_set(&held, 1);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "victim-a", "d", "a", "nvswitch", &held), 0);
+        topo_mask_clear(&held);
+        for (unsigned i = 2; i < 8; i++)
+                topo_mask_set(&held, i);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "victim-b", "d", "b", "nvswitch", &held), 0);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "cpu-only", "d", "c", "nvswitch", NULL), 0);
+        /* Duplicate node names are caught at finish. */
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), -EEXIST);
+
+        b = ext_cluster_builder_new(cfg, NULL);
+        assert_int_equal(ext_cluster_builder_add_node(b, "nvswitch", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "pcie", rtx, strlen(rtx), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+        topo_mask_clear(&held);
+        topo_mask_set(&held, 0);
+        topo_mask_set(&held, 1);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "victim-a", "d", "a", "nvswitch", &held), 0);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "cpu-only", "d", "c", "nvswitch", NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        free(h100);
+        free(rtx);
+        return c;
+}
+
+static void
+filter_sorts_failures_by_resolvability(void **state)
+{
+        static const struct {
+                const char *name;
+                enum ext_placement placement;
+                unsigned count;
+                enum ext_unannotated policy;
+                int nvswitch, pcie, bare; /* expected verdict r per node */
+        } cases[] = {
+                { "best effort 2 fits everywhere", EXT_PLACEMENT_BEST_EFFORT, 2, EXT_UNANNOTATED_PCIE,
+                  0, 0, 0 },
+                { "best effort 8 only fits empty nodes", EXT_PLACEMENT_BEST_EFFORT, 8,
+                  EXT_UNANNOTATED_PCIE, -ENOSPC, 0, 0 },
+                { "9 GPUs fit nowhere, ever", EXT_PLACEMENT_BEST_EFFORT, 9, EXT_UNANNOTATED_PCIE,
+                  -ENOEXEC, -ENOEXEC, -ENOEXEC },
+                { "nvlink-required 4: PCIe nodes can never", EXT_PLACEMENT_NVLINK_REQUIRED, 4,
+                  EXT_UNANNOTATED_PCIE, 0, -ENOEXEC, -ENOEXEC },
+                { "nvlink-required with policy reject", EXT_PLACEMENT_NVLINK_REQUIRED, 4,
+                  EXT_UNANNOTATED_REJECT, 0, -ENOEXEC, -EMEDIUMTYPE },
+                { "none placement takes any free GPUs", EXT_PLACEMENT_NONE, 6, EXT_UNANNOTATED_REJECT,
+                  0, 0, 0 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_config cfg;
+                struct ext_cluster *c;
+                struct ext_ledger *l;
+                struct ext_request req = { .uid = "pod-1", .count = cases[i].count,
+                                           .placement = cases[i].placement };
+                const struct ext_node *nodes[3];
+                struct ext_verdict v[3];
+                const int want[3] = { cases[i].nvswitch, cases[i].pcie, cases[i].bare };
+
+                ext_config_default(&cfg);
+                cfg.unannotated = cases[i].policy;
+                c = make_cluster(&cfg);
+                l = ext_ledger_new(&cfg);
+                req.require = ext_placement_require(req.placement);
+                nodes[0] = ext_cluster_find_node(c, "nvswitch");
+                nodes[1] = ext_cluster_find_node(c, "pcie");
+                nodes[2] = ext_cluster_find_node(c, "bare");
+                ext_filter(c, l, &cfg, &req, nodes, 3, 0, v);
+                for (int k = 0; k < 3; k++) {
+                        if (v[k].r != want[k])
+                                fail_msg("%s: node %d got %d (%s), want %d", cases[i].name, k, v[k].r,
+                                         v[k].why ? v[k].why : "", want[k]);
+                        if (v[k].r == 0) {
+                                assert_int_equal(v[k].choice.n, cases[i].count);
+                                /* Never a GPU a live pod holds. */
+                                assert_false(k == 0 && (topo_mask_test(&v[k].choice.set, 0) ||
+                                                        topo_mask_test(&v[k].choice.set, 1)));
+                        } else
+                                assert_non_null(v[k].why);
+                }
+                assert_false(ext_verdict_unresolvable(&(struct ext_verdict){ .r = -EMEDIUMTYPE }));
+                assert_true(ext_verdict_unresolvable(&(struct ext_verdict){ .r = -ENOEXEC }));
+                ext_ledger_free(l);
+                ext_cluster_unref(c);
+        }
+}
+
+static void
+prioritize_prefers_nvlink_and_reserves_on_the_best_node(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        struct ext_request req = { .uid = "pod-1", .count = 4 };
+        struct ext_request other = { .uid = "pod-2", .count = 4 };
+        const struct ext_node *nodes[3];
+        struct ext_verdict v[3];
+        struct topo_mask held;
+        struct score_choice got;
+
+        ext_config_default(&cfg);
+        c = make_cluster(&cfg);
+        l = ext_ledger_new(&cfg);
+        nodes[0] = ext_cluster_find_node(c, "bare");
+        nodes[1] = ext_cluster_find_node(c, "nvswitch");
+        nodes[2] = ext_cluster_find_node(c, "pcie");
+        assert_int_equal(ext_prioritize(c, l, &cfg, &req, nodes, 3, 0, v), 3);
+        for (int k = 0; k < 3; k++)
+                assert_in_range(v[k].priority, 0, EXT_PRIORITY_MAX);
+        assert_true(v[1].choice.busbw_gbps > v[2].choice.busbw_gbps);
+        assert_true(v[1].priority > v[2].priority);
+        assert_true(v[1].priority >= v[0].priority);
+
+        /* The reservation on the best node hides those GPUs from other pods, not from it. */
+        ext_ledger_held(l, "nvswitch", "pod-2", 1, &held);
+        assert_true(topo_mask_equal(&held, &v[1].choice.set));
+        ext_ledger_held(l, "nvswitch", "pod-1", 1, &held);
+        assert_int_equal(topo_mask_count(&held), 0);
+        /* ... until its TTL passes. */
+        ext_ledger_held(l, "nvswitch", "pod-2", cfg.reservation_ttl_ns + 1, &held);
+        assert_int_equal(topo_mask_count(&held), 0);
+
+        /* Bind takes the reserved set; another pod's bind gets disjoint GPUs. */
+        assert_int_equal(ext_bind(c, l, &cfg, &req, "nvswitch", 2, &got, NULL), 0);
+        assert_true(topo_mask_equal(&got.set, &v[1].choice.set));
+        assert_int_equal(ext_bind(c, l, &cfg, &other, "nvswitch", 3, &got, NULL), -ENOSPC);
+        /* A retried bind is idempotent. */
+        assert_int_equal(ext_bind(c, l, &cfg, &req, "nvswitch", 4, &got, NULL), 0);
+        assert_true(topo_mask_equal(&got.set, &v[1].choice.set));
+        /* Releasing (a failed binding write) frees them again. */
+        ext_ledger_release(l, "pod-1");
+        assert_int_equal(ext_bind(c, l, &cfg, &other, "nvswitch", 5, &got, NULL), 0);
+        assert_int_equal(ext_bind(c, l, &cfg, &req, "nowhere", 5, &got, NULL), -ENOENT);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+static void
+preempt_keeps_only_the_victims_it_needs(void **state)
+{
+        static const struct {
+                const char *name;
+                unsigned count;
+                enum ext_placement placement;
+                const char *victims[3];
+                size_t n;
+                int r;
+                bool needed[3];
+        } cases[] = {
+                { "fits in free GPUs: only the non-GPU victim stays", 2, EXT_PLACEMENT_BEST_EFFORT,
+                  { "victim-a", "cpu-only" }, 2, 0, { false, true } },
+                { "needs the GPU victim's pair", 8, EXT_PLACEMENT_BEST_EFFORT,
+                  { "victim-a", "cpu-only" }, 2, 0, { true, true } },
+                { "evicting unknown pods frees nothing", 8, EXT_PLACEMENT_BEST_EFFORT,
+                  { "stranger" }, 1, -ENOSPC, { false } },
+                { "nine GPUs never fit", 9, EXT_PLACEMENT_BEST_EFFORT, { "victim-a" }, 1, -ENOEXEC,
+                  { false } },
+        };
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+
+        ext_config_default(&cfg);
+        c = make_cluster(&cfg);
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req = { .uid = "pre", .count = cases[i].count,
+                                           .placement = cases[i].placement };
+                bool needed[3] = { false, false, false };
+                struct ext_verdict v;
+                int r = ext_preempt(c, l, &cfg, &req, ext_cluster_find_node(c, "nvswitch"),
+                                    cases[i].victims, cases[i].n, 0, needed, &v);
+
+                if (r != cases[i].r)
+                        fail_msg("%s: got %d, want %d", cases[i].name, r, cases[i].r);
+                for (size_t k = 0; r == 0 && k < cases[i].n; k++)
+                        if (needed[k] != cases[i].needed[k])
+                                fail_msg("%s: victim %zu needed=%d", cases[i].name, k, needed[k]);
+        }
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+static void
+cluster_decode_skips_finished_pods_and_counts_used_gpus(void **state)
+{
+        static const char json[] =
+                "{\"kind\":\"List\",\"items\":["
+                "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"},"
+                " \"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"4\"}}},"
+                "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"namespace\":\"d\",\"uid\":\"ua\","
+                " \"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\","
+                "\\\"containers\\\":[{\\\"name\\\":\\\"c\\\",\\\"indices\\\":[0,2]}]}\"}},"
+                " \"spec\":{\"nodeName\":\"n1\",\"containers\":[]},\"status\":{\"phase\":\"Running\"}},"
+                "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"b\",\"namespace\":\"d\",\"uid\":\"ub\","
+                " \"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\","
+                "\\\"containers\\\":[{\\\"name\\\":\\\"c\\\",\\\"indices\\\":[3]}]}\"}},"
+                " \"spec\":{\"nodeName\":\"n1\",\"containers\":[]},\"status\":{\"phase\":\"Succeeded\"}}"
+                "]}";
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL;
+        const struct ext_node *n;
+        const char *why = NULL;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_cluster_decode(json, strlen(json), &cfg, NULL, 7, &c, &why), 0);
+        assert_int_equal(c->generation, 7);
+        assert_int_equal(c->n_nodes, 1);
+        assert_int_equal(c->n_pods, 1);
+        n = ext_cluster_find_node(c, "n1");
+        assert_non_null(n);
+        assert_false(n->annotated);
+        assert_int_equal(n->n_gpus, 4);
+        assert_int_equal(topo_mask_count(&n->used), 2);
+        assert_true(topo_mask_test(&n->used, 0) && topo_mask_test(&n->used, 2));
+        assert_non_null(ext_cluster_find_pod(c, "ua"));
+        assert_null(ext_cluster_find_pod(c, "ub"));
+        ext_cluster_unref(c);
+
+        assert_int_equal(ext_cluster_decode("{\"items\":5}", 11, &cfg, NULL, 1, &c, &why), -EINVAL);
+        assert_non_null(why);
+}
+
+/* --- concurrency ---------------------------------------------------------------------------- */
+
+#define HAMMER_THREADS 8
+#define HAMMER_PODS_PER_THREAD 40
+
+struct hammer {
+        const struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_config *cfg;
+        unsigned thread;
+        unsigned bound;
+        struct {
+                int node;
+                struct topo_mask set;
+        } got[HAMMER_PODS_PER_THREAD];
+};
+
+static void *
+hammer_run(void *arg)
+{
+        struct hammer *h = arg;
+        const struct ext_node *nodes[3] = {
+                &h->c->nodes[0], &h->c->nodes[1], &h->c->nodes[2] };
+
+        for (unsigned p = 0; p < HAMMER_PODS_PER_THREAD; p++) {
+                struct ext_request req = { .count = 1 + (p + h->thread) % 4 };
+                struct ext_verdict v[3];
+                struct score_choice got;
+                int best = -1;
+
+                snprintf(req.uid, sizeof(req.uid), "t%u-p%u", h->thread, p);
+                ext_filter(h->c, h->l, h->cfg, &req, nodes, 3, 0, v);
+                ext_prioritize(h->c, h->l, h->cfg, &req, nodes, 3, 0, v);
+                for (int k = 0; k < 3; k++)
+                        if (v[k].r == 0 && (best < 0 || v[k].priority > v[best].priority))
+                                best = k;
+                /* Bind to a node by turns, not always the best, so binds race on reservations
+                 * they do not own too. */
+                if (best < 0)
+                        best = (int)(p % 3);
+                else if (p % 2)
+                        best = (int)((p + h->thread) % 3);
+                if (ext_bind(h->c, h->l, h->cfg, &req, nodes[best]->name, 0, &got, NULL) == 0) {
+                        h->got[h->bound].node = best;
+                        h->got[h->bound].set = got.set;
+                        h->bound++;
+                }
+        }
+        return NULL;
+}
+
+static void
+bind_never_hands_a_gpu_to_two_pods_under_concurrency(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        struct hammer h[HAMMER_THREADS];
+        pthread_t th[HAMMER_THREADS];
+        struct topo_mask taken[3] = { 0 };
+        unsigned total = 0, gpus = 0;
+
+        ext_config_default(&cfg);
+        c = make_cluster(&cfg);
+        l = ext_ledger_new(&cfg);
+        for (unsigned t = 0; t < HAMMER_THREADS; t++) {
+                h[t] = (struct hammer){ .c = c, .l = l, .cfg = &cfg, .thread = t };
+                assert_int_equal(pthread_create(&th[t], NULL, hammer_run, &h[t]), 0);
+        }
+        for (unsigned t = 0; t < HAMMER_THREADS; t++)
+                pthread_join(th[t], NULL);
+        /* Live pods' GPUs count as taken from the start. */
+        for (int k = 0; k < 3; k++)
+                taken[k] = c->nodes[k].used;
+        for (unsigned t = 0; t < HAMMER_THREADS; t++)
+                for (unsigned i = 0; i < h[t].bound; i++) {
+                        struct topo_mask *m = &taken[h[t].got[i].node];
+
+                        for (unsigned g = 0; g < TOPO_MAX_GPUS; g++)
+                                if (topo_mask_test(&h[t].got[i].set, g)) {
+                                        if (topo_mask_test(m, g))
+                                                fail_msg("GPU %u of node %d handed out twice", g,
+                                                         h[t].got[i].node);
+                                        topo_mask_set(m, g);
+                                        gpus++;
+                                }
+                        total++;
+                }
+        print_message("# %u pods bound, %u GPUs\n", total, gpus);
+        /* 22 free GPUs in the cluster: the binds must have used a good part of them (how
+         * much depends on the interleaving), and never more. */
+        assert_true(total >= 5);
+        assert_true(gpus >= 12 && gpus <= 22);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+static void
+cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c, *next = NULL;
+        struct topo_mask set = { 0 };
+
+        ext_config_default(&cfg);
+        c = make_cluster(&cfg);
+        topo_mask_set(&set, 5);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, &next), 0);
+        assert_int_equal(next->generation, c->generation + 1);
+        assert_int_equal(next->n_pods, c->n_pods + 1);
+        assert_true(topo_mask_test(&ext_cluster_find_node(next, "pcie")->used, 5));
+        /* The old snapshot is untouched. */
+        assert_false(topo_mask_test(&ext_cluster_find_node(c, "pcie")->used, 5));
+        assert_ptr_equal(ext_cluster_find_node(next, "pcie")->cls,
+                         ext_cluster_find_node(c, "pcie")->cls);
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, &c),
+                         -EEXIST);
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, &c),
+                         -ENOENT);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+}
+
+static void
+placement_names_round_trip(void **state)
+{
+        for (int p = 0; p < _EXT_PLACEMENT_MAX; p++)
+                assert_int_equal(ext_placement_from_string(ext_placement_to_string(p)), p);
+        assert_int_equal(ext_placement_from_string("nvlink"), _EXT_PLACEMENT_INVALID);
+        assert_null(ext_placement_to_string(_EXT_PLACEMENT_MAX));
+        assert_int_equal(ext_placement_require(EXT_PLACEMENT_NVLINK_REQUIRED), SCORE_REQUIRE_NVLINK);
+        assert_int_equal(ext_placement_require(EXT_PLACEMENT_NVLINK_PREFERRED), 0);
+        assert_int_equal(ext_unannotated_from_string("reject"), EXT_UNANNOTATED_REJECT);
+        assert_int_equal(ext_unannotated_from_string("drop"), _EXT_UNANNOTATED_INVALID);
+}
+
+int
+main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(codec_decodes_filter_fixtures_in_both_modes),
+                cmocka_unit_test(codec_encodes_filter_result_exactly_in_names_mode),
+                cmocka_unit_test(codec_echoes_full_nodes_verbatim),
+                cmocka_unit_test(codec_decodes_binding_fixtures),
+                cmocka_unit_test(codec_rejects_hostile_inputs),
+                cmocka_unit_test(codec_caps_depth_and_node_count),
+                cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
+                cmocka_unit_test(codec_round_trips_the_gpus_annotation),
+                cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
+                cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
+                cmocka_unit_test(filter_sorts_failures_by_resolvability),
+                cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
+                cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
+                cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
+                cmocka_unit_test(placement_names_round_trip),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
