@@ -1,0 +1,410 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Integration test of topofit-node against a fake kubelet, printing TAP.
+
+The fake kubelet is Python gRPC (Debian's python3-grpcio) with stubs generated at test time
+by python3-grpc-tools from plugin/api.proto and plugin/podresources.proto, the very files
+the plugin is built from.  It serves Registration on <dir>/kubelet.sock (calling
+GetDevicePluginOptions on the plugin before it answers, as the kubelet does) and
+PodResources on a socket of its own, and drives ListAndWatch, GetPreferredAllocation and
+Allocate against the real topofit-node binary.  Pods come from the kube-client test API
+server (test/fake-apiserver), bound with their topofit.io/gpus annotation the way the
+extender binds them.  Usage: test-plugin-kubelet.py TOPOFIT_NODE_BINARY
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent import futures
+
+SRC = os.environ.get("TOPOFIT_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), ".."))
+SHARED = os.environ.get("TOPOFIT_SHARED", os.path.join(SRC, "..", "shared"))
+BINARY = sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "plugin", "topofit-node")
+TOPOLOGY = os.path.join(SHARED, "topologies", "dgx1-v100-sxm2-32gb-4nic-microway.txt")
+NODE = "node-1"
+RESOURCE = "nvidia.com/gpu"
+UUIDS = ["GPU-%08d-1111-2222-3333-44444444444%d" % (i, i) for i in range(8)]
+
+TMP = tempfile.mkdtemp(prefix="topofit-plugin-")
+STUBS = os.path.join(TMP, "stubs")
+os.makedirs(STUBS)
+subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I" + os.path.join(SRC, "plugin"),
+                "--python_out=" + STUBS, "--grpc_python_out=" + STUBS, "api.proto",
+                "podresources.proto"], check=True)
+sys.path.insert(0, STUBS)
+import grpc  # noqa: E402
+import api_pb2  # noqa: E402
+import api_pb2_grpc  # noqa: E402
+import podresources_pb2  # noqa: E402
+import podresources_pb2_grpc  # noqa: E402
+
+DPDIR = os.path.join(TMP, "dp")
+os.makedirs(DPDIR)
+PODRES = os.path.join(TMP, "podres.sock")
+PLUGIN_SOCK = os.path.join(DPDIR, "topofit.sock")
+METRICS = os.path.join(TMP, "metrics.prom")
+LOG = os.path.join(TMP, "plugin.log")
+
+results = []
+
+
+def check(name, cond, detail=""):
+    results.append((name, bool(cond), detail))
+    line = "%s %d - %s" % ("ok" if cond else "not ok", len(results), name)
+    print(line, flush=True)
+    if not cond and detail:
+        for dl in str(detail).splitlines():
+            print("# " + dl, flush=True)
+
+
+def wait_for(fn, timeout=10.0, step=0.05):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step)
+    return fn()
+
+
+# --- the fake kubelet ------------------------------------------------------------------------
+
+class Registration(api_pb2_grpc.RegistrationServicer):
+    def __init__(self, kubelet):
+        self.kubelet = kubelet
+
+    def Register(self, request, context):
+        # The kubelet asks for the plugin's options before it answers Register.
+        ch = grpc.insecure_channel("unix:" + os.path.join(DPDIR, request.endpoint))
+        try:
+            opts = api_pb2_grpc.DevicePluginStub(ch).GetDevicePluginOptions(
+                api_pb2.Empty(), timeout=3)
+        except grpc.RpcError as e:
+            opts = e
+        finally:
+            ch.close()
+        self.kubelet.registrations.append((request, opts))
+        return api_pb2.Empty()
+
+
+class PodResources(podresources_pb2_grpc.PodResourcesListerServicer):
+    def __init__(self):
+        self.answer = podresources_pb2.ListPodResourcesResponse()
+        self.calls = 0
+
+    def List(self, request, context):
+        self.calls += 1
+        return self.answer
+
+
+class FakeKubelet:
+    def __init__(self):
+        self.registrations = []
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        api_pb2_grpc.add_RegistrationServicer_to_server(Registration(self), self.server)
+        self.server.add_insecure_port("unix:" + os.path.join(DPDIR, "kubelet.sock"))
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0).wait()
+
+
+def plugin_stub():
+    ch = grpc.insecure_channel("unix:" + PLUGIN_SOCK)
+    return ch, api_pb2_grpc.DevicePluginStub(ch)
+
+
+def preferred(stub, available, size, must=()):
+    req = api_pb2.PreferredAllocationRequest(container_requests=[
+        api_pb2.ContainerPreferredAllocationRequest(available_deviceIDs=list(available),
+                                                    must_include_deviceIDs=list(must),
+                                                    allocation_size=size)])
+    resp = stub.GetPreferredAllocation(req, timeout=5)
+    return list(resp.container_responses[0].deviceIDs)
+
+
+def gpus(*idx):
+    return [UUIDS[i] for i in idx]
+
+
+def metric(name):
+    try:
+        with open(METRICS) as f:
+            for line in f:
+                if line.startswith(name + " ") or line.startswith(name + "{"):
+                    return line
+    except OSError:
+        pass
+    return None
+
+
+def metric_value(name):
+    line = metric(name)
+    return float(line.split()[-1]) if line else None
+
+
+# --- the API server ----------------------------------------------------------------------------
+
+class Api:
+    def __init__(self):
+        portfile = os.path.join(TMP, "api.port")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(SRC, "test", "fake-apiserver", "fake-apiserver.py"),
+             "--port-file", portfile, "--bookmark-interval", "0.5"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "api.log"), "w"))
+        wait_for(lambda: os.path.exists(portfile), 10)
+        self.base = "http://127.0.0.1:%s" % open(portfile).read().strip()
+        self.kubeconfig = os.path.join(TMP, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                    "clusters:\n- name: c\n  cluster:\n    server: %s\n"
+                    "users:\n- name: u\n  user: {}\n"
+                    "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n" % self.base)
+
+    def call(self, method, path, body=None, ctype="application/json"):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": ctype})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read() or b"null")
+
+    def pod(self, name, count, annotation, phase="Pending"):
+        self.call("POST", "/api/v1/namespaces/default/pods", {
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "resources": {
+                "limits": {RESOURCE: str(count)}}}]},
+            "status": {"phase": phase}})
+        self.call("POST", "/api/v1/namespaces/default/pods/%s/binding" % name, {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "annotations": {"topofit.io/gpus": annotation}},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}})
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def start_plugin(extra=()):
+    args = [BINARY, "--node", NODE, "--device-plugin-dir", DPDIR, "--pod-resources", PODRES,
+            "--kubeconfig", API.kubeconfig, "--topology-file", TOPO_FILE, "--poll-ms", "100",
+            "--verify-interval", "1", "--metrics-file", METRICS, "--label", *extra]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
+
+
+def log_text():
+    with open(LOG) as f:
+        return f.read()
+
+
+# --- setup: a DGX-1 topology (NVLink hybrid cube mesh) with UUIDs ------------------------------
+
+disc = subprocess.run([BINARY, "discover", "--topology-file", TOPOLOGY], capture_output=True,
+                      text=True)
+ann = json.loads(disc.stdout)
+for i, g in enumerate(ann["gpus"]):
+    g["uuid"] = UUIDS[i]
+TOPO_FILE = os.path.join(TMP, "topology.json")
+with open(TOPO_FILE, "w") as f:
+    json.dump(ann, f)
+LINKS = [row.split() for row in ann["links"]]
+
+API = Api()
+API.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
+API.pod("pod-a", 1, UUIDS[5])                                          # plain list
+API.pod("pod-b", 2, json.dumps({"main": gpus(1, 4)}))                  # per container
+API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))
+API.pod("pod-foreign", 1, "GPU-not-on-this-node")                      # untrusted content
+
+podres = PodResources()
+podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+podresources_pb2_grpc.add_PodResourcesListerServicer_to_server(podres, podres_server)
+podres_server.add_insecure_port("unix:" + PODRES)
+podres_server.start()
+
+plugin = None
+kubelet = None
+try:
+    # The kubelet is not there yet: the plugin serves and waits.
+    plugin = start_plugin()
+    check("plugin_serves_its_socket_while_no_kubelet_is_running",
+          wait_for(lambda: os.path.exists(PLUGIN_SOCK), 10), log_text())
+    time.sleep(0.3)
+    check("plugin_survives_an_absent_kubelet", plugin.poll() is None, log_text())
+
+    kubelet = FakeKubelet()
+    wait_for(lambda: kubelet.registrations, 10)
+    reg, opts = kubelet.registrations[0] if kubelet.registrations else (None, None)
+    check("plugin_registers_once_the_kubelet_appears", reg is not None, log_text())
+    check("register_carries_version_endpoint_and_resource_name",
+          reg is not None and reg.version == "v1beta1" and reg.endpoint == "topofit.sock"
+          and reg.resource_name == RESOURCE and reg.options.get_preferred_allocation_available,
+          str(reg))
+    check("get_device_plugin_options_is_answered_while_register_is_in_flight",
+          isinstance(opts, api_pb2.DevicePluginOptions)
+          and opts.get_preferred_allocation_available and not opts.pre_start_required, str(opts))
+
+    ch, stub = plugin_stub()
+    stream = stub.ListAndWatch(api_pb2.Empty(), timeout=30)
+    first = next(stream)
+    check("list_and_watch_lists_every_gpu_by_uuid_as_healthy",
+          sorted(d.ID for d in first.devices) == sorted(UUIDS)
+          and all(d.health == "Healthy" for d in first.devices), str(first))
+
+    # Wait until the pod cache has the pods (the watch delivers them).
+    wait_for(lambda: "pod annotation rejected" in log_text(), 10)
+    got = preferred(stub, UUIDS, 1)
+    check("preferred_allocation_returns_the_annotated_uuid_of_a_bound_pod", got == gpus(5), got)
+
+    got = preferred(stub, UUIDS, 2)
+    got2 = preferred(stub, [u for u in UUIDS if u not in got], 2)
+    sets = sorted([sorted(got), sorted(got2)])
+    check("two_pods_of_the_same_size_admitted_in_turn_get_their_own_disjoint_sets",
+          sets == sorted([sorted(gpus(1, 4)), sorted(gpus(6, 7))]), sets)
+
+    # Both requests at once, the same offer: the answers must still differ.
+    out = [None, None]
+
+    def ask(k):
+        c, s = plugin_stub()
+        out[k] = sorted(preferred(s, UUIDS, 2))
+        c.close()
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    check("concurrent_admissions_of_two_same_size_pods_get_disjoint_sets",
+          out[0] and out[1] and not set(out[0]) & set(out[1])
+          and sorted(out) == sorted([sorted(gpus(1, 4)), sorted(gpus(6, 7))]), out)
+
+    # No pending pod has 2 GPUs inside this offer: the scoring fallback picks an NVLink pair.
+    offer = gpus(0, 2, 3, 5)
+    got = preferred(stub, offer, 2)
+    i, j = (UUIDS.index(u) for u in got)
+    check("fallback_picks_the_best_connected_pair_when_no_pod_matches",
+          len(got) == 2 and set(got) <= set(offer) and LINKS[i][j] == "NV2", (got, LINKS[i][j]))
+
+    got = preferred(stub, gpus(0, 1, 3, 6), 2, must=gpus(0))
+    check("fallback_keeps_must_include_and_adds_its_best_peer", sorted(got) == sorted(gpus(0, 3)),
+          got)
+
+    got = preferred(stub, gpus(0, 1, 2), 1)
+    check("annotation_naming_a_foreign_gpu_is_refused_and_never_offered",
+          len(got) == 1 and got[0] in gpus(0, 1, 2) and "pod-foreign" in log_text()
+          and "does not have" in log_text(), got)
+
+    resp = stub.Allocate(api_pb2.AllocateRequest(container_requests=[
+        api_pb2.ContainerAllocateRequest(devices_ids=gpus(6, 1))]), timeout=5)
+    c0 = resp.container_responses[0]
+    check("allocate_returns_exactly_the_ids_it_was_given_as_env_and_cdi_names",
+          dict(c0.envs) == {"NVIDIA_VISIBLE_DEVICES": ",".join(gpus(6, 1))}
+          and [d.name for d in c0.cdi_devices] == ["nvidia.com/gpu=" + u for u in gpus(6, 1)],
+          str(resp))
+
+    try:
+        stub.Allocate(api_pb2.AllocateRequest(container_requests=[
+            api_pb2.ContainerAllocateRequest(devices_ids=["GPU-bogus"])]), timeout=5)
+        code = None
+    except grpc.RpcError as e:
+        code = e.code()
+    check("allocate_refuses_an_id_this_node_does_not_have",
+          code == grpc.StatusCode.INVALID_ARGUMENT, code)
+
+    raw = ch.unary_unary("/v1beta1.DevicePlugin/GetPreferredAllocation",
+                         request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    try:
+        raw(b"\xff\xff\xff\xff\x0f", timeout=5)
+        code = None
+    except grpc.RpcError as e:
+        code = e.code()
+    ok = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=5).get_preferred_allocation_available
+    check("malformed_request_gets_invalid_argument_and_the_plugin_keeps_serving",
+          code == grpc.StatusCode.INVALID_ARGUMENT and ok, code)
+
+    check("pre_start_container_is_a_no_op",
+          stub.PreStartContainer(api_pb2.PreStartContainerRequest(devices_ids=gpus(0)),
+                                 timeout=5) == api_pb2.PreStartContainerResponse())
+
+    # Verification: the kubelet reports pod-a got GPU 6 though its annotation says GPU 5.
+    podres.answer = podresources_pb2.ListPodResourcesResponse(pod_resources=[
+        podresources_pb2.PodResources(name="pod-a", namespace="default", containers=[
+            podresources_pb2.ContainerResources(name="main", devices=[
+                podresources_pb2.ContainerDevices(resource_name=RESOURCE, device_ids=gpus(6))])]),
+        podresources_pb2.PodResources(name="pod-c", namespace="default", containers=[
+            podresources_pb2.ContainerResources(name="main", devices=[
+                podresources_pb2.ContainerDevices(resource_name=RESOURCE,
+                                                  device_ids=gpus(7, 6))])])])
+
+    def observed():
+        p = API.call("GET", "/api/v1/namespaces/default/pods/pod-a")
+        return p["metadata"].get("annotations", {}).get("topofit.io/gpus-observed")
+    obs = wait_for(observed, 10)
+    check("verification_annotates_a_pod_whose_gpus_differ_from_its_annotation",
+          obs == "main=" + UUIDS[6], obs)
+    pc = API.call("GET", "/api/v1/namespaces/default/pods/pod-c")
+    wait_for(lambda: (metric_value("topofit_node_gpu_mismatch_total") or 0) >= 1, 5)
+    check("verification_counts_one_mismatch_and_accepts_a_matching_pod_in_any_order",
+          metric_value("topofit_node_gpu_mismatch_total") == 1
+          and "topofit.io/gpus-observed" not in pc["metadata"].get("annotations", {}),
+          metric("topofit_node_gpu_mismatch_total"))
+
+    node = API.call("GET", "/api/v1/nodes/" + NODE)
+    pub = node["metadata"].get("annotations", {}).get("topofit.io/topology")
+    check("topology_annotation_is_published_with_the_class_label",
+          pub is not None and json.loads(pub)["gpus"][3]["uuid"] == UUIDS[3]
+          and len(node["metadata"].get("labels", {}).get("topofit.io/topology-class", "")) == 16,
+          node["metadata"])
+
+    # Kubelet restart: it wipes the directory (our socket too) and serves a new kubelet.sock.
+    stream.cancel()
+    ch.close()
+    kubelet.stop()
+    for name in os.listdir(DPDIR):
+        os.unlink(os.path.join(DPDIR, name))
+    kubelet = FakeKubelet()
+    wait_for(lambda: kubelet.registrations, 10)
+    ch, stub = plugin_stub()
+    try:
+        first = next(stub.ListAndWatch(api_pb2.Empty(), timeout=5))
+    except grpc.RpcError as e:
+        first = e
+    check("kubelet_restart_makes_the_plugin_serve_and_register_again",
+          len(kubelet.registrations) == 1 and isinstance(first, api_pb2.ListAndWatchResponse)
+          and len(first.devices) == 8, (kubelet.registrations, first))
+    ch.close()
+
+    rv = node["metadata"]["resourceVersion"]
+    plugin.send_signal(signal.SIGTERM)
+    code = plugin.wait(10)
+    check("plugin_exits_cleanly_on_sigterm_and_removes_its_socket",
+          code == 0 and not os.path.exists(PLUGIN_SOCK), code)
+    plugin = start_plugin()
+    wait_for(lambda: "topology annotation unchanged" in log_text(), 10)
+    node = API.call("GET", "/api/v1/nodes/" + NODE)
+    check("an_unchanged_topology_is_not_written_again",
+          node["metadata"]["resourceVersion"] == rv and "topology annotation unchanged" in log_text(),
+          node["metadata"]["resourceVersion"])
+finally:
+    if plugin and plugin.poll() is None:
+        plugin.send_signal(signal.SIGTERM)
+        try:
+            plugin.wait(10)
+        except subprocess.TimeoutExpired:
+            plugin.kill()
+    if kubelet:
+        kubelet.stop()
+    podres_server.stop(0)
+    API.stop()
+    print("1..%d" % len(results), flush=True)
+    failed = [r for r in results if not r[1]]
+    if failed or os.environ.get("TOPOFIT_KEEP_TMP"):
+        print("# plugin log follows (%s)" % TMP)
+        for line in open(LOG).read().splitlines()[-60:]:
+            print("# " + line)
+    if not os.environ.get("TOPOFIT_KEEP_TMP"):
+        shutil.rmtree(TMP, ignore_errors=True)
+sys.exit(1 if [r for r in results if not r[1]] else 0)
