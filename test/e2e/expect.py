@@ -6,8 +6,11 @@
   are taken; `topofit place --topology ANNOTATION --count K --free FREE [--require nvlink]
   --json` says the set it would pick and the node priority.  Prints {node: result} for the
   nodes where a set exists.
---check POD_JSON --expect FILE: the pod's node must be one of the highest-priority nodes
-  in FILE, and its annotated GPU indices exactly place's set on that node.  Prints a verdict.
+  Nodes where kube-scheduler's own resource fit fails (GPU requests of the pods bound there
+  plus K above the node's GPU count) are left out: the extender never sees them.
+--check POD_JSON --expect FILE [--no-gpus]: the pod's node must be one of the
+  highest-priority nodes in FILE, and (unless --no-gpus: an extender that does not bind)
+  its annotated GPU indices exactly place's set on that node.  Prints a verdict.
 --no-double PODS_JSON: no (node, GPU index) held by two live pods; every bound pod that asks
   for GPUs carries an annotation naming its node, with as many GPUs as it asked for.
 """
@@ -45,13 +48,15 @@ def expect(a):
         node, ann = spec.split(":", 1)
         n = len(json.load(open(ann))["gpus"])
         used = set()
+        requested = 0
         for p in pods:
             if live(p) and p["spec"].get("nodeName") == node:
+                requested += asked(p)
                 got = indices(p)
                 if got:
                     used.update(got[0])
         free = [i for i in range(n) if i not in used]
-        if not free:
+        if not free or requested + a.count > n:
             continue
         cmd = [a.cli, "place", "--topology", ann, "--count", str(a.count),
                "--free", ",".join(map(str, free)), "--json"]
@@ -76,10 +81,15 @@ def check(a):
     best = max(e["priority"] for e in exp.values())
     top = sorted(n for n, e in exp.items() if e["priority"] == best)
     got = indices(pod)
+    cands = ", ".join(f"{n}={e['priority']}" for n, e in sorted(exp.items()))
     if node not in top:
         print(f"placed on {node}; topofit's best (priority {best}): {top}; all: "
               + ", ".join(f"{n}={e['priority']}" for n, e in sorted(exp.items())))
         return 1
+    if a.no_gpus:
+        print(f"{node} (priority {best}; candidates: {cands}); GPU set not checked: the "
+              f"extender does not bind; place picks {exp[node]['gpus']}")
+        return 0
     if got is None:
         print(f"placed on {node} without a {GPUS_KEY} annotation")
         return 1
@@ -88,8 +98,7 @@ def check(a):
         print(f"on {node} got GPUs {sorted(got[0])}, topofit place picks {want}")
         return 1
     print(f"{node} GPUs {','.join(map(str, sorted(got[0])))} busbw {exp[node]['busbw_gbps']} GB/s "
-          f"priority {best} (candidates: "
-          + ", ".join(f"{n}={e['priority']}" for n, e in sorted(exp.items())) + ")")
+          f"priority {best} (candidates: {cands})")
     return 0
 
 
@@ -127,6 +136,7 @@ def main():
     ap.add_argument("--placement", default="")
     ap.add_argument("--check")
     ap.add_argument("--expect")
+    ap.add_argument("--no-gpus", action="store_true")
     ap.add_argument("--no-double")
     ap.add_argument("nodes", nargs="*")
     a = ap.parse_args()

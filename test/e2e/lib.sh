@@ -349,18 +349,39 @@ e2e_extender_healthy() {
                 --key "$E2E_DIR/pki/scheduler.key" "https://127.0.0.1:$E2E_EXT_PORT/readyz" >/dev/null
 }
 
-# e2e_extender [EXTRA_ARGS...]: (re)starts topofit-extender against the API server with
-# its own client certificate (the identity deploy/'s RBAC is bound to), serving HTTPS with
-# mutual TLS on E2E_EXT_PORT (kept across restarts), and waits until /readyz says ready.
+# e2e_extender_mode: "api" when the built extender reads the cluster from the API server
+# (it has --kubeconfig), else "static" (--cluster FILE only).
+e2e_extender_mode() {
+        local bin
+        bin=$(e2e_extender_bin) || return 1
+        if "$bin" --help 2>&1 | grep -q -- '--kubeconfig'; then
+                echo api
+        else
+                echo static
+        fi
+}
+
+# e2e_extender [EXTRA_ARGS...]: (re)starts topofit-extender serving HTTPS with mutual TLS on
+# E2E_EXT_PORT (kept across restarts) and waits until /readyz says ready.  In API mode it
+# reads the cluster with its own client certificate (the identity deploy/'s RBAC is bound
+# to).  In static mode it gets `kubectl get nodes,pods -o json` of the cluster as it is now
+# (--cluster), so it sees the same nodes and annotated pods, but not later changes.
 e2e_extender() {
-        local bin d=$E2E_DIR/pki
+        local bin mode d=$E2E_DIR/pki src
         bin=$(e2e_extender_bin) || { e2e_log "topofit-extender is not built"; return 1; }
+        mode=$(e2e_extender_mode)
         e2e_stop extender
         E2E_EXT_PORT=${E2E_EXT_PORT:-$(e2e_free_port)}
-        e2e_start extender "$bin" --listen "127.0.0.1:$E2E_EXT_PORT" \
-                --kubeconfig "$E2E_DIR/extender-client.kubeconfig" \
+        if [ "$mode" = api ]; then
+                src=(--kubeconfig "$E2E_DIR/extender-client.kubeconfig")
+        else
+                kubectl get nodes,pods -o json >"$E2E_DIR/static-cluster.json" || return 1
+                # Nothing commits or releases reservations without bind: keep them short.
+                src=(--cluster "$E2E_DIR/static-cluster.json" --reservation-ttl 1)
+        fi
+        e2e_start extender "$bin" --listen "127.0.0.1:$E2E_EXT_PORT" "${src[@]}" \
                 --tls-cert "$d/extender.crt" --tls-key "$d/extender.key" --client-ca "$d/ca.crt" \
-                "$@"
+                --log-level "${E2E_EXT_LOG_LEVEL:-info}" "$@"
         e2e_wait "$E2E_WAIT_S" topofit-extender e2e_extender_healthy
 }
 

@@ -90,11 +90,14 @@ e2e_expect() {
                 --count "$count" --placement "$placement" "${E2E_TOPO_NODES[@]}"
 }
 
-# e2e_check_placement POD EXPECT_FILE: prints a one-line verdict; fails when the pod's node
-# is not among the highest-priority feasible nodes or its GPUs differ from place's set.
+# e2e_check_placement POD EXPECT_FILE MODE: prints a one-line verdict; fails when the pod's
+# node is not among the highest-priority feasible nodes or (API mode, where the extender
+# binds) its annotated GPUs differ from place's set.
 e2e_check_placement() {
+        local gpus=()
         kubectl get pod "$1" -o json >"$E2E_DIR/pod-$1.json" || { echo "cannot read $1"; return 1; }
-        python3 "$E2E_TOP/test/e2e/expect.py" --check "$E2E_DIR/pod-$1.json" --expect "$2"
+        [ "${3:-api}" = api ] || gpus=(--no-gpus)
+        python3 "$E2E_TOP/test/e2e/expect.py" --check "$E2E_DIR/pod-$1.json" --expect "$2" "${gpus[@]}"
 }
 
 e2e_bound_count() {
