@@ -105,6 +105,10 @@ e2e_bound_count() {
                 grep -c .
 }
 
+e2e_no_pods() {
+        [ -z "$(kubectl get pods -l "topofit-e2e=$1" -o name)" ]
+}
+
 e2e_bound_at_least() {
         [ "$(e2e_bound_count "$2")" -ge "$1" ]
 }
