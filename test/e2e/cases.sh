@@ -7,7 +7,10 @@ E2E_PY=/usr/bin/python3           # Debian's, for python3-yaml
 E2E_CLI=""                        # the topofit CLI, once found
 E2E_TOPO_NODES=()                 # name:file of the topology nodes
 
+# E2E_SKIP, E2E_WHY and E2E_NOTE are read by test/e2e/run.
+# shellcheck disable=SC2034
 skip() { E2E_SKIP=$1; return 0; }
+# shellcheck disable=SC2034
 fail() { E2E_WHY=$1; e2e_log "FAIL: $1"; return 1; }
 
 # Every case needs the scratch directory; the cluster cases need the control plane.
@@ -342,6 +345,7 @@ e2e_place_case() {
         verdict=$(e2e_check_placement "$name" "$E2E_DIR/expect-$name.json" "${E2E_EXT_MODE:-}") ||
                 { fail "$verdict"; return; }
         e2e_log "$name: $verdict"
+        # shellcheck disable=SC2034
         [ "${E2E_EXT_MODE:-}" = api ] ||
                 E2E_NOTE="node checked; the GPU set needs the extender to bind (API mode)"
         echo "# $name: $verdict" >>"$E2E_DIR/placements.txt"

@@ -12,7 +12,6 @@
 E2E_TOP=${E2E_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 E2E_WAIT_S=${E2E_WAIT_S:-60}          # bound on each "wait until ready"
 E2E_GPU_RESOURCE=nvidia.com/gpu
-E2E_TOPOLOGY_KEY=topofit.io/topology
 E2E_PIDS=()                           # every process we started, stopped in reverse
 
 e2e_log() { echo "e2e: $*" >&2; }
@@ -244,7 +243,7 @@ import json, sys
 name, ann = sys.argv[1], sys.argv[2]
 meta = {"name": name, "labels": {"kubernetes.io/hostname": name, "topofit.io/gpu": "true"}}
 if ann:
-    meta["annotations"] = {"topofit.io/topology": open(ann).read().strip()}
+    meta["annotations"] = {"topofit.io/topology": open(ann).read().strip()}  # TOPO_ANNOTATION_KEY
 print(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": {}}))
 EOF
         kubectl create -f "$E2E_DIR/node-$name.json" >/dev/null || return 1
