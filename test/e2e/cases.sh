@@ -108,6 +108,35 @@ sys.exit(1 if bad else 0)
 PY
 }
 
+t_deploy_flags() {
+        local pair name bin help flag missing=""
+        [ -f "$E2E_DIR/render-base.yaml" ] || { fail "deploy/base did not render"; return; }
+        for pair in topofit-extender:extender/topofit-extender topofit-node:plugin/topofit-node; do
+                name=${pair%%:*}
+                bin=$E2E_TOP/build/${pair#*:}
+                if [ ! -x "$bin" ]; then
+                        missing+=" build/${pair#*:}"
+                        continue
+                fi
+                help=$("$bin" --help 2>&1)
+                for flag in $("$E2E_PY" - "$E2E_DIR/render-base.yaml" "$name" <<'PY'
+import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc and doc.get("kind") in ("Deployment", "DaemonSet") and doc["metadata"]["name"] == sys.argv[2]:
+        for c in doc["spec"]["template"]["spec"]["containers"]:
+            for a in c.get("args", []):
+                if a.startswith("--"):
+                    print(a.split("=", 1)[0])
+PY
+                ); do
+                        grep -q -- "$flag[ =,]" <<<"$help" ||
+                                { fail "$name passes $flag, which $bin --help does not list"; return; }
+                done
+        done
+        [ -n "$missing" ] && skip "not built:$missing"
+        return 0
+}
+
 # The executable() names in a module's meson.build, one per line.
 meson_executables() {
         grep -o "executable('[^']*'" "$E2E_TOP/$1/meson.build" 2>/dev/null | sed "s/executable('//; s/'$//"
