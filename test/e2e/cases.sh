@@ -401,6 +401,14 @@ t_impossible_pending() {
         echo "$msg" | grep -qi nvlink || fail "the event does not carry topofit's reason: $msg"
 }
 
+t_place_8() {
+        need_topofit || return 0
+        e2e_place_case p8 8 || return 1
+        # It finishes: the later cases need the room.
+        kubectl delete pod p8 --grace-period=0 --force >/dev/null 2>&1
+        e2e_wait 30 "p8 gone" e2e_pod_gone p8
+}
+
 t_place_4_nvlink() { need_topofit || return 0; e2e_place_case p4-nvlink 4 nvlink-required; }
 t_place_4() { need_topofit || return 0; e2e_place_case p4 4; }
 t_place_2_nvlink() { need_topofit || return 0; e2e_place_case p2-nvlink 2 nvlink-required; }

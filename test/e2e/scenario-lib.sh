@@ -105,6 +105,10 @@ e2e_bound_count() {
                 grep -c .
 }
 
+e2e_pod_gone() {
+        ! kubectl get pod "$1" >/dev/null 2>&1
+}
+
 e2e_no_pods() {
         [ -z "$(kubectl get pods -l "topofit-e2e=$1" -o name)" ]
 }
