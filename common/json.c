@@ -16,11 +16,11 @@
 
 struct json_node {
         uint8_t type;
-        json_id_t first;   /* first child */
-        json_id_t next;    /* next sibling */
-        uint32_t count;    /* children */
-        uint32_t key;      /* arena offset of the member key, UINT32_MAX when none */
-        uint32_t str;      /* arena offset of string / number text */
+        uint32_t first; /* first child */
+        uint32_t next;  /* next sibling */
+        uint32_t count; /* children */
+        uint32_t key;   /* arena offset of the member key, UINT32_MAX when none */
+        uint32_t str;   /* arena offset of string / number text */
         uint32_t str_len;
 };
 
@@ -51,7 +51,7 @@ fail(struct parser *ps, const char *at, int err, const char *msg)
 }
 
 static int
-new_node(struct parser *ps, enum json_type type, json_id_t *ret)
+new_node(struct parser *ps, enum json_type type, uint32_t *ret)
 {
         struct json_doc *d = ps->d;
 
@@ -67,10 +67,13 @@ new_node(struct parser *ps, enum json_type type, json_id_t *ret)
                 d->alloc_nodes = na;
         }
         d->nodes[d->n_nodes] = (struct json_node){
-                .type = (uint8_t)type, .first = JSON_NONE, .next = JSON_NONE,
-                .key = UINT32_MAX, .str = UINT32_MAX,
+                .type = (uint8_t)type,
+                .first = JSON_NONE,
+                .next = JSON_NONE,
+                .key = UINT32_MAX,
+                .str = UINT32_MAX,
         };
-        *ret = (json_id_t)d->n_nodes++;
+        *ret = (uint32_t)d->n_nodes++;
         return 0;
 }
 
@@ -199,6 +202,13 @@ parse_string(struct parser *ps, uint32_t *ret_off, uint32_t *ret_len)
         while (q < ps->end && *q != '"') {
                 unsigned char c = (unsigned char)*q;
 
+                /* The common case first: plain printable ASCII, copied as is. */
+                if (c >= 0x20 && c < 0x80 && c != '\\') {
+                        *o++ = (char)c;
+                        q++;
+                        continue;
+                }
+
                 if (c < 0x20)
                         return fail(ps, q, -EINVAL, "Unescaped control character in string.");
                 if (c != '\\') {
@@ -211,17 +221,42 @@ parse_string(struct parser *ps, uint32_t *ret_off, uint32_t *ret_len)
                         continue;
                 }
                 if (q + 1 >= ps->end)
-                        break;
+                        return fail(ps, ps->p, -EINVAL, "Unterminated string.");
                 switch (q[1]) {
-                case '"': *o++ = '"'; q += 2; continue;
-                case '\\': *o++ = '\\'; q += 2; continue;
-                case '/': *o++ = '/'; q += 2; continue;
-                case 'b': *o++ = '\b'; q += 2; continue;
-                case 'f': *o++ = '\f'; q += 2; continue;
-                case 'n': *o++ = '\n'; q += 2; continue;
-                case 'r': *o++ = '\r'; q += 2; continue;
-                case 't': *o++ = '\t'; q += 2; continue;
-                case 'u': break;
+                case '"':
+                        *o++ = '"';
+                        q += 2;
+                        continue;
+                case '\\':
+                        *o++ = '\\';
+                        q += 2;
+                        continue;
+                case '/':
+                        *o++ = '/';
+                        q += 2;
+                        continue;
+                case 'b':
+                        *o++ = '\b';
+                        q += 2;
+                        continue;
+                case 'f':
+                        *o++ = '\f';
+                        q += 2;
+                        continue;
+                case 'n':
+                        *o++ = '\n';
+                        q += 2;
+                        continue;
+                case 'r':
+                        *o++ = '\r';
+                        q += 2;
+                        continue;
+                case 't':
+                        *o++ = '\t';
+                        q += 2;
+                        continue;
+                case 'u':
+                        break;
                 default:
                         return fail(ps, q, -EINVAL, "Invalid escape in string.");
                 }
@@ -253,7 +288,7 @@ parse_string(struct parser *ps, uint32_t *ret_off, uint32_t *ret_len)
 }
 
 static int
-parse_number(struct parser *ps, json_id_t n)
+parse_number(struct parser *ps, uint32_t n)
 {
         const char *s = ps->p, *q = s;
         int r;
@@ -304,7 +339,7 @@ key_cmp(const void *a, const void *b, void *arena)
 }
 
 static int
-check_duplicates(struct parser *ps, json_id_t obj, const char *at)
+check_duplicates(struct parser *ps, uint32_t obj, const char *at)
 {
         struct json_doc *d = ps->d;
         uint32_t count = d->nodes[obj].count, i = 0;
@@ -314,7 +349,7 @@ check_duplicates(struct parser *ps, json_id_t obj, const char *at)
         CLEANUP(freep) uint32_t *keys = malloc(count * sizeof(*keys));
         if (!keys)
                 return fail(ps, at, -ENOMEM, "Out of memory.");
-        for (json_id_t c = d->nodes[obj].first; c != JSON_NONE; c = d->nodes[c].next)
+        for (uint32_t c = d->nodes[obj].first; c != JSON_NONE; c = d->nodes[c].next)
                 keys[i++] = d->nodes[c].key;
         qsort_r(keys, count, sizeof(*keys), key_cmp, d->arena);
         for (i = 1; i < count; i++)
@@ -323,14 +358,14 @@ check_duplicates(struct parser *ps, json_id_t obj, const char *at)
         return 0;
 }
 
-static int parse_value(struct parser *ps, unsigned depth, json_id_t *ret);
+static int parse_value(struct parser *ps, unsigned depth, uint32_t *ret);
 
 static int
-parse_container(struct parser *ps, unsigned depth, bool object, json_id_t n)
+parse_container(struct parser *ps, unsigned depth, bool object, uint32_t n)
 {
         const char *open = ps->p;
         char close = object ? '}' : ']';
-        json_id_t last = JSON_NONE;
+        uint32_t last = JSON_NONE;
         int r;
 
         if (depth >= JSON_MAX_DEPTH)
@@ -343,7 +378,7 @@ parse_container(struct parser *ps, unsigned depth, bool object, json_id_t n)
         }
         for (;;) {
                 uint32_t key = UINT32_MAX, key_len;
-                json_id_t child;
+                uint32_t child;
 
                 skip_ws(ps);
                 if (object) {
@@ -380,22 +415,24 @@ parse_container(struct parser *ps, unsigned depth, bool object, json_id_t n)
                         break;
                 }
                 return fail(ps, ps->p, -EINVAL,
-                            object ? "Expected ',' or '}' in object." :
-                                     "Expected ',' or ']' in array.");
+                            object ? "Expected ',' or '}' in object."
+                                   : "Expected ',' or ']' in array.");
         }
         return object ? check_duplicates(ps, n, open) : 0;
 }
 
 static int
-parse_value(struct parser *ps, unsigned depth, json_id_t *ret)
+parse_value(struct parser *ps, unsigned depth, uint32_t *ret)
 {
         static const struct {
                 const char *lit;
                 enum json_type type;
         } literals[] = {
-                { "null", JSON_NULL }, { "true", JSON_TRUE }, { "false", JSON_FALSE },
+                {"null", JSON_NULL},
+                {"true", JSON_TRUE},
+                {"false", JSON_FALSE},
         };
-        json_id_t n;
+        uint32_t n;
         int r;
 
         skip_ws(ps);
@@ -430,7 +467,8 @@ parse_value(struct parser *ps, unsigned depth, json_id_t *ret)
         default:
                 for (size_t i = 0; i < ELEMENTSOF(literals); i++) {
                         size_t l = strlen(literals[i].lit);
-                        if ((size_t)(ps->end - ps->p) >= l && memcmp(ps->p, literals[i].lit, l) == 0) {
+                        if ((size_t)(ps->end - ps->p) >= l &&
+                            memcmp(ps->p, literals[i].lit, l) == 0) {
                                 r = new_node(ps, literals[i].type, &n);
                                 if (r < 0)
                                         return r;
@@ -466,18 +504,18 @@ int
 json_parse(const char *text, size_t len, struct json_doc **ret, struct json_error *err)
 {
         CLEANUP(json_doc_freep) struct json_doc *d = NULL;
-        json_id_t root;
+        uint32_t root;
         int r;
 
         if (len > JSON_MAX_BYTES) {
                 if (err)
-                        *err = (struct json_error){ 0, 0, "JSON input too large." };
+                        *err = (struct json_error){0, 0, "JSON input too large."};
                 return -E2BIG;
         }
         d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
-        struct parser ps = { .p = text, .start = text, .end = text + len, .d = d };
+        struct parser ps = {.p = text, .start = text, .end = text + len, .d = d};
 
         r = parse_value(&ps, 0, &root);
         if (r >= 0) {
@@ -507,20 +545,20 @@ json_doc_free(struct json_doc *d)
         return NULL;
 }
 
-json_id_t
+uint32_t
 json_root(const struct json_doc *d)
 {
         return d && d->n_nodes > 0 ? 0 : JSON_NONE;
 }
 
 static const struct json_node *
-node(const struct json_doc *d, json_id_t n)
+node(const struct json_doc *d, uint32_t n)
 {
         return d && n < d->n_nodes ? &d->nodes[n] : NULL;
 }
 
 enum json_type
-json_type(const struct json_doc *d, json_id_t n)
+json_type(const struct json_doc *d, uint32_t n)
 {
         const struct json_node *x = node(d, n);
         return x ? (enum json_type)x->type : _JSON_TYPE_INVALID;
@@ -538,48 +576,48 @@ json_type_to_string(enum json_type t)
 }
 
 size_t
-json_count(const struct json_doc *d, json_id_t n)
+json_count(const struct json_doc *d, uint32_t n)
 {
         const struct json_node *x = node(d, n);
         return x && (x->type == JSON_ARRAY || x->type == JSON_OBJECT) ? x->count : 0;
 }
 
-json_id_t
-json_first(const struct json_doc *d, json_id_t n)
+uint32_t
+json_first(const struct json_doc *d, uint32_t n)
 {
         const struct json_node *x = node(d, n);
         return x ? x->first : JSON_NONE;
 }
 
-json_id_t
-json_next(const struct json_doc *d, json_id_t n)
+uint32_t
+json_next(const struct json_doc *d, uint32_t n)
 {
         const struct json_node *x = node(d, n);
         return x ? x->next : JSON_NONE;
 }
 
 const char *
-json_key(const struct json_doc *d, json_id_t n)
+json_key(const struct json_doc *d, uint32_t n)
 {
         const struct json_node *x = node(d, n);
         return x && x->key != UINT32_MAX ? d->arena + x->key : NULL;
 }
 
-json_id_t
-json_get(const struct json_doc *d, json_id_t n, const char *key)
+uint32_t
+json_get(const struct json_doc *d, uint32_t n, const char *key)
 {
         const struct json_node *x = node(d, n);
 
         if (!x || x->type != JSON_OBJECT)
                 return JSON_NONE;
-        for (json_id_t c = x->first; c != JSON_NONE; c = d->nodes[c].next)
+        for (uint32_t c = x->first; c != JSON_NONE; c = d->nodes[c].next)
                 if (strcmp(d->arena + d->nodes[c].key, key) == 0)
                         return c;
         return JSON_NONE;
 }
 
 int
-json_get_string(const struct json_doc *d, json_id_t n, const char **ret, size_t *ret_len)
+json_get_string(const struct json_doc *d, uint32_t n, const char **ret, size_t *ret_len)
 {
         const struct json_node *x = node(d, n);
 
@@ -592,7 +630,7 @@ json_get_string(const struct json_doc *d, json_id_t n, const char **ret, size_t 
 }
 
 int
-json_get_int64(const struct json_doc *d, json_id_t n, int64_t min, int64_t max, int64_t *ret)
+json_get_int64(const struct json_doc *d, uint32_t n, int64_t min, int64_t max, int64_t *ret)
 {
         const struct json_node *x = node(d, n);
 
@@ -602,7 +640,7 @@ json_get_int64(const struct json_doc *d, json_id_t n, int64_t min, int64_t max, 
 }
 
 int
-json_get_double(const struct json_doc *d, json_id_t n, double *ret)
+json_get_double(const struct json_doc *d, uint32_t n, double *ret)
 {
         const struct json_node *x = node(d, n);
 
@@ -612,7 +650,7 @@ json_get_double(const struct json_doc *d, json_id_t n, double *ret)
 }
 
 int
-json_get_bool(const struct json_doc *d, json_id_t n, bool *ret)
+json_get_bool(const struct json_doc *d, uint32_t n, bool *ret)
 {
         const struct json_node *x = node(d, n);
 

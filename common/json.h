@@ -18,8 +18,8 @@
 
 #include "macro.h"
 
-#define JSON_MAX_DEPTH 64               /* nesting of arrays and objects */
-#define JSON_MAX_BYTES (16u << 20)      /* input size; callers usually cap lower */
+#define JSON_MAX_DEPTH 64          /* nesting of arrays and objects */
+#define JSON_MAX_BYTES (16u << 20) /* input size; callers usually cap lower */
 
 enum json_type {
         JSON_NULL,
@@ -33,8 +33,8 @@ enum json_type {
         _JSON_TYPE_INVALID = -EINVAL,
 };
 
-/* Node index inside a document; JSON_NONE is "no such node". */
-typedef uint32_t json_id_t;
+/* Nodes are addressed by a uint32_t index inside their document; JSON_NONE is "no such
+ * node".  Every accessor accepts JSON_NONE and answers "absent" / -EINVAL. */
 #define JSON_NONE UINT32_MAX
 
 struct json_doc;
@@ -51,23 +51,22 @@ int json_parse(const char *text, size_t len, struct json_doc **ret, struct json_
 struct json_doc *json_doc_free(struct json_doc *d); /* accepts NULL, returns NULL */
 DEFINE_CLEANUP_FUNC(struct json_doc, json_doc_free)
 
-json_id_t json_root(const struct json_doc *d);
-enum json_type json_type(const struct json_doc *d, json_id_t n);
+uint32_t json_root(const struct json_doc *d);
+enum json_type json_type(const struct json_doc *d, uint32_t n);
 const char *json_type_to_string(enum json_type t);
 
 /* Arrays and objects: number of children, and iteration in document order. */
-size_t json_count(const struct json_doc *d, json_id_t n);
-json_id_t json_first(const struct json_doc *d, json_id_t n);
-json_id_t json_next(const struct json_doc *d, json_id_t n);
+size_t json_count(const struct json_doc *d, uint32_t n);
+uint32_t json_first(const struct json_doc *d, uint32_t n);
+uint32_t json_next(const struct json_doc *d, uint32_t n);
 /* The key of an object member (n is the member's value node); NULL for array items. */
-const char *json_key(const struct json_doc *d, json_id_t n);
+const char *json_key(const struct json_doc *d, uint32_t n);
 /* The member named key of object n, JSON_NONE when absent or n is not an object. */
-json_id_t json_get(const struct json_doc *d, json_id_t n, const char *key);
+uint32_t json_get(const struct json_doc *d, uint32_t n, const char *key);
 
 /* Typed reads.  Return 0, or -EINVAL (wrong type / not an integer), -ERANGE (outside
  * [min, max]); ret_* written only on success.  Strings live as long as the document. */
-int json_get_string(const struct json_doc *d, json_id_t n, const char **ret, size_t *ret_len);
-int json_get_int64(const struct json_doc *d, json_id_t n, int64_t min, int64_t max,
-                   int64_t *ret);
-int json_get_double(const struct json_doc *d, json_id_t n, double *ret);
-int json_get_bool(const struct json_doc *d, json_id_t n, bool *ret);
+int json_get_string(const struct json_doc *d, uint32_t n, const char **ret, size_t *ret_len);
+int json_get_int64(const struct json_doc *d, uint32_t n, int64_t min, int64_t max, int64_t *ret);
+int json_get_double(const struct json_doc *d, uint32_t n, double *ret);
+int json_get_bool(const struct json_doc *d, uint32_t n, bool *ret);

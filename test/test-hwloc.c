@@ -18,9 +18,9 @@
 static struct topo *
 load(const char *rel)
 {
-        struct topo_error err = { 0 };
+        struct topo_error err = {0};
         struct topo *t = NULL;
-        size_t len;
+        size_t len = 0;
         char *xml = read_shared(rel, &len);
 
         assert_non_null(xml);
@@ -72,8 +72,10 @@ hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie(void **state)
                 enum topo_link link;
                 unsigned links;
         } cases[] = {
-                { 0, 1, TOPO_LINK_NVLINK, 2 }, { 2, 3, TOPO_LINK_NVLINK, 2 },
-                { 0, 2, TOPO_LINK_SYS, 0 },    { 1, 3, TOPO_LINK_SYS, 0 },
+                {0, 1, TOPO_LINK_NVLINK, 2},
+                {2, 3, TOPO_LINK_NVLINK, 2},
+                {0, 2, TOPO_LINK_SYS, 0},
+                {1, 3, TOPO_LINK_SYS, 0},
         };
         struct topo *t = load("hwloc/power8gpudistances.xml");
 
@@ -92,14 +94,98 @@ hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie(void **state)
         topo_unref(t);
 }
 
+/* test/data/hwloc-pcie-tree.xml, hand-written: package 0 / NUMA 0 has host bridge H0 with a
+ * PCIe switch (upstream U; GPU 01:00.0 behind downstream D1, NIC mlx5_0 behind D2 with an
+ * OpenFabrics and a Network OS device, GPU 05:00.0 three bridges below U) and a second port
+ * with GPU 06:00.0, and host bridge H1 with GPU 11:00.0; package 1 / NUMA 1 has host bridge
+ * H2 with GPU 81:00.0 and an Ethernet-only NIC eth0. */
+static void
+hwloc_derives_each_pcie_relation_from_the_pci_tree(void **state)
+{
+        static const struct {
+                unsigned a, b;
+                enum topo_link link;
+        } pairs[] = {
+                {0, 1, TOPO_LINK_PXB}, /* same switch, one side three bridges deep */
+                {0, 2, TOPO_LINK_PHB}, /* same host bridge, not the same switch */
+                {1, 2, TOPO_LINK_PHB},
+                {0, 3, TOPO_LINK_NODE}, /* two host bridges, one NUMA node */
+                {2, 3, TOPO_LINK_NODE},
+                {0, 4, TOPO_LINK_SYS}, /* across packages */
+                {3, 4, TOPO_LINK_SYS},
+        };
+        static const struct {
+                unsigned nic, gpu;
+                enum topo_link link;
+        } nics[] = {
+                {0, 0, TOPO_LINK_PIX},  {0, 1, TOPO_LINK_PXB}, {0, 2, TOPO_LINK_PHB},
+                {0, 3, TOPO_LINK_NODE}, {0, 4, TOPO_LINK_SYS}, {1, 4, TOPO_LINK_PHB},
+                {1, 0, TOPO_LINK_SYS},
+        };
+        struct topo_error err = {0};
+        struct topo *t = NULL;
+        size_t len = 0;
+        char *xml = read_test_data("hwloc-pcie-tree.xml", &len);
+
+        assert_non_null(xml);
+        assert_int_equal(topo_hwloc_load_xml(xml, len, &t, &err), 0);
+        free(xml);
+        assert_int_equal(t->n_gpus, 5);
+        assert_int_equal(t->n_nics, 2);
+        assert_false(t->nvswitch);
+        assert_int_equal(t->cpu_link, TOPO_CPU_LINK_AMD_IF);
+        assert_string_equal(t->nics[0].name, "mlx5_0"); /* OpenFabrics name beats ib0 */
+        assert_string_equal(t->nics[1].name, "eth0");
+        assert_int_equal(t->nics[0].numa, 0);
+        assert_int_equal(t->nics[1].numa, 1);
+        assert_string_equal(t->gpus[0].model, "NVIDIA H100 80GB HBM3");
+        assert_int_equal(t->gpus[0].nvlink_gen, 4);
+        assert_string_equal(t->gpus[4].pci_bus_id, "00000000:81:00.0");
+        assert_int_equal(t->gpus[4].numa, 1);
+        for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
+                assert_int_equal(topo_pair(t, pairs[i].a, pairs[i].b)->link, pairs[i].link);
+                assert_int_equal(topo_pair(t, pairs[i].b, pairs[i].a)->link, pairs[i].link);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(nics); i++)
+                assert_int_equal(topo_nic_link(t, nics[i].nic, nics[i].gpu), nics[i].link);
+        topo_unref(t);
+}
+
+/* test/data/hwloc-amd-xgmi.xml, hand-written: three AMD MI210 (class 0x0380) under one host
+ * bridge; the first two joined by Infinity Fabric ("XGMIBandwidth" 50,000 MB/s, "XGMIHops"
+ * 1), the third PCIe only. */
+static void
+hwloc_reads_amd_xgmi_links_and_hops(void **state)
+{
+        struct topo_error err = {0};
+        struct topo *t = NULL;
+        size_t len = 0;
+        char *xml = read_test_data("hwloc-amd-xgmi.xml", &len);
+
+        assert_non_null(xml);
+        assert_int_equal(topo_hwloc_load_xml(xml, len, &t, &err), 0);
+        free(xml);
+        assert_int_equal(t->n_gpus, 3);
+        assert_int_equal(t->vendor, TOPO_VENDOR_AMD);
+        assert_string_equal(t->gpus[1].model, "AMD Instinct MI210");
+        assert_int_equal(topo_pair(t, 0, 1)->link, TOPO_LINK_XGMI);
+        assert_int_equal(topo_pair(t, 1, 0)->link, TOPO_LINK_XGMI);
+        assert_int_equal(topo_pair(t, 0, 1)->hops, 1);
+        assert_int_equal(topo_pair(t, 0, 2)->link, TOPO_LINK_PHB);
+        assert_int_equal(topo_pair(t, 2, 1)->link, TOPO_LINK_PHB);
+        assert_int_equal(topo_pair(t, 0, 2)->hops, 0);
+        assert_false(t->nvswitch);
+        topo_unref(t);
+}
+
 static void
 hwloc_topologies_round_trip_through_the_annotation(void **state)
 {
-        static const char *const files[] = { "hwloc/nvidiaDGX2.xml", "hwloc/power8gpudistances.xml" };
+        static const char *const files[] = {"hwloc/nvidiaDGX2.xml", "hwloc/power8gpudistances.xml"};
 
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 struct topo *t = load(files[i]), *t2 = NULL;
-                struct topo_error err = { 0 };
+                struct topo_error err = {0};
                 char *json = NULL;
                 size_t len;
 
@@ -122,30 +208,38 @@ hwloc_rejects_hostile_xml(void **state)
                 int r;
                 const char *msg;
         } cases[] = {
-                { "empty", "", 0, -EINVAL, "Empty" },
-                { "not XML", "GPU0 GPU1 X NV12", 16, -EINVAL, "could not load" },
-                { "truncated XML", "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object "
-                  "type=\"Machine\"", 0, -EINVAL, "could not load" },
-                { "NUL byte", nul, sizeof(nul) - 1, -EINVAL, "NUL byte" },
-                { "future version", "<?xml version=\"1.0\"?>\n<topology version=\"4.0\">\n</topology>",
-                  0, -EPROTONOSUPPORT, "version 4.0" },
-                { "malformed v3 osdev type", "<?xml version=\"1.0\"?>\n<topology version=\"3.0\">"
-                  "<object type=\"OSDev\" osdev_type=\"x\"/></topology>", 0, -EINVAL,
-                  "Malformed osdev_type" },
-                { "machine without GPUs", "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                  "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n"
-                  "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
-                  "allowed_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\" "
-                  "allowed_nodeset=\"0x1\" gp_index=\"1\">\n"
-                  "    <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
-                  "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"3\" local_memory=\"1000000\"/>\n"
-                  "    <object type=\"PU\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
-                  "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"2\"/>\n"
-                  "  </object>\n</topology>\n", 0, -ENODEV, "no NVIDIA or AMD GPU" },
+                {"empty", "", 0, -EINVAL, "Empty"},
+                {"not XML", "GPU0 GPU1 X NV12", 16, -EINVAL, "could not load"},
+                {"truncated XML",
+                 "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object "
+                 "type=\"Machine\"",
+                 0, -EINVAL, "could not load"},
+                {"NUL byte", nul, sizeof(nul) - 1, -EINVAL, "NUL byte"},
+                {"future version",
+                 "<?xml version=\"1.0\"?>\n<topology version=\"4.0\">\n</topology>", 0,
+                 -EPROTONOSUPPORT, "version 4.0"},
+                {"malformed v3 osdev type",
+                 "<?xml version=\"1.0\"?>\n<topology version=\"3.0\">"
+                 "<object type=\"OSDev\" osdev_type=\"x\"/></topology>",
+                 0, -EINVAL, "Malformed osdev_type"},
+                {"machine without GPUs",
+                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n"
+                 "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
+                 "allowed_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\" "
+                 "allowed_nodeset=\"0x1\" gp_index=\"1\">\n"
+                 "    <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0x1\" "
+                 "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"3\" "
+                 "local_memory=\"1000000\"/>\n"
+                 "    <object type=\"PU\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" "
+                 "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"2\"/>\n"
+                 "  </object>\n</topology>\n",
+                 0, -ENODEV, "no NVIDIA or AMD GPU"},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct topo *t = (struct topo *)0x1;
-                struct topo_error err = { 0 };
+                struct topo_error err = {0};
                 size_t len = cases[i].len ? cases[i].len : strlen(cases[i].xml);
                 int r = topo_hwloc_load_xml(cases[i].xml, len, &t, &err);
 
@@ -155,7 +249,7 @@ hwloc_rejects_hostile_xml(void **state)
                 assert_non_null(strstr(err.msg, cases[i].msg));
         }
         struct topo *t = NULL;
-        struct topo_error err = { 0 };
+        struct topo_error err = {0};
         assert_int_equal(topo_hwloc_load_xml("x", TOPO_MAX_XML_BYTES + 1, &t, &err), -E2BIG);
 }
 
@@ -163,7 +257,7 @@ static void
 hwloc_live_machine_loads_or_says_it_has_no_gpu(void **state)
 {
         struct topo *t = NULL;
-        struct topo_error err = { 0 };
+        struct topo_error err = {0};
         int r = topo_hwloc_load_live(&t, &err);
 
         print_message("# live: %d %s\n", r, r < 0 ? err.msg : "");
@@ -185,6 +279,8 @@ main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(hwloc_joins_every_dgx2_gpu_pair_through_the_nvswitch_fabric),
                 cmocka_unit_test(hwloc_reads_power8_nvlink_pairs_and_cross_socket_pcie),
+                cmocka_unit_test(hwloc_derives_each_pcie_relation_from_the_pci_tree),
+                cmocka_unit_test(hwloc_reads_amd_xgmi_links_and_hops),
                 cmocka_unit_test(hwloc_topologies_round_trip_through_the_annotation),
                 cmocka_unit_test(hwloc_rejects_hostile_xml),
                 cmocka_unit_test(hwloc_live_machine_loads_or_says_it_has_no_gpu),

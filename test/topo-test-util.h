@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Test helper: reads a file from the shared fixtures ($TOPOFIT_SHARED) into memory. */
+/* Test helpers: read a fixture ($TOPOFIT_SHARED or test/data) into memory. */
 #pragma once
 
 #include <stdio.h>
@@ -8,18 +8,19 @@
 
 #define TEST_MAX_FILE (64u << 20)
 
-/* Returns a malloc()ed, NUL-terminated copy of $TOPOFIT_SHARED/rel, or NULL. */
+/* Returns a malloc()ed, NUL-terminated copy of $env/rel (fallback directory when unset),
+ * or NULL. */
 static inline char *
-read_shared(const char *rel, size_t *ret_len)
+read_under(const char *env, const char *fallback, const char *rel, size_t *ret_len)
 {
-        const char *dir = getenv("TOPOFIT_SHARED");
+        const char *dir = getenv(env);
         char path[4096];
         FILE *f;
         char *buf;
         long n;
 
         if (!dir)
-                dir = "../shared";
+                dir = fallback;
         snprintf(path, sizeof(path), "%s/%s", dir, rel);
         f = fopen(path, "rb");
         if (!f)
@@ -40,4 +41,21 @@ read_shared(const char *rel, size_t *ret_len)
         buf[n] = '\0';
         *ret_len = (size_t)n;
         return buf;
+}
+
+/* $TOPOFIT_SHARED/rel: the shared real-world fixtures. */
+static inline char *
+read_shared(const char *rel, size_t *ret_len)
+{
+        return read_under("TOPOFIT_SHARED", "../shared", rel, ret_len);
+}
+
+/* $TOPOFIT_SOURCE_ROOT/test/data/rel: our own fixtures. */
+static inline char *
+read_test_data(const char *rel, size_t *ret_len)
+{
+        char sub[1024];
+
+        snprintf(sub, sizeof(sub), "test/data/%s", rel);
+        return read_under("TOPOFIT_SOURCE_ROOT", ".", sub, ret_len);
 }

@@ -22,23 +22,66 @@
 
 /* --- writing ------------------------------------------------------------------------------- */
 
-/* One link code: NAME[count][w<weight>][h<hops>], e.g. "NV18", "XGMIw15h1", "SYS". */
+/* Appends the decimal digits of v to out; returns the new end. */
+static char *
+put_uint(char *out, unsigned v)
+{
+        char tmp[12];
+        size_t n = 0;
+
+        do
+                tmp[n++] = (char)('0' + v % 10);
+        while ((v /= 10) > 0);
+        while (n > 0)
+                *out++ = tmp[--n];
+        return out;
+}
+
+/* One link code: NAME[count][w<weight>][h<hops>], e.g. "NV18", "XGMIw15h1", "SYS".  Built
+ * by hand: this runs n^2 times per annotation and printf dominated the encoder. */
 static int
 put_cell(struct buf *b, const struct topo_pair *p)
 {
         const char *name = topo_link_to_string((enum topo_link)p->link);
-        int r;
+        char code[32], *o;
+        size_t nl;
 
         if (!name)
                 return -EINVAL;
-        r = buf_puts(b, name);
-        if (r >= 0 && p->links)
-                r = buf_printf(b, "%u", p->links);
-        if (r >= 0 && p->weight)
-                r = buf_printf(b, "w%u", p->weight);
-        if (r >= 0 && p->hops)
-                r = buf_printf(b, "h%u", p->hops);
-        return r;
+        nl = strlen(name);
+        memcpy(code, name, nl);
+        o = code + nl;
+        if (p->links)
+                o = put_uint(o, p->links);
+        if (p->weight) {
+                *o++ = 'w';
+                o = put_uint(o, p->weight);
+        }
+        if (p->hops) {
+                *o++ = 'h';
+                o = put_uint(o, p->hops);
+        }
+        return buf_append(b, code, (size_t)(o - code));
+}
+
+/* value as a JSON string.  Identity fields are printable ASCII (topo__id_ok), so only the
+ * quote and the backslash need escaping; runs between them are appended whole. */
+static int
+put_ascii_string(struct buf *b, const char *value)
+{
+        const char *run = value;
+        int r = buf_append(b, "\"", 1);
+
+        for (const char *p = value; r >= 0 && *p; p++)
+                if (*p == '"' || *p == '\\') {
+                        r = buf_append(b, run, (size_t)(p - run));
+                        if (r >= 0)
+                                r = buf_append(b, *p == '"' ? "\\\"" : "\\\\", 2);
+                        run = p + 1;
+                }
+        if (r >= 0)
+                r = buf_puts(b, run);
+        return r < 0 ? r : buf_append(b, "\"", 1);
 }
 
 static int
@@ -48,8 +91,14 @@ put_key_string(struct buf *b, const char *key, const char *value)
 
         if (!value[0])
                 return 0;
-        r = buf_printf(b, ",\"%s\":", key);
-        return r < 0 ? r : buf_put_json_string(b, value);
+        if (!topo__id_ok(value, strlen(value)))
+                return -EINVAL; /* not something a parser produced */
+        r = buf_append(b, ",\"", 2);
+        if (r >= 0)
+                r = buf_puts(b, key);
+        if (r >= 0)
+                r = buf_append(b, "\":", 2);
+        return r < 0 ? r : put_ascii_string(b, value);
 }
 
 static int
@@ -65,6 +114,9 @@ put_gpu(struct buf *b, const struct topo_gpu *g)
                 r = put_key_string(b, "model", g->model);
         if (r >= 0)
                 r = put_key_string(b, "bus", g->pci_bus_id);
+        if (r >= 0 && g->cpu_affinity[0] &&
+            topo__cpuset_check(g->cpu_affinity, strlen(g->cpu_affinity)) < 0)
+                r = -EINVAL;
         if (r >= 0)
                 r = put_key_string(b, "cpus", g->cpu_affinity);
         if (r >= 0 && g->memory_mib)
@@ -137,14 +189,16 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
                 r = buf_puts(&b, ",\"nics\":[");
         for (unsigned k = 0; r >= 0 && k < t->n_nics; k++) {
                 r = buf_puts(&b, k ? ",{\"name\":" : "{\"name\":");
+                if (r >= 0 && !topo__id_ok(t->nics[k].name, strlen(t->nics[k].name)))
+                        r = -EINVAL;
                 if (r >= 0)
-                        r = buf_put_json_string(&b, t->nics[k].name);
+                        r = put_ascii_string(&b, t->nics[k].name);
                 if (r >= 0 && t->nics[k].numa >= 0)
                         r = buf_printf(&b, ",\"numa\":%d", t->nics[k].numa);
                 if (r >= 0)
                         r = buf_puts(&b, ",\"links\":\"");
                 for (unsigned j = 0; r >= 0 && j < t->n_gpus; j++) {
-                        struct topo_pair p = { .link = t->nic_links[(size_t)k * t->n_gpus + j] };
+                        struct topo_pair p = {.link = t->nic_links[(size_t)k * t->n_gpus + j]};
                         if (j)
                                 r = buf_puts(&b, " ");
                         if (r >= 0)
@@ -174,46 +228,66 @@ struct reader {
 
 #define bad(rd, r, ...) topo__error((rd)->err, (r), 0, 0, __VA_ARGS__)
 
+/* Reads the digits at s[*i..len) as a number in [1, max]; -EINVAL when there are none, when
+ * it is out of range or has more than 5 digits. */
+static int
+cell_number(const char *s, size_t len, size_t *i, unsigned max, unsigned *ret)
+{
+        unsigned v = 0;
+        size_t a = *i;
+
+        while (*i < len && s[*i] >= '0' && s[*i] <= '9' && *i - a < 5)
+                v = v * 10 + (unsigned)(s[(*i)++] - '0');
+        if (*i == a || v < 1 || v > max || (*i < len && s[*i] >= '0' && s[*i] <= '9'))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* Link names as written, longest first so that "XGMI" never reads as "X". */
+static const struct {
+        const char *name;
+        uint8_t len;
+        uint8_t link;
+} cell_names[] = {
+        {"XGMI", 4, TOPO_LINK_XGMI}, {"PCIE", 4, TOPO_LINK_PCIE},   {"NODE", 4, TOPO_LINK_NODE},
+        {"PIX", 3, TOPO_LINK_PIX},   {"PXB", 3, TOPO_LINK_PXB},     {"PHB", 3, TOPO_LINK_PHB},
+        {"SYS", 3, TOPO_LINK_SYS},   {"N/A", 3, TOPO_LINK_UNKNOWN}, {"NV", 2, TOPO_LINK_NVLINK},
+        {"X", 1, TOPO_LINK_SELF},
+};
+
 static int
 cell_parse(const char *s, size_t len, struct topo_pair *ret)
 {
-        struct topo_pair p = { 0 };
-        size_t best = 0, i;
-        int best_link = -1;
-        int v;
+        struct topo_pair p = {0};
+        size_t i = 0;
+        unsigned v;
+        int link = -1;
 
-        /* Longest name first: "XGMI" must not read as "X". */
-        for (int l = 0; l < _TOPO_LINK_MAX; l++) {
-                const char *name = topo_link_to_string((enum topo_link)l);
-                size_t nl = strlen(name);
-                if (nl <= len && nl > best && memcmp(s, name, nl) == 0)
-                        best = nl, best_link = l;
-        }
-        if (best_link < 0)
+        for (size_t k = 0; k < ELEMENTSOF(cell_names); k++)
+                if (cell_names[k].len <= len && s[0] == cell_names[k].name[0] &&
+                    memcmp(s, cell_names[k].name, cell_names[k].len) == 0) {
+                        link = cell_names[k].link;
+                        i = cell_names[k].len;
+                        break;
+                }
+        if (link < 0)
                 return -EINVAL;
-        p.link = (uint8_t)best_link;
-        i = best;
+        p.link = (uint8_t)link;
         if (i < len && s[i] >= '0' && s[i] <= '9') {
-                size_t a = i;
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                        i++;
-                if (str_to_int(s + a, i - a, 1, TOPO_MAX_NVLINKS, &v) < 0)
+                if (cell_number(s, len, &i, TOPO_MAX_NVLINKS, &v) < 0)
                         return -EINVAL;
                 p.links = (uint8_t)v;
         }
         if (i < len && s[i] == 'w') {
-                size_t a = ++i;
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                        i++;
-                if (str_to_int(s + a, i - a, 1, UINT16_MAX, &v) < 0)
+                i++;
+                if (cell_number(s, len, &i, UINT16_MAX, &v) < 0)
                         return -EINVAL;
                 p.weight = (uint16_t)v;
         }
         if (i < len && s[i] == 'h') {
-                size_t a = ++i;
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                        i++;
-                if (str_to_int(s + a, i - a, 1, UINT8_MAX, &v) < 0)
+                i++;
+                if (cell_number(s, len, &i, UINT8_MAX, &v) < 0)
                         return -EINVAL;
                 p.hops = (uint8_t)v;
         }
@@ -234,7 +308,8 @@ row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsi
         for (;;) {
                 const char *sp = strchrnul(p, ' ');
                 if (k == n)
-                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx, n);
+                        return bad(rd, -EINVAL, "%s[%u] has more than %u link codes.", what, idx,
+                                   n);
                 if (cell_parse(p, (size_t)(sp - p), &out[k]) < 0)
                         return bad(rd, -EINVAL, "%s[%u]: link code %u '%.*s' is not valid.", what,
                                    idx, k, (int)MIN(sp - p, 16), p);
@@ -249,10 +324,10 @@ row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsi
 }
 
 static int
-get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, char *dst,
+get_string(struct reader *rd, uint32_t obj, const char *key, const char *path, char *dst,
            size_t size)
 {
-        json_id_t n = json_get(rd->d, obj, key);
+        uint32_t n = json_get(rd->d, obj, key);
         const char *s;
         size_t len;
 
@@ -262,15 +337,17 @@ get_string(struct reader *rd, json_id_t obj, const char *key, const char *path, 
                 return bad(rd, -EINVAL, "%s.%s must be a string.", path, key);
         if (len >= size)
                 return bad(rd, -E2BIG, "%s.%s is longer than %zu bytes.", path, key, size - 1);
+        if (!topo__id_ok(s, len))
+                return bad(rd, -EINVAL, "%s.%s must be printable ASCII.", path, key);
         memcpy(dst, s, len + 1);
         return 0;
 }
 
 static int
-get_int(struct reader *rd, json_id_t obj, const char *key, const char *path, int64_t min,
+get_int(struct reader *rd, uint32_t obj, const char *key, const char *path, int64_t min,
         int64_t max, int64_t *v)
 {
-        json_id_t n = json_get(rd->d, obj, key);
+        uint32_t n = json_get(rd->d, obj, key);
 
         if (n == JSON_NONE)
                 return 0;
@@ -281,7 +358,7 @@ get_int(struct reader *rd, json_id_t obj, const char *key, const char *path, int
 }
 
 static int
-get_enum(struct reader *rd, json_id_t obj, const char *key, const char *path,
+get_enum(struct reader *rd, uint32_t obj, const char *key, const char *path,
          int (*from)(const char *), uint8_t *dst)
 {
         char s[32];
@@ -315,7 +392,7 @@ mig_from(const char *s)
 }
 
 static int
-read_gpu(struct reader *rd, json_id_t o, unsigned i, struct topo_gpu *g)
+read_gpu(struct reader *rd, uint32_t o, unsigned i, struct topo_gpu *g)
 {
         char path[32];
         int64_t v;
@@ -353,16 +430,16 @@ read_gpu(struct reader *rd, json_id_t o, unsigned i, struct topo_gpu *g)
                 g->nvlink_gen = (uint8_t)v;
         if ((r = get_enum(rd, o, "mig", path, mig_from, &g->mig)) < 0)
                 return r;
-        json_id_t ok = json_get(rd->d, o, "ok");
+        uint32_t ok = json_get(rd->d, o, "ok");
         if (ok != JSON_NONE && json_get_bool(rd->d, ok, &g->healthy) < 0)
                 return bad(rd, -EINVAL, "%s.ok must be a boolean.", path);
         return 0;
 }
 
-static json_id_t
-get_array(struct reader *rd, json_id_t root, const char *key, bool required, int *r)
+static uint32_t
+get_array(struct reader *rd, uint32_t root, const char *key, bool required, int *r)
 {
-        json_id_t n = json_get(rd->d, root, key);
+        uint32_t n = json_get(rd->d, root, key);
 
         *r = 0;
         if (n == JSON_NONE) {
@@ -380,8 +457,8 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
 {
         CLEANUP(json_doc_freep) struct json_doc *d = NULL;
         CLEANUP(topo_unrefp) struct topo *t = NULL;
-        struct json_error jerr = { 0 };
-        struct reader rd = { .err = err };
+        struct json_error jerr = {0};
+        struct reader rd = {.err = err};
         int64_t v;
         int r;
 
@@ -395,27 +472,28 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 return topo__error(err, r, jerr.line, jerr.column, "Annotation JSON: %s",
                                    jerr.msg ? jerr.msg : "invalid.");
         rd.d = d;
-        json_id_t root = json_root(d);
+        uint32_t root = json_root(d);
         if (json_type(d, root) != JSON_OBJECT)
                 return bad(&rd, -EINVAL, "The annotation must be a JSON object.");
 
-        json_id_t vn = json_get(d, root, "v");
+        uint32_t vn = json_get(d, root, "v");
         if (vn == JSON_NONE)
                 return bad(&rd, -EINVAL, "The annotation has no version (\"v\").");
         if (json_get_int64(d, vn, INT32_MIN, INT32_MAX, &v) < 0)
                 return bad(&rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
         if (v != TOPO_ANNOTATION_VERSION)
-                return bad(&rd, -EPROTONOSUPPORT,
-                           "Annotation version %lld is not supported (this build reads version %d).",
-                           (long long)v, TOPO_ANNOTATION_VERSION);
+                return bad(
+                        &rd, -EPROTONOSUPPORT,
+                        "Annotation version %lld is not supported (this build reads version %d).",
+                        (long long)v, TOPO_ANNOTATION_VERSION);
 
-        json_id_t gpus = get_array(&rd, root, "gpus", true, &r);
+        uint32_t gpus = get_array(&rd, root, "gpus", true, &r);
         if (r < 0)
                 return r;
-        json_id_t links = get_array(&rd, root, "links", true, &r);
+        uint32_t links = get_array(&rd, root, "links", true, &r);
         if (r < 0)
                 return r;
-        json_id_t nics = get_array(&rd, root, "nics", false, &r);
+        uint32_t nics = get_array(&rd, root, "nics", false, &r);
         if (r < 0)
                 return r;
         size_t n_gpus = json_count(d, gpus), n_nics = nics == JSON_NONE ? 0 : json_count(d, nics);
@@ -438,21 +516,21 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
             (r = get_enum(&rd, root, "cpu_link", "annotation", cpu_link_from, &t->cpu_link)) < 0 ||
             (r = get_string(&rd, root, "domain", "annotation", t->nvlink_domain,
                             sizeof(t->nvlink_domain))) < 0 ||
-            (r = get_string(&rd, root, "node", "annotation", t->node_name,
-                            sizeof(t->node_name))) < 0)
+            (r = get_string(&rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) <
+                    0)
                 return r;
-        json_id_t nvs = json_get(d, root, "nvswitch");
+        uint32_t nvs = json_get(d, root, "nvswitch");
         if (nvs != JSON_NONE && json_get_bool(d, nvs, &t->nvswitch) < 0)
                 return bad(&rd, -EINVAL, "\"nvswitch\" must be a boolean.");
 
         unsigned i = 0;
-        for (json_id_t g = json_first(d, gpus); g != JSON_NONE; g = json_next(d, g), i++) {
+        for (uint32_t g = json_first(d, gpus); g != JSON_NONE; g = json_next(d, g), i++) {
                 r = read_gpu(&rd, g, i, &t->gpus[i]);
                 if (r < 0)
                         return r;
         }
         i = 0;
-        for (json_id_t row = json_first(d, links); row != JSON_NONE; row = json_next(d, row), i++) {
+        for (uint32_t row = json_first(d, links); row != JSON_NONE; row = json_next(d, row), i++) {
                 const char *s;
                 if (json_get_string(d, row, &s, NULL) < 0)
                         return bad(&rd, -EINVAL, "links[%u] must be a string.", i);
@@ -464,15 +542,18 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 for (unsigned j = 0; j < t->n_gpus; j++) {
                         const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
                         if ((i == j) != (a->link == TOPO_LINK_SELF))
-                                return bad(&rd, -EINVAL, "links[%u][%u]: X must be on the "
-                                           "diagonal and only there.", i, j);
+                                return bad(&rd, -EINVAL,
+                                           "links[%u][%u]: X must be on the "
+                                           "diagonal and only there.",
+                                           i, j);
                         if (a->link != b->link || a->links != b->links || a->hops != b->hops ||
                             a->weight != b->weight)
-                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i, j);
+                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i,
+                                           j);
                 }
 
         unsigned k = 0;
-        for (json_id_t o = nics == JSON_NONE ? JSON_NONE : json_first(d, nics); o != JSON_NONE;
+        for (uint32_t o = nics == JSON_NONE ? JSON_NONE : json_first(d, nics); o != JSON_NONE;
              o = json_next(d, o), k++) {
                 char path[32];
                 const char *s;
@@ -487,7 +568,7 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                         return r;
                 if (r > 0)
                         t->nics[k].numa = (int)v;
-                json_id_t ls = json_get(d, o, "links");
+                uint32_t ls = json_get(d, o, "links");
                 if (ls == JSON_NONE || json_get_string(d, ls, &s, NULL) < 0)
                         return bad(&rd, -EINVAL, "%s.links must be a string.", path);
                 r = row_parse(&rd, "nics.links", k, s, t->n_gpus, cells);

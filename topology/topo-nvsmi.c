@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Parser for `nvidia-smi topo -m` (and the old `topo --matrix`) text of every driver
- * generation, into a `struct topo`.  Pure: a byte range in, a new topology or a positioned
- * error out.  Lines are split on blanks (tabs and spaces both occur, and posts turn one into
- * the other); the header names the columns; each row must carry one link cell per device
- * column.  Cells glued together by lost tab stops ("NODENODE") are split only when the
- * split into known cells is unique and the row then has exactly the expected width; the
- * symmetry and GPU/NIC cross-checks below then confirm it.  A row cut short, a missing GPU
- * row, an unknown cell, an asymmetric matrix: errors naming line and column, never a guess.
- * NIC rows are redundant (their GPU cells repeat the GPU rows' NIC columns) and may be
- * missing at the end; when present they must agree.  Everything after the matrix is read
- * only for the "NIC Legend" and `nvlink --status` lines ("GPU 0: <model> (UUID: ...)").
+ * `nvidia-smi topo -m` (and old `topo --matrix`) text of every driver generation -> struct
+ * topo.  Pure: bytes in, a topology or a positioned error out.  Lines split on blanks (posts
+ * turn tabs into spaces); the header names the columns; each row carries one cell per device.
+ * Cells glued by lost tab stops ("NODENODE") are split only when the split into known cells
+ * is unique and gives the row its exact width; symmetry and GPU/NIC cross-checks confirm it.
+ * A short row, a missing GPU row, an unknown cell, an asymmetric matrix: errors with line and
+ * column, never a guess.  NIC rows repeat the GPU rows' NIC columns, so trailing ones may be
+ * missing; present ones must agree.  After the matrix only the NIC Legend and `nvlink
+ * --status` lines ("GPU 0: <model> (UUID: ...)") are read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +79,14 @@ tokenize(const struct line *l, struct tok *toks, size_t max, size_t *ret_n)
                 char c = l->s[i];
 
                 if (c == ' ' || c == '\t') {
-                        dcol = c == '\t' ? (dcol / NVSMI_TAB_WIDTH + 1) * NVSMI_TAB_WIDTH : dcol + 1;
+                        dcol = c == '\t' ? (dcol / NVSMI_TAB_WIDTH + 1) * NVSMI_TAB_WIDTH
+                                         : dcol + 1;
                         i++;
                         continue;
                 }
                 if (n == max)
                         return -E2BIG;
-                toks[n] = (struct tok){ .s = l->s + i, .col = (unsigned)i + 1, .dcol = dcol };
+                toks[n] = (struct tok){.s = l->s + i, .col = (unsigned)i + 1, .dcol = dcol};
                 while (i < l->len && l->s[i] != ' ' && l->s[i] != '\t')
                         i++, dcol++;
                 toks[n].len = (size_t)(l->s + i - toks[n].s);
@@ -114,9 +113,9 @@ static const struct {
         const char *name;
         enum topo_link link;
 } cell_names[] = {
-        { "X", TOPO_LINK_SELF },   { "SYS", TOPO_LINK_SYS },   { "SOC", TOPO_LINK_SYS },
-        { "NODE", TOPO_LINK_NODE }, { "PHB", TOPO_LINK_PHB },   { "PXB", TOPO_LINK_PXB },
-        { "PIX", TOPO_LINK_PIX },  { "N/A", TOPO_LINK_UNKNOWN },
+        {"X", TOPO_LINK_SELF},    {"SYS", TOPO_LINK_SYS},     {"SOC", TOPO_LINK_SYS},
+        {"NODE", TOPO_LINK_NODE}, {"PHB", TOPO_LINK_PHB},     {"PXB", TOPO_LINK_PXB},
+        {"PIX", TOPO_LINK_PIX},   {"N/A", TOPO_LINK_UNKNOWN},
 };
 
 /* Length of the known cell at the start of s[0..len), 0 when none; fills *ret. */
@@ -131,13 +130,13 @@ cell_prefix(const char *s, size_t len, struct cell *ret)
                         i++;
                 if (str_to_int(s + 2, i - 2, 1, TOPO_MAX_NVLINKS, &v) < 0)
                         return 0;
-                *ret = (struct cell){ TOPO_LINK_NVLINK, (uint8_t)v };
+                *ret = (struct cell){TOPO_LINK_NVLINK, (uint8_t)v};
                 return i;
         }
         for (size_t k = 0; k < ELEMENTSOF(cell_names); k++) {
                 size_t nl = strlen(cell_names[k].name);
                 if (nl <= len && memcmp(s, cell_names[k].name, nl) == 0) {
-                        *ret = (struct cell){ (uint8_t)cell_names[k].link, 0 };
+                        *ret = (struct cell){(uint8_t)cell_names[k].link, 0};
                         return nl;
                 }
         }
@@ -172,7 +171,7 @@ split_cells(const char *s, size_t len, struct cell *out, unsigned max)
 struct header {
         unsigned n_gpus, n_nics;
         struct tok dev[TOPO_MAX_GPUS + TOPO_MAX_NICS];
-        int trail[_TRAIL_MAX];     /* trailing column order index, -1 when absent */
+        int trail[_TRAIL_MAX]; /* trailing column order index, -1 when absent */
         unsigned trail_dcol[_TRAIL_MAX];
         enum trail_col trail_order[_TRAIL_MAX];
         unsigned n_trail;
@@ -255,9 +254,10 @@ parse_header(const struct line *l, struct tok *toks, size_t n, struct header *h,
                         continue;
                 }
                 if (h->n_trail > 0)
-                        return topo__error(err, -EINVAL, l->no, toks[i].col,
-                                           "Unknown header column '%.*s' after the affinity columns.",
-                                           (int)toks[i].len, toks[i].s);
+                        return topo__error(
+                                err, -EINVAL, l->no, toks[i].col,
+                                "Unknown header column '%.*s' after the affinity columns.",
+                                (int)toks[i].len, toks[i].s);
                 unsigned idx;
                 if (is_gpu_label(&toks[i], &idx))
                         return topo__error(err, -EINVAL, l->no, toks[i].col,
@@ -266,9 +266,10 @@ parse_header(const struct line *l, struct tok *toks, size_t n, struct header *h,
                 if (h->n_nics == TOPO_MAX_NICS)
                         return topo__error(err, -E2BIG, l->no, toks[i].col,
                                            "More than %u NIC columns.", TOPO_MAX_NICS);
-                if (toks[i].len >= TOPO_ID_MAX)
+                if (!topo__id_ok(toks[i].s, toks[i].len))
                         return topo__error(err, -EINVAL, l->no, toks[i].col,
-                                           "NIC column name longer than %u bytes.",
+                                           "NIC column name is not printable ASCII of at most "
+                                           "%u bytes.",
                                            TOPO_ID_MAX - 1);
                 for (unsigned k = 0; k < h->n_nics; k++)
                         if (h->dev[h->n_gpus + k].len == toks[i].len &&
@@ -283,7 +284,8 @@ parse_header(const struct line *l, struct tok *toks, size_t n, struct header *h,
         return 0;
 }
 
-/* --- rows --------------------------------------------------------------------------------------- */
+/* --- rows ---------------------------------------------------------------------------------------
+ */
 
 struct row {
         struct cell cells[TOPO_MAX_GPUS + TOPO_MAX_NICS];
@@ -294,8 +296,8 @@ struct row {
 /* Reads the link cells of one row (tokens after the label).  A row with too few cells is a
  * cut-off matrix; a token that is not made of known cells is named. */
 static int
-parse_row_cells(const struct line *l, const struct tok *toks, size_t n, unsigned want,
-                bool gpu_row, struct row *row, struct topo_error *err)
+parse_row_cells(const struct line *l, const struct tok *toks, size_t n, unsigned want, bool gpu_row,
+                struct row *row, struct topo_error *err)
 {
         unsigned have = 0;
         size_t i = 1;
@@ -308,9 +310,17 @@ parse_row_cells(const struct line *l, const struct tok *toks, size_t n, unsigned
                         /* A GPU row's affinity columns start here: the row is short. */
                         if (gpu_row && (toks[i].s[0] < 'A' || toks[i].s[0] > 'Z'))
                                 break;
+                        if (toks[i].len > 2 && memcmp(toks[i].s, "NV", 2) == 0 &&
+                            toks[i].s[2] >= '0' && toks[i].s[2] <= '9')
+                                return topo__error(err, -EINVAL, l->no, toks[i].col,
+                                                   "Cell '%.*s' in row %.*s: NVLink counts are "
+                                                   "1 to %u.",
+                                                   (int)MIN(toks[i].len, 16u), toks[i].s,
+                                                   (int)toks[0].len, toks[0].s, TOPO_MAX_NVLINKS);
                         return topo__error(err, -EINVAL, l->no, toks[i].col,
-                                           "Unknown cell '%.*s' in row %.*s.", (int)toks[i].len,
-                                           toks[i].s, (int)toks[0].len, toks[0].s);
+                                           "Unknown cell '%.*s' in row %.*s.",
+                                           (int)MIN(toks[i].len, 16u), toks[i].s, (int)toks[0].len,
+                                           toks[0].s);
                 }
                 if (have + k > want)
                         return topo__error(err, -EINVAL, l->no, toks[i].col,
@@ -326,8 +336,8 @@ parse_row_cells(const struct line *l, const struct tok *toks, size_t n, unsigned
         if (have < want) {
                 unsigned col = (unsigned)(i < n ? toks[i].col : l->len + 1);
                 return topo__error(err, -EINVAL, l->no, col,
-                                   "Matrix cut off at line %u: row %.*s has %u of %u cells.",
-                                   l->no, (int)toks[0].len, toks[0].s, have, want);
+                                   "Matrix cut off at line %u: row %.*s has %u of %u cells.", l->no,
+                                   (int)toks[0].len, toks[0].s, have, want);
         }
         row->first_trail = i;
         return 0;
@@ -381,7 +391,8 @@ parse_trailing(const struct line *l, const struct tok *toks, size_t n, size_t fi
         if (count > 0 && count + skip < h->n_trail)
                 return topo__error(err, -EINVAL, l->no, toks[n - 1].col,
                                    "Matrix cut off at line %u: row %.*s ends before its %s "
-                                   "column.", l->no, (int)toks[0].len, toks[0].s,
+                                   "column.",
+                                   l->no, (int)toks[0].len, toks[0].s,
                                    trail_names[h->trail_order[count + skip]]);
         for (size_t i = 0; i < count; i++)
                 assign[i] = h->trail_order[i + skip];
@@ -423,7 +434,8 @@ parse_trailing(const struct line *l, const struct tok *toks, size_t n, size_t fi
         return 0;
 }
 
-/* --- after the matrix: NIC legend and nvlink --status -------------------------------------------- */
+/* --- after the matrix: NIC legend and nvlink --status --------------------------------------------
+ */
 
 static int
 parse_legend_line(const struct line *l, const struct tok *toks, size_t n, const struct header *h,
@@ -436,9 +448,10 @@ parse_legend_line(const struct line *l, const struct tok *toks, size_t n, const 
         for (unsigned k = 0; k < h->n_nics; k++) {
                 const struct tok *c = &h->dev[h->n_gpus + k];
                 if (c->len == toks[0].len - 1 && memcmp(c->s, toks[0].s, c->len) == 0) {
-                        if (toks[1].len >= TOPO_ID_MAX)
+                        if (!topo__id_ok(toks[1].s, toks[1].len))
                                 return topo__error(err, -EINVAL, l->no, toks[1].col,
-                                                   "NIC name longer than %u bytes.",
+                                                   "NIC name is not printable ASCII of at most "
+                                                   "%u bytes.",
                                                    TOPO_ID_MAX - 1);
                         (void)str_copy(t->nics[k].name, TOPO_ID_MAX, toks[1].s, toks[1].len);
                         return 0;
@@ -471,9 +484,10 @@ parse_nvlink_status_line(const struct line *l, struct topo *t)
         }
         size_t ml = (size_t)(model_end - m);
         str_trim(&m, &ml);
-        if (ml > 0 && ml < TOPO_ID_MAX)
+        /* Informational lines: what does not fit an identity field is left out. */
+        if (ml > 0 && topo__id_ok(m, ml))
                 (void)str_copy(t->gpus[idx].model, TOPO_ID_MAX, m, ml);
-        if (uuid && uuid_end > uuid && (size_t)(uuid_end - uuid) < TOPO_ID_MAX)
+        if (uuid && uuid_end > uuid && topo__id_ok(uuid, (size_t)(uuid_end - uuid)))
                 (void)str_copy(t->gpus[idx].uuid, TOPO_ID_MAX, uuid, (size_t)(uuid_end - uuid));
 }
 
@@ -483,7 +497,8 @@ static bool
 is_header(const struct tok *toks, size_t n)
 {
         unsigned idx;
-        return n >= 1 && is_gpu_label(&toks[0], &idx) && idx == 0 && (n == 1 || !tok_is(&toks[1], "X"));
+        return n >= 1 && is_gpu_label(&toks[0], &idx) && idx == 0 &&
+               (n == 1 || !tok_is(&toks[1], "X"));
 }
 
 static bool
@@ -499,7 +514,8 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
         CLEANUP(freep) struct tok *toks = NULL;
         CLEANUP(freep) struct header *h = NULL;
         CLEANUP(freep) struct row *row = NULL;
-        struct cursor cur = { .p = text, .end = text + len };
+        CLEANUP(freep) uint8_t *nic_nic = NULL; /* NIC row k, NIC column c; 0xff: no row */
+        struct cursor cur = {.p = text, .end = text + len};
         struct line l;
         size_t n;
         bool found = false;
@@ -510,9 +526,9 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
         if (len > TOPO_MAX_TEXT_BYTES)
                 return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
                                    TOPO_MAX_TEXT_BYTES);
-        const char *nul = memchr(text, '\0', len);
+        const char *nul = len ? memchr(text, '\0', len) : NULL;
         if (nul) {
-                struct cursor c2 = { .p = text, .end = nul };
+                struct cursor c2 = {.p = text, .end = nul};
                 while (next_line(&c2, &l))
                         ;
                 return topo__error(err, -EINVAL, c2.no ? c2.no : 1,
@@ -549,15 +565,17 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
                                    "No matrix header (a line starting with GPU0) found.");
 
         t = topo_new(h->n_gpus, h->n_nics);
-        if (!t)
+        nic_nic = malloc(MAX((size_t)h->n_nics * h->n_nics, 1u));
+        if (!t || !nic_nic)
                 return -ENOMEM;
+        memset(nic_nic, 0xff, (size_t)h->n_nics * h->n_nics);
         t->vendor = TOPO_VENDOR_NVIDIA;
         for (unsigned k = 0; k < h->n_nics; k++)
                 (void)str_copy(t->nics[k].name, TOPO_ID_MAX, h->dev[h->n_gpus + k].s,
                                h->dev[h->n_gpus + k].len);
 
         unsigned n_dev = h->n_gpus + h->n_nics;
-        unsigned row_line[TOPO_MAX_GPUS] = { 0 };
+        unsigned row_line[TOPO_MAX_GPUS] = {0}, nic_line[TOPO_MAX_NICS] = {0};
         bool have_next = false;
         for (unsigned rw = 0; rw < n_dev; rw++) {
                 bool gpu_row = rw < h->n_gpus;
@@ -568,7 +586,8 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
                                 break; /* NIC rows missing at the end: see the top comment */
                         return topo__error(err, -EINVAL, cur.no + 1, 1,
                                            "Matrix cut off at line %u: the text ends before row "
-                                           "%.*s.", cur.no + 1, (int)want->len, want->s);
+                                           "%.*s.",
+                                           cur.no + 1, (int)want->len, want->s);
                 }
                 r = tokenize(&l, toks, NVSMI_MAX_TOKENS, &n);
                 if (r < 0)
@@ -593,8 +612,8 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
 
                         if (self != (cl->link == TOPO_LINK_SELF))
                                 return topo__error(err, -EINVAL, l.no, row->cell_col[c],
-                                                   self ? "Row %.*s: expected X on the diagonal." :
-                                                          "Row %.*s: X off the diagonal.",
+                                                   self ? "Row %.*s: expected X on the diagonal."
+                                                        : "Row %.*s: X off the diagonal.",
                                                    (int)want->len, want->s);
                         if (cl->link == TOPO_LINK_NVLINK && (c >= h->n_gpus || !gpu_row))
                                 return topo__error(err, -EINVAL, l.no, row->cell_col[c],
@@ -619,18 +638,36 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
                         if (row->first_trail != n)
                                 return topo__error(err, -EINVAL, l.no, toks[row->first_trail].col,
                                                    "Row %.*s has more cells than the header has "
-                                                   "device columns.", (int)want->len, want->s);
+                                                   "device columns.",
+                                                   (int)want->len, want->s);
                         for (unsigned j = 0; j < h->n_gpus; j++)
                                 if (row->cells[j].link != topo_nic_link(t, k, j))
-                                        return topo__error(err, -EINVAL, l.no, row->cell_col[j],
-                                                           "Row %.*s says %s to GPU%u but row "
-                                                           "GPU%u says %s: the matrix is damaged.",
-                                                           (int)want->len, want->s,
-                                                           topo_link_to_string(row->cells[j].link),
-                                                           j, j,
-                                                           topo_link_to_string(topo_nic_link(t, k, j)));
+                                        return topo__error(
+                                                err, -EINVAL, l.no, row->cell_col[j],
+                                                "Row %.*s says %s to GPU%u but row "
+                                                "GPU%u says %s: the matrix is damaged.",
+                                                (int)want->len, want->s,
+                                                topo_link_to_string(row->cells[j].link), j, j,
+                                                topo_link_to_string(topo_nic_link(t, k, j)));
+                        for (unsigned c = 0; c < h->n_nics; c++)
+                                nic_nic[(size_t)k * h->n_nics + c] = row->cells[h->n_gpus + c].link;
+                        nic_line[k] = l.no;
                 }
         }
+
+        /* NIC rows present on both sides must agree (this also checks split glued cells). */
+        for (unsigned a = 0; a < h->n_nics; a++)
+                for (unsigned b = a + 1; b < h->n_nics; b++) {
+                        uint8_t x = nic_nic[(size_t)a * h->n_nics + b];
+                        uint8_t y = nic_nic[(size_t)b * h->n_nics + a];
+                        if (x != 0xff && y != 0xff && x != y)
+                                return topo__error(err, -EINVAL, nic_line[b], 1,
+                                                   "The matrix is not symmetric: %s to %s is %s "
+                                                   "but %s to %s is %s.",
+                                                   t->nics[a].name, t->nics[b].name,
+                                                   topo_link_to_string(x), t->nics[b].name,
+                                                   t->nics[a].name, topo_link_to_string(y));
+                }
 
         for (unsigned i = 0; i < t->n_gpus; i++)
                 for (unsigned j = i + 1; j < t->n_gpus; j++) {
@@ -639,8 +676,8 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
                                 return topo__error(err, -EINVAL, row_line[j], 1,
                                                    "The matrix is not symmetric: GPU%u to GPU%u "
                                                    "is %s%.0u but GPU%u to GPU%u is %s%.0u.",
-                                                   i, j, topo_link_to_string(a->link), a->links,
-                                                   j, i, topo_link_to_string(b->link), b->links);
+                                                   i, j, topo_link_to_string(a->link), a->links, j,
+                                                   i, topo_link_to_string(b->link), b->links);
                 }
 
         /* After the matrix: the NIC legend and nvlink --status lines, up to the next matrix. */

@@ -27,20 +27,20 @@ static const struct {
         const char *title;
         enum section sec;
 } section_titles[] = {
-        { "Weight between two GPUs", SEC_WEIGHT },
-        { "Hops between two GPUs", SEC_HOPS },
-        { "Link Type between two GPUs", SEC_LINK },
-        { "Numa Nodes", SEC_NUMA },
+        {"Weight between two GPUs", SEC_WEIGHT},
+        {"Hops between two GPUs", SEC_HOPS},
+        {"Link Type between two GPUs", SEC_LINK},
+        {"Numa Nodes", SEC_NUMA},
 };
 
 static const struct {
         const char *name;
         enum topo_link link;
 } rocm_links[] = {
-        { "XGMI", TOPO_LINK_XGMI },
-        { "PCIE", TOPO_LINK_PCIE },
-        { "N/A", TOPO_LINK_UNKNOWN },
-        { "NA", TOPO_LINK_UNKNOWN },
+        {"XGMI", TOPO_LINK_XGMI},
+        {"PCIE", TOPO_LINK_PCIE},
+        {"N/A", TOPO_LINK_UNKNOWN},
+        {"NA", TOPO_LINK_UNKNOWN},
 };
 
 #define ROCM_MAX_TOKENS (TOPO_MAX_GPUS + 4)
@@ -63,7 +63,7 @@ rtokenize(const char *s, size_t len, struct rtok *toks, size_t max)
                 }
                 if (n == max)
                         return max + 1;
-                toks[n] = (struct rtok){ .s = s + i, .col = (unsigned)i + 1 };
+                toks[n] = (struct rtok){.s = s + i, .col = (unsigned)i + 1};
                 while (i < len && s[i] != ' ' && s[i] != '\t')
                         i++;
                 toks[n].len = (size_t)(s + i - toks[n].s);
@@ -121,7 +121,7 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
 {
         CLEANUP(topo_unrefp) struct topo *t = NULL;
         CLEANUP(freep) struct rtok *toks = NULL;
-        bool seen[_SEC_MAX] = { false };
+        bool seen[_SEC_MAX] = {false};
         enum section sec = SEC_NONE;
         unsigned lineno = 0, n_gpus = 0, next_row = 0, header_line = 0;
         bool in_matrix = false;
@@ -184,8 +184,8 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
 
                 size_t n = rtokenize(s, l, toks, ROCM_MAX_TOKENS);
                 if (n > ROCM_MAX_TOKENS)
-                        return topo__error(err, -E2BIG, lineno, 1, "More than %u cells in one line.",
-                                           ROCM_MAX_TOKENS);
+                        return topo__error(err, -E2BIG, lineno, 1,
+                                           "More than %u cells in one line.", ROCM_MAX_TOKENS);
                 if (n == 0) {
                         if (in_matrix && next_row < n_gpus)
                                 return topo__error(err, -EINVAL, lineno, 1,
@@ -226,12 +226,14 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
                                            "Matrix cut off at line %u: expected row GPU%u.", lineno,
                                            next_row);
                 if (n - 1 < n_gpus)
-                        return topo__error(err, -EINVAL, lineno, (unsigned)l + 1,
-                                           "Matrix cut off at line %u: row GPU%u has %zu of %u cells.",
-                                           lineno, idx, n - 1, n_gpus);
+                        return topo__error(
+                                err, -EINVAL, lineno, (unsigned)l + 1,
+                                "Matrix cut off at line %u: row GPU%u has %zu of %u cells.", lineno,
+                                idx, n - 1, n_gpus);
                 if (n - 1 > n_gpus)
                         return topo__error(err, -EINVAL, lineno, toks[n_gpus + 1].col,
-                                           "Row GPU%u has more cells than the matrix has GPUs.", idx);
+                                           "Row GPU%u has more cells than the matrix has GPUs.",
+                                           idx);
                 for (unsigned j = 0; j < n_gpus; j++) {
                         const struct rtok *c = &toks[j + 1];
                         struct topo_pair *pr = topo_pair_mut(t, idx, j);

@@ -94,7 +94,7 @@ unsigned
 topo__nvlink_links_per_gpu(unsigned gen)
 {
         /* P100 4, V100 6, A100 12, H100 18, B200 18 NVLinks per GPU. */
-        static const unsigned links[] = { [1] = 4, [2] = 6, [3] = 12, [4] = 18, [5] = 18 };
+        static const unsigned links[] = {[1] = 4, [2] = 6, [3] = 12, [4] = 18, [5] = 18};
         return gen < ELEMENTSOF(links) ? links[gen] : 0;
 }
 
@@ -105,12 +105,10 @@ static const struct {
         const char *needle;
         unsigned gen;
 } model_gens[] = {
-        { "P100", 1 },
-        { "V100", 2 },  { "TITAN V", 2 },  { "Quadro GV100", 2 },
-        { "A100", 3 },  { "A800", 3 },     { "A30", 3 },   { "A40", 3 },  { "A6000", 3 },
-        { "RTX 3090", 3 },
-        { "H100", 4 },  { "H200", 4 },     { "H800", 4 },  { "H20", 4 },  { "GH200", 4 },
-        { "B100", 5 },  { "B200", 5 },     { "B300", 5 },  { "GB200", 5 }, { "GB300", 5 },
+        {"P100", 1}, {"V100", 2}, {"TITAN V", 2}, {"Quadro GV100", 2}, {"A100", 3},
+        {"A800", 3}, {"A30", 3},  {"A40", 3},     {"A6000", 3},        {"RTX 3090", 3},
+        {"H100", 4}, {"H200", 4}, {"H800", 4},    {"H20", 4},          {"GH200", 4},
+        {"B100", 5}, {"B200", 5}, {"B300", 5},    {"GB200", 5},        {"GB300", 5},
 };
 
 unsigned
@@ -145,16 +143,16 @@ topo__nvlink_gen_from_model(const char *model)
 static const struct {
         unsigned m, s, p, gen;
 } nv_patterns[] = {
-        { 18, 0, 0, 4 }, /* HGX/DGX H100, H200, H20 (B200/B300 print NV18 too: set the model) */
-        { 12, 0, 0, 3 }, /* HGX A100 NVSwitch, A100 PCIe NVLink bridge pairs */
-        { 8, 0, 0, 0 },  /* A800 (NVLink 3) or H800 (NVLink 4): ambiguous */
-        { 6, 0, 0, 2 },  /* DGX-2 / HGX-2 V100 NVSwitch */
-        { 4, 12, 3, 3 }, /* 4-GPU HGX A100 all-to-all NV4 */
-        { 4, 4, 1, 3 },  /* Ampere NVLink bridge pair (RTX 3090, A6000, A40) */
-        { 3, 0, 0, 2 },  /* POWER9 AC922 V100 pairs (3 bricks to the peer, 3 to the CPU) */
-        { 2, 6, 0, 2 },  /* DGX-1 V100 hybrid cube mesh: NV1/NV2, 6 links */
-        { 1, 4, 4, 1 },  /* DGX-1 P100 hybrid cube mesh: 4 x NV1 */
-        { 2, 2, 1, 1 },  /* POWER8 S822LC P100 pairs */
+        {18, 0, 0, 4}, /* HGX/DGX H100, H200, H20 (B200/B300 print NV18 too: set the model) */
+        {12, 0, 0, 3}, /* HGX A100 NVSwitch, A100 PCIe NVLink bridge pairs */
+        {8, 0, 0, 0},  /* A800 (NVLink 3) or H800 (NVLink 4): ambiguous */
+        {6, 0, 0, 2},  /* DGX-2 / HGX-2 V100 NVSwitch */
+        {4, 12, 3, 3}, /* 4-GPU HGX A100 all-to-all NV4 */
+        {4, 4, 1, 3},  /* Ampere NVLink bridge pair (RTX 3090, A6000, A40) */
+        {3, 0, 0, 2},  /* POWER9 AC922 V100 pairs (3 bricks to the peer, 3 to the CPU) */
+        {2, 6, 0, 2},  /* DGX-1 V100 hybrid cube mesh: NV1/NV2, 6 links */
+        {1, 4, 4, 1},  /* DGX-1 P100 hybrid cube mesh: 4 x NV1 */
+        {2, 2, 1, 1},  /* POWER8 S822LC P100 pairs */
 };
 
 static unsigned
@@ -170,7 +168,7 @@ nvlink_gen_from_pattern(unsigned m, unsigned s, unsigned p)
 void
 topo_finish(struct topo *t)
 {
-        bool seen[TOPO_MAX_NUMA_ID + 1] = { false };
+        bool seen[TOPO_MAX_NUMA_ID + 1] = {false};
         unsigned n_numa = 0;
 
         for (unsigned i = 0; i < t->n_gpus; i++) {
@@ -191,8 +189,8 @@ topo_finish(struct topo *t)
                         g->nvlink_gen = (uint8_t)nvlink_gen_from_pattern(m, s, p);
                 /* More links than the generation can wire directly: the peers are reached
                  * through NVSwitch ports.  Unknown generation: compare with the largest. */
-                unsigned cap = g->nvlink_gen ? topo__nvlink_links_per_gpu(g->nvlink_gen) :
-                                               topo__nvlink_links_per_gpu(5);
+                unsigned cap = g->nvlink_gen ? topo__nvlink_links_per_gpu(g->nvlink_gen)
+                                             : topo__nvlink_links_per_gpu(5);
                 if (s > cap)
                         t->nvswitch = true;
         }
@@ -215,7 +213,7 @@ topo_finish(struct topo *t)
 void
 topo_set_model(struct topo *t, const char *model)
 {
-        if (!t || !model)
+        if (!t || !model || !topo__id_ok(model, strlen(model)))
                 return;
         for (unsigned i = 0; i < t->n_gpus; i++) {
                 if (t->gpus[i].model[0])
@@ -234,9 +232,9 @@ gpu_equal(const struct topo_gpu *a, const struct topo_gpu *b)
 {
         return streq(a->uuid, b->uuid) && streq(a->model, b->model) &&
                streq(a->pci_bus_id, b->pci_bus_id) && streq(a->cpu_affinity, b->cpu_affinity) &&
-               a->memory_mib == b->memory_mib && a->numa == b->numa &&
-               a->pcie_gen == b->pcie_gen && a->pcie_width == b->pcie_width &&
-               a->nvlink_gen == b->nvlink_gen && a->mig == b->mig && a->healthy == b->healthy;
+               a->memory_mib == b->memory_mib && a->numa == b->numa && a->pcie_gen == b->pcie_gen &&
+               a->pcie_width == b->pcie_width && a->nvlink_gen == b->nvlink_gen &&
+               a->mig == b->mig && a->healthy == b->healthy;
 }
 
 bool
@@ -317,9 +315,9 @@ topo_class_hash(const struct topo *t)
 /* --- names --------------------------------------------------------------------------------- */
 
 static const char *const link_names[_TOPO_LINK_MAX] = {
-        [TOPO_LINK_SELF] = "X",      [TOPO_LINK_NVLINK] = "NV",  [TOPO_LINK_XGMI] = "XGMI",
-        [TOPO_LINK_PIX] = "PIX",     [TOPO_LINK_PXB] = "PXB",    [TOPO_LINK_PCIE] = "PCIE",
-        [TOPO_LINK_PHB] = "PHB",     [TOPO_LINK_NODE] = "NODE",  [TOPO_LINK_SYS] = "SYS",
+        [TOPO_LINK_SELF] = "X",      [TOPO_LINK_NVLINK] = "NV", [TOPO_LINK_XGMI] = "XGMI",
+        [TOPO_LINK_PIX] = "PIX",     [TOPO_LINK_PXB] = "PXB",   [TOPO_LINK_PCIE] = "PCIE",
+        [TOPO_LINK_PHB] = "PHB",     [TOPO_LINK_NODE] = "NODE", [TOPO_LINK_SYS] = "SYS",
         [TOPO_LINK_UNKNOWN] = "N/A",
 };
 
@@ -404,8 +402,10 @@ bool
 topo_link_is_p2p(enum topo_link l)
 {
         static const bool p2p[_TOPO_LINK_MAX] = {
-                [TOPO_LINK_NVLINK] = true, [TOPO_LINK_XGMI] = true,
-                [TOPO_LINK_PIX] = true,    [TOPO_LINK_PXB] = true,
+                [TOPO_LINK_NVLINK] = true,
+                [TOPO_LINK_XGMI] = true,
+                [TOPO_LINK_PIX] = true,
+                [TOPO_LINK_PXB] = true,
         };
         return l >= 0 && l < _TOPO_LINK_MAX && p2p[l];
 }
@@ -429,7 +429,8 @@ topo_mask_parse(const char *s, unsigned n, struct topo_mask *ret)
                 if (dash) {
                         r = str_to_int(p, (size_t)(dash - p), 0, INT32_MAX, &lo);
                         if (r == 0)
-                                r = str_to_int(dash + 1, (size_t)(comma - dash - 1), 0, INT32_MAX, &hi);
+                                r = str_to_int(dash + 1, (size_t)(comma - dash - 1), 0, INT32_MAX,
+                                               &hi);
                         if (r == 0 && hi < lo)
                                 r = -EINVAL;
                 } else {
@@ -473,7 +474,19 @@ topo_mask_format(const struct topo_mask *m, char *buf, size_t size)
         return 0;
 }
 
-/* --- cpusets ----------------------------------------------------------------------------------- */
+bool
+topo__id_ok(const char *s, size_t len)
+{
+        if (len >= TOPO_ID_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (s[i] < 0x20 || s[i] > 0x7e)
+                        return false;
+        return true;
+}
+
+/* --- cpusets -----------------------------------------------------------------------------------
+ */
 
 int
 topo__cpuset_check(const char *s, size_t len)
@@ -506,11 +519,14 @@ topo__cpuset_check(const char *s, size_t len)
         return 0;
 }
 
-/* --- format dispatch --------------------------------------------------------------------------- */
+/* --- format dispatch ---------------------------------------------------------------------------
+ */
 
 static bool
 mem_contains(const char *text, size_t len, const char *needle)
 {
+        if (!text || len == 0)
+                return false;
         return memmem(text, len, needle, strlen(needle)) != NULL;
 }
 
@@ -523,8 +539,8 @@ topo_detect_format(const char *text, size_t len)
                 return _TOPO_FORMAT_INVALID;
         /* Skip blanks and our fixtures' '#' header lines. */
         for (;;) {
-                while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
-                                   text[i] == '\r'))
+                while (i < len &&
+                       (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
                         i++;
                 if (i < len && text[i] == '#') {
                         const char *nl = memchr(text + i, '\n', len - i);

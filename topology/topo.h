@@ -217,12 +217,14 @@ enum topo_format topo_detect_format(const char *text, size_t len);
 int topo_parse_any(const char *text, size_t len, struct topo **ret, struct topo_error *err);
 
 /* Writes the compact annotation JSON into a malloc()ed NUL-terminated string.  Fails with
- * -E2BIG when it would exceed TOPO_MAX_ANNOTATION_BYTES.  Lossless: parsing it back gives a
- * topology that topo_equal()s the input. */
+ * -E2BIG when it would exceed TOPO_MAX_ANNOTATION_BYTES, -EINVAL when a string field is not
+ * printable ASCII or the CPU list is not a list (nothing a parser produces).  Lossless:
+ * parsing it back gives a topology that topo_equal()s the input. */
 int topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len);
 
 /* Applies a GPU model name to every GPU whose model is unknown (the text matrices carry
- * none; the CLI's --gpu-model and the publisher's NVML data set it), then re-derives. */
+ * none; the CLI's --gpu-model and the publisher's NVML data set it), then re-derives.
+ * A name that is not printable ASCII shorter than TOPO_ID_MAX is ignored. */
 void topo_set_model(struct topo *t, const char *model);
 
 /* --- masks -------------------------------------------------------------------------------- */

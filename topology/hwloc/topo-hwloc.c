@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hwloc -> struct topo.  The one file that speaks hwloc: it loads an XML export or the live
- * machine with every PCI and OS device kept, picks GPUs and NICs among the PCI devices,
- * derives the nvidia-smi relation of every pair from the PCI tree (common non-host bridge:
- * PIX when each side is at most one bridge below it, else PXB; common host bridge: PHB;
- * otherwise NODE when both sit in the same NUMA node, SYS when not) and NVLink from the
- * "NVLinkBandwidth" distances.  NVSwitch ports appear there as PCI devices of subtype
- * "NVSwitch": two GPUs that both reach switches are joined through the fabric with the
- * smaller of their link counts (hwloc does not list switch-to-switch trunks, and the
- * switches of one node form one fabric).  The hwloc topology lives only inside a call.
+ * hwloc -> struct topo, the one file that speaks hwloc.  Loads an XML export (version 3
+ * rewritten for Debian's hwloc 2) or the live machine keeping every PCI and OS device; GPUs
+ * and NICs are PCI devices.  PCIe relations come from the tree: common non-host bridge: PIX
+ * when each side is at most one bridge below it, else PXB; common host bridge: PHB; else
+ * NODE within a NUMA node, SYS across.  NVLink from "NVLinkBandwidth": GPUs that both reach
+ * NVSwitch ports (PCI devices of subtype "NVSwitch") are joined with the smaller port count,
+ * since hwloc lists no switch-to-switch trunks and one node's switches form one fabric.
+ * AMD XGMI from "XGMIBandwidth"/"XGMIHops".  The hwloc topology lives only inside a call.
  */
 #include "topo-hwloc.h"
 
@@ -21,7 +20,11 @@
 #include "topo-private.h"
 
 #define HWLOC_NVLINK_BW_NAME "NVLinkBandwidth"
-#define HWLOC_MAX_PCI_DEPTH 64 /* bridges between a device and the root: far beyond real */
+#define HWLOC_XGMI_BW_NAME "XGMIBandwidth"
+#define HWLOC_XGMI_HOPS_NAME "XGMIHops"
+#define HWLOC_MAX_PCI_DEPTH 64      /* bridges between a device and the root: far beyond real */
+#define HWLOC_MAX_NVLINK_MATRICES 4 /* "NVLinkBandwidth" matrices read (hwloc makes one) */
+#define HWLOC_MAX_NVLINK_OBJS (TOPO_MAX_GPUS * 4) /* GPUs, NVSwitches, CPUs in one matrix */
 
 static void
 topology_destroyp(hwloc_topology_t *t)
@@ -31,18 +34,18 @@ topology_destroyp(hwloc_topology_t *t)
 }
 
 /* PCI classes that are GPUs when the vendor is NVIDIA (0x10de) or AMD (0x1002). */
-static const uint16_t gpu_classes[] = { 0x0300, 0x0302, 0x0380, 0x1200 };
+static const uint16_t gpu_classes[] = {0x0300, 0x0302, 0x0380, 0x1200};
 static const struct {
         uint16_t vendor_id;
         enum topo_vendor vendor;
 } gpu_vendors[] = {
-        { 0x10de, TOPO_VENDOR_NVIDIA },
-        { 0x1002, TOPO_VENDOR_AMD },
+        {0x10de, TOPO_VENDOR_NVIDIA},
+        {0x1002, TOPO_VENDOR_AMD},
 };
 
 /* NVLink bandwidth per link and direction as hwloc reports it (MB/s), by generation. */
-static const unsigned nvlink_mbps[] = { [1] = 20000, [2] = 25000, [3] = 25000, [4] = 25000,
-                                        [5] = 50000 };
+static const unsigned nvlink_mbps[] = {
+        [1] = 20000, [2] = 25000, [3] = 25000, [4] = 25000, [5] = 50000};
 
 struct dev {
         hwloc_obj_t pci;
@@ -100,8 +103,8 @@ static const char *
 osdev_info(hwloc_obj_t pci, const char *name)
 {
         for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
-                const char *v = c->type == HWLOC_OBJ_OS_DEVICE ? hwloc_obj_get_info_by_name(c, name) :
-                                                                NULL;
+                const char *v =
+                        c->type == HWLOC_OBJ_OS_DEVICE ? hwloc_obj_get_info_by_name(c, name) : NULL;
                 if (v && *v)
                         return v;
         }
@@ -122,7 +125,8 @@ numa_of(hwloc_topology_t topo, hwloc_obj_t o)
 static bool
 is_host_bridge(hwloc_obj_t o)
 {
-        return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+        return o->type == HWLOC_OBJ_BRIDGE &&
+               o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
 }
 
 /* The nvidia-smi relation of two PCI devices, from the tree. */
@@ -172,26 +176,39 @@ pci_of(hwloc_obj_t o)
 static unsigned
 links_of(uint64_t mbps, unsigned gen)
 {
-        unsigned per = gen && gen < ELEMENTSOF(nvlink_mbps) ? nvlink_mbps[gen] :
-                       (mbps % 25000 == 0 ? 25000 : mbps % 20000 == 0 ? 20000 : 25000);
+        unsigned per = gen && gen < ELEMENTSOF(nvlink_mbps) ? nvlink_mbps[gen]
+                                                            : (mbps % 25000 == 0   ? 25000
+                                                               : mbps % 20000 == 0 ? 20000
+                                                                                   : 25000);
         uint64_t l = (mbps + per / 2) / per;
         return (unsigned)MIN(MAX(l, (uint64_t)1), (uint64_t)TOPO_MAX_NVLINKS);
 }
 
 static int
-apply_nvlink(hwloc_topology_t topo, struct topo *t, const struct dev *gpus)
+apply_nvlink(hwloc_topology_t topo, struct topo *t, const struct dev *gpus, struct topo_error *err)
 {
-        struct hwloc_distances_s *dist[4];
+        struct hwloc_distances_s *dist[HWLOC_MAX_NVLINK_MATRICES];
         unsigned nr = ELEMENTSOF(dist);
+        int r = 0;
 
         if (hwloc_distances_get_by_name(topo, HWLOC_NVLINK_BW_NAME, &nr, dist, 0) < 0)
                 return 0; /* no distances support: PCIe only */
         for (unsigned d = 0; d < MIN(nr, (unsigned)ELEMENTSOF(dist)); d++) {
                 struct hwloc_distances_s *m = dist[d];
-                int gidx[TOPO_MAX_GPUS * 4];
-                bool sw[TOPO_MAX_GPUS * 4];
-                uint64_t to_switch[TOPO_MAX_GPUS] = { 0 };
-                unsigned nb = MIN(m->nbobjs, (unsigned)ELEMENTSOF(gidx));
+                int gidx[HWLOC_MAX_NVLINK_OBJS];
+                bool sw[HWLOC_MAX_NVLINK_OBJS];
+                uint64_t to_switch[TOPO_MAX_GPUS] = {0};
+                unsigned nb = m->nbobjs;
+
+                if (nb > ELEMENTSOF(gidx) || r < 0) {
+                        if (r == 0)
+                                r = topo__error(
+                                        err, -E2BIG, 0, 0,
+                                        "NVLinkBandwidth matrix of %u objects, more than %u.", nb,
+                                        HWLOC_MAX_NVLINK_OBJS);
+                        hwloc_distances_release(topo, m);
+                        continue;
+                }
 
                 for (unsigned i = 0; i < nb; i++) {
                         hwloc_obj_t p = pci_of(m->objs[i]);
@@ -208,16 +225,21 @@ apply_nvlink(hwloc_topology_t topo, struct topo *t, const struct dev *gpus)
                                 if (bw == 0 || i == j || gidx[i] < 0)
                                         continue;
                                 if (sw[j]) {
-                                        to_switch[gidx[i]] += m->values[(size_t)i * m->nbobjs + j] ?
-                                                m->values[(size_t)i * m->nbobjs + j] : bw;
+                                        to_switch[gidx[i]] +=
+                                                m->values[(size_t)i * m->nbobjs + j]
+                                                        ? m->values[(size_t)i * m->nbobjs + j]
+                                                        : bw;
                                         continue;
                                 }
                                 if (gidx[j] < 0 || gidx[j] == gidx[i])
                                         continue;
-                                struct topo_pair *p = topo_pair_mut(t, (unsigned)gidx[i],
-                                                                    (unsigned)gidx[j]);
+                                struct topo_pair *p =
+                                        topo_pair_mut(t, (unsigned)gidx[i], (unsigned)gidx[j]);
+                                /* Both directions must get the same count: one generation. */
+                                unsigned gi = t->gpus[gidx[i]].nvlink_gen,
+                                         gj = t->gpus[gidx[j]].nvlink_gen;
                                 p->link = TOPO_LINK_NVLINK;
-                                p->links = (uint8_t)links_of(bw, t->gpus[gidx[i]].nvlink_gen);
+                                p->links = (uint8_t)links_of(bw, gi == gj ? gi : 0);
                         }
                 for (unsigned i = 0; i < t->n_gpus; i++)
                         for (unsigned j = 0; j < t->n_gpus; j++) {
@@ -232,7 +254,58 @@ apply_nvlink(hwloc_topology_t topo, struct topo *t, const struct dev *gpus)
                         }
                 hwloc_distances_release(topo, m);
         }
-        return 0;
+        return r;
+}
+
+/* AMD: "XGMIBandwidth" marks the GPU pairs joined by Infinity Fabric, "XGMIHops" gives the
+ * hop count rocm-smi also prints.  The link count is not known (0), as with rocm-smi. */
+static int
+apply_xgmi(hwloc_topology_t topo, struct topo *t, const struct dev *gpus, const char *name,
+           struct topo_error *err)
+{
+        struct hwloc_distances_s *dist[HWLOC_MAX_NVLINK_MATRICES];
+        unsigned nr = ELEMENTSOF(dist);
+        bool hops = streq(name, HWLOC_XGMI_HOPS_NAME);
+        int r = 0;
+
+        if (hwloc_distances_get_by_name(topo, name, &nr, dist, 0) < 0)
+                return 0;
+        for (unsigned d = 0; d < MIN(nr, (unsigned)ELEMENTSOF(dist)); d++) {
+                struct hwloc_distances_s *m = dist[d];
+                int gidx[HWLOC_MAX_NVLINK_OBJS];
+                unsigned nb = m->nbobjs;
+
+                if (nb > ELEMENTSOF(gidx) || r < 0) {
+                        if (r == 0)
+                                r = topo__error(err, -E2BIG, 0, 0,
+                                                "%s matrix of %u objects, more than %u.", name, nb,
+                                                HWLOC_MAX_NVLINK_OBJS);
+                        hwloc_distances_release(topo, m);
+                        continue;
+                }
+                for (unsigned i = 0; i < nb; i++) {
+                        hwloc_obj_t p = pci_of(m->objs[i]);
+                        gidx[i] = -1;
+                        for (unsigned g = 0; p && g < t->n_gpus; g++)
+                                if (gpus[g].pci == p)
+                                        gidx[i] = (int)g;
+                }
+                for (unsigned i = 0; i < nb; i++)
+                        for (unsigned j = 0; j < nb; j++) {
+                                uint64_t v = MAX(m->values[(size_t)i * nb + j],
+                                                 m->values[(size_t)j * nb + i]);
+                                if (v == 0 || gidx[i] < 0 || gidx[j] < 0 || gidx[i] == gidx[j])
+                                        continue;
+                                struct topo_pair *p =
+                                        topo_pair_mut(t, (unsigned)gidx[i], (unsigned)gidx[j]);
+                                if (!hops)
+                                        p->link = TOPO_LINK_XGMI;
+                                else if (p->link == TOPO_LINK_XGMI)
+                                        p->hops = (uint8_t)MIN(v, (uint64_t)UINT8_MAX);
+                        }
+                hwloc_distances_release(topo, m);
+        }
+        return r;
 }
 
 static enum topo_cpu_link
@@ -242,9 +315,9 @@ cpu_link_of(hwloc_topology_t topo)
                 const char *info, *value;
                 enum topo_cpu_link link;
         } cpu_links[] = {
-                { "CPUVendor", "GenuineIntel", TOPO_CPU_LINK_INTEL_UPI },
-                { "CPUVendor", "AuthenticAMD", TOPO_CPU_LINK_AMD_IF },
-                { "PlatformName", "PowerNV", TOPO_CPU_LINK_POWER_XBUS },
+                {"CPUVendor", "GenuineIntel", TOPO_CPU_LINK_INTEL_UPI},
+                {"CPUVendor", "AuthenticAMD", TOPO_CPU_LINK_AMD_IF},
+                {"PlatformName", "PowerNV", TOPO_CPU_LINK_POWER_XBUS},
         };
         hwloc_obj_t root = hwloc_get_root_obj(topo);
         hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
@@ -267,19 +340,20 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
         unsigned n_gpus = 0, n_nics = 0;
         enum topo_vendor vendor = TOPO_VENDOR_UNKNOWN;
 
-        for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, NULL); o; o = hwloc_get_next_pcidev(topo, o)) {
+        for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, NULL); o;
+             o = hwloc_get_next_pcidev(topo, o)) {
                 enum topo_vendor v = gpu_vendor(o);
                 if (v != TOPO_VENDOR_UNKNOWN) {
                         if (n_gpus == TOPO_MAX_GPUS)
                                 return topo__error(err, -E2BIG, 0, 0, "More than %u GPUs.",
                                                    TOPO_MAX_GPUS);
-                        gpus[n_gpus++] = (struct dev){ o, v };
+                        gpus[n_gpus++] = (struct dev){o, v};
                         vendor = n_gpus == 1 || vendor == v ? v : TOPO_VENDOR_UNKNOWN;
                 } else if (nic_name(o)) {
                         if (n_nics == TOPO_MAX_NICS)
                                 return topo__error(err, -E2BIG, 0, 0, "More than %u NICs.",
                                                    TOPO_MAX_NICS);
-                        nics[n_nics++] = (struct dev){ o, TOPO_VENDOR_UNKNOWN };
+                        nics[n_nics++] = (struct dev){o, TOPO_VENDOR_UNKNOWN};
                 }
         }
         if (n_gpus == 0)
@@ -301,9 +375,9 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
 
                 if (!uuid)
                         uuid = osdev_info(gpus[i].pci, "AMDUUID");
-                if (model && strlen(model) < TOPO_ID_MAX)
+                if (model && topo__id_ok(model, strlen(model)))
                         (void)str_copy(g->model, TOPO_ID_MAX, model, strlen(model));
-                if (uuid && strlen(uuid) < TOPO_ID_MAX)
+                if (uuid && topo__id_ok(uuid, strlen(uuid)))
                         (void)str_copy(g->uuid, TOPO_ID_MAX, uuid, strlen(uuid));
                 snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%08x:%02x:%02x.%x",
                          (unsigned)a->domain, a->bus, a->dev, a->func);
@@ -319,7 +393,7 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
         }
         for (unsigned k = 0; k < n_nics; k++) {
                 const char *name = nic_name(nics[k].pci);
-                if (strlen(name) < TOPO_ID_MAX)
+                if (topo__id_ok(name, strlen(name)))
                         (void)str_copy(t->nics[k].name, TOPO_ID_MAX, name, strlen(name));
                 t->nics[k].numa = numa_of(topo, nics[k].pci);
                 for (unsigned j = 0; j < n_gpus; j++)
@@ -331,7 +405,13 @@ build(hwloc_topology_t topo, struct topo **ret, struct topo_error *err)
                         if (i != j)
                                 topo_pair_mut(t, i, j)->link =
                                         (uint8_t)pci_relation(topo, gpus[i].pci, gpus[j].pci);
-        apply_nvlink(topo, t, gpus);
+        int r = apply_nvlink(topo, t, gpus, err);
+        if (r >= 0)
+                r = apply_xgmi(topo, t, gpus, HWLOC_XGMI_BW_NAME, err);
+        if (r >= 0)
+                r = apply_xgmi(topo, t, gpus, HWLOC_XGMI_HOPS_NAME, err);
+        if (r < 0)
+                return r;
         topo_finish(t);
         *ret = TAKE_PTR(t);
         return 0;
@@ -345,13 +425,13 @@ static const struct {
         unsigned long v3_bit;
         unsigned v2_type;
 } osdev_v3_to_v2[] = {
-        { 1ul << 5, 3 }, /* OpenFabrics */
-        { 1ul << 4, 2 }, /* Network */
-        { 1ul << 2, 1 }, /* GPU (NVML, RSMI, DRM) */
-        { 1ul << 3, 5 }, /* CoProc (CUDA, OpenCL) */
-        { 1ul << 6, 4 }, /* DMA */
-        { 1ul << 0, 0 }, /* Storage */
-        { 1ul << 1, 0 }, /* Memory (v2: Block) */
+        {1ul << 5, 3}, /* OpenFabrics */
+        {1ul << 4, 2}, /* Network */
+        {1ul << 2, 1}, /* GPU (NVML, RSMI, DRM) */
+        {1ul << 3, 5}, /* CoProc (CUDA, OpenCL) */
+        {1ul << 6, 4}, /* DMA */
+        {1ul << 0, 0}, /* Storage */
+        {1ul << 1, 0}, /* Memory (v2: Block) */
 };
 
 static int
@@ -391,7 +471,8 @@ xml_v3_to_v2(char *xml, size_t len, struct topo_error *err)
                 while (e < end && *e >= '0' && *e <= '9' && e - r < 6)
                         bits = bits * 10 + (unsigned long)(*e++ - '0');
                 if (e == r || e >= end || *e != '"')
-                        return topo__error(err, -EINVAL, 0, 0, "Malformed osdev_type in hwloc XML.");
+                        return topo__error(err, -EINVAL, 0, 0,
+                                           "Malformed osdev_type in hwloc XML.");
                 unsigned v2 = 0;
                 for (size_t k = 0; k < ELEMENTSOF(osdev_v3_to_v2); k++)
                         if (bits & osdev_v3_to_v2[k].v3_bit) {
