@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `topofit topo convert FILE`, and the file loader every command shares: a bounded read of
- * FILE, format detection and parsing through topology/ (hwloc XML through the hwloc
- * library where it is built), errors with line and column on stderr.
+ * FILE, format detection and parsing through topology/ (hwloc XML through
+ * topology/hwloc), errors with line and column on stderr.
  */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "topo-hwloc.h"
 
 int
 cli_load_topology(const char *path, struct topo **ret)
@@ -59,8 +60,8 @@ cli_load_topology(const char *path, struct topo **ret)
         text[len] = '\0';
         r = topo_parse_any(text, len, &t, &err);
         if (r == -EPROTONOSUPPORT) {
-                fprintf(stderr, "topofit: %s: hwloc XML is not supported by this build\n", path);
-                return r;
+                err = (struct topo_error){ 0 };
+                r = topo_hwloc_load_xml(text, len, &t, &err);
         }
         if (r < 0) {
                 if (err.line > 0)

@@ -23,8 +23,8 @@ struct cli_command {
         cli_run_fn run;
 };
 
-/* Reads FILE (at most TOPO_MAX_XML_BYTES) and parses any topology format, the hwloc XML
- * one included where the hwloc library is built; prints the error to stderr itself.
+/* Reads FILE (at most TOPO_MAX_XML_BYTES; "-" is stdin) and parses any topology format,
+ * hwloc XML included; prints the error to stderr itself.
  * Returns 0 and a new topology in *ret, or a negative errno. */
 int cli_load_topology(const char *path, struct topo **ret);
 

@@ -353,10 +353,10 @@ ring_use(struct ring *r, unsigned a, unsigned b, float v)
 static bool
 ring_dfs(struct ring *r, unsigned pos)
 {
-        unsigned a = r->order[pos - 1];
-        float last_s = INFINITY;
-        unsigned last_b = 0;
-        bool first = true;
+        unsigned a = r->order[pos - 1], n_cand = 0;
+        uint8_t cand[SCORE_PACK_MAX_GPUS];
+        float slack[SCORE_PACK_MAX_GPUS];
+        bool can_close = false;
 
         if (r->budget == 0)
                 return false;
@@ -367,45 +367,91 @@ ring_dfs(struct ring *r, unsigned pos)
                 ring_use(r, a, r->order[0], r->v);
                 return true;
         }
-        for (;;) {
-                /* the next candidate in (slack desc, index asc) order after (last_s, last_b) */
-                float best_s = -1.0f;
-                unsigned best_b = UINT32_MAX;
-
+        /* Someone still unvisited must be able to close the ring. */
+        for (unsigned b = 0; b < r->m && !can_close; b++)
+                can_close = !r->used[b] && ring_slack(r, b, r->order[0]) >= 0;
+        if (!can_close)
+                return false;
+        if (r->m > SCORE_PACK_MAX_GPUS) {
+                /* large sets: the first feasible neighbour by index, one ring only */
                 for (unsigned b = 0; b < r->m; b++) {
-                        if (r->used[b])
+                        if (r->used[b] || ring_slack(r, a, b) < 0)
                                 continue;
-                        float s = ring_slack(r, a, b);
-                        if (s < 0)
-                                continue;
-                        if (!first && (s > last_s || (s == last_s && b <= last_b)))
-                                continue;
-                        if (s > best_s || (s == best_s && b < best_b)) {
-                                best_s = s;
-                                best_b = b;
-                        }
+                        r->used[b] = true;
+                        r->order[pos] = (uint8_t)b;
+                        ring_use(r, a, b, r->v);
+                        if (ring_dfs(r, pos + 1))
+                                return true;
+                        ring_use(r, a, b, -r->v);
+                        r->used[b] = false;
+                        if (r->budget == 0)
+                                return false;
                 }
-                if (best_b == UINT32_MAX)
-                        return false;
-                first = false;
-                last_s = best_s;
-                last_b = best_b;
+                return false;
+        }
+        for (unsigned b = 0; b < r->m; b++) {
+                float sl;
+                unsigned at;
 
-                r->used[best_b] = true;
-                r->order[pos] = (uint8_t)best_b;
-                ring_use(r, a, best_b, r->v);
+                if (r->used[b] || (sl = ring_slack(r, a, b)) < 0)
+                        continue;
+                /* insertion by (slack desc, index asc) */
+                for (at = n_cand; at > 0 && slack[at - 1] < sl; at--) {
+                        slack[at] = slack[at - 1];
+                        cand[at] = cand[at - 1];
+                }
+                slack[at] = sl;
+                cand[at] = (uint8_t)b;
+                n_cand++;
+        }
+        for (unsigned i = 0; i < n_cand; i++) {
+                unsigned b = cand[i];
+
+                r->used[b] = true;
+                r->order[pos] = (uint8_t)b;
+                ring_use(r, a, b, r->v);
                 if (ring_dfs(r, pos + 1))
                         return true;
-                ring_use(r, a, best_b, -r->v);
-                r->used[best_b] = false;
+                ring_use(r, a, b, -r->v);
+                r->used[b] = false;
                 if (r->budget == 0)
                         return false;
         }
+        return false;
+}
+
+/* A ring needs every GPU reachable from GPU 0 and back over hops that can carry it:
+ * a cheap test that spares the exhaustive search where the hops fall apart. */
+static bool
+ring_connected(struct ring *r)
+{
+        for (unsigned dir = 0; dir < 2; dir++) {
+                uint8_t queue[TOPO_MAX_GPUS];
+                bool seen[TOPO_MAX_GPUS] = { [0] = true };
+                unsigned head = 0, tail = 0, reached = 1;
+
+                queue[tail++] = 0;
+                while (head < tail) {
+                        unsigned a = queue[head++];
+                        for (unsigned b = 0; b < r->m; b++) {
+                                if (seen[b] || (dir == 0 ? ring_slack(r, a, b) : ring_slack(r, b, a)) < 0)
+                                        continue;
+                                seen[b] = true;
+                                reached++;
+                                queue[tail++] = (uint8_t)b;
+                        }
+                }
+                if (reached != r->m)
+                        return false;
+        }
+        return true;
 }
 
 static bool
 ring_find(struct ring *r)
 {
+        if (!ring_connected(r))
+                return false;
         memset(r->used, 0, sizeof(r->used));
         r->order[0] = 0;
         r->used[0] = true;

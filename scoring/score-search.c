@@ -149,6 +149,42 @@ leaf(struct search *s)
         }
 }
 
+/* The fewest NUMA nodes any completion of the partial candidate spans: those it spans,
+ * plus as many unused ones, fullest first, as the GPUs still to pick need beyond the room
+ * left in the used ones.  UINT32_MAX when the undecided classes cannot supply r GPUs. */
+static unsigned
+numa_lower_bound(const struct search *s, unsigned x, unsigned r)
+{
+        const struct score_class *c = s->c;
+        unsigned cnt[TOPO_MAX_GPUS] = { 0 }, seen = topo_mask_count(&s->numa_seen);
+        unsigned room = 0, extra = 0, got = 0;
+
+        for (unsigned i = 0; i < c->n; i++)
+                if (c->twin[i] >= x && topo_mask_test(&s->free, i))
+                        cnt[c->numa_idx[i]]++;
+        for (unsigned u = 0; u < c->n; u++)
+                if (topo_mask_test(&s->numa_seen, u)) {
+                        room += cnt[u];
+                        cnt[u] = 0;
+                }
+        if (r <= room)
+                return seen;
+        while (got < r - room) {
+                unsigned most = 0, at = 0;
+                for (unsigned u = 0; u < c->n; u++)
+                        if (cnt[u] > most) {
+                                most = cnt[u];
+                                at = u;
+                        }
+                if (most == 0)
+                        return UINT32_MAX;
+                got += most;
+                cnt[at] = 0;
+                extra++;
+        }
+        return seen + extra;
+}
+
 /* True when no completion of the partial candidate can rank before the best so far.
  * With contiguous twin classes the walk meets candidates in index order, so a tie on
  * every key already loses. */
@@ -169,7 +205,7 @@ prune(struct search *s, unsigned x, unsigned r)
                 return false;
         if (s->mode == SCORE_MODE_BUSBW)
                 return tie_loses;
-        lb_numa = MAX(topo_mask_count(&s->numa_seen), s->lb_numa);
+        lb_numa = MAX(numa_lower_bound(s, x, r), s->lb_numa);
         if (lb_numa != s->best.numa)
                 return lb_numa > s->best.numa;
         ub_nic = s->nic + MIN(r, s->suffix_nic[x]);
@@ -202,9 +238,9 @@ walk(struct search *s, unsigned x, unsigned r)
         avail = 0;
         for (size_t w = 0; w < ELEMENTSOF(cf.w); w++)
                 cf.w[w] = c->twin_mask[x].w[w] & s->free.w[w];
-        for (unsigned i = 0; i < c->n; i++)
-                if (topo_mask_test(&cf, i))
-                        members[avail++] = i;
+        for (size_t w = 0; w < ELEMENTSOF(cf.w); w++)
+                for (uint64_t bits = cf.w[w]; bits; bits &= bits - 1)
+                        members[avail++] = (unsigned)(w * 64 + (unsigned)__builtin_ctzll(bits));
         if (avail > 0 && (s->require & SCORE_REQUIRE_NIC) && !c->has_nic[members[0]])
                 avail = 0;
 
@@ -249,16 +285,16 @@ search_init(struct search *s, struct score_class *c, const struct topo_mask *fre
         for (unsigned j = 0; j < c->cfg.n_sizes; j++)
                 if (c->cfg.size_of[j] >= 1 && c->cfg.size_of[j] <= n_free - k)
                         s->frag_ub += c->cfg.weight_of[j];
+        unsigned f[TOPO_MAX_GPUS + 1] = { 0 }, nic[TOPO_MAX_GPUS + 1] = { 0 };
+        for (unsigned i = 0; i < c->n; i++)
+                if (topo_mask_test(free, i)) {
+                        f[c->twin[i]]++;
+                        nic[c->twin[i]] += c->has_nic[i];
+                }
         s->suffix_free[c->n_twins] = s->suffix_nic[c->n_twins] = 0;
         for (unsigned x = c->n_twins; x-- > 0;) {
-                unsigned f = 0, nic = 0;
-                for (unsigned i = 0; i < c->n; i++)
-                        if (c->twin[i] == x && topo_mask_test(free, i)) {
-                                f++;
-                                nic += c->has_nic[i];
-                        }
-                s->suffix_free[x] = s->suffix_free[x + 1] + f;
-                s->suffix_nic[x] = s->suffix_nic[x + 1] + nic;
+                s->suffix_free[x] = s->suffix_free[x + 1] + f[x];
+                s->suffix_nic[x] = s->suffix_nic[x + 1] + nic[x];
         }
 }
 

@@ -57,20 +57,30 @@ twins(const struct score_class *c, unsigned i, unsigned j)
         return true;
 }
 
+/* The NUMA node, or where the matrix has none, the CPU affinity list standing in for it
+ * (nvidia-smi prints one list per socket); neither known: one shared "unknown". */
+static bool
+same_numa(const struct topo_gpu *a, const struct topo_gpu *b)
+{
+        if (a->numa >= 0 || b->numa >= 0)
+                return a->numa == b->numa;
+        return strcmp(a->cpu_affinity, b->cpu_affinity) == 0;
+}
+
 static int
 build_classes(struct score_class *c)
 {
         const struct topo *t = c->topo;
-        int numa_ids[TOPO_MAX_GPUS];
+        unsigned numa_rep[TOPO_MAX_GPUS]; /* a GPU of each dense NUMA index */
         unsigned n_numa = 0, per_numa[TOPO_MAX_GPUS] = { 0 };
 
         for (unsigned i = 0; i < c->n; i++) {
                 unsigned x;
                 for (x = 0; x < n_numa; x++)
-                        if (numa_ids[x] == t->gpus[i].numa)
+                        if (same_numa(&t->gpus[numa_rep[x]], &t->gpus[i]))
                                 break;
                 if (x == n_numa)
-                        numa_ids[n_numa++] = t->gpus[i].numa;
+                        numa_rep[n_numa++] = i;
                 c->numa_idx[i] = x;
                 per_numa[x]++;
                 c->max_per_numa = MAX(c->max_per_numa, per_numa[x]);
@@ -187,6 +197,10 @@ score_class_new(struct topo *t, const struct score_config *cfg)
                 memset(c->set_busbw, 0xff, ((size_t)1 << n) * sizeof(uint32_t));
         score__fill_pairs(c);
         build_classes(c);
+        /* The best any set of each size gets on an empty node: every decision's bound and
+         * the fragmentation yardstick, so it is paid here, once per class. */
+        for (unsigned k = 2; k <= n; k++)
+                score__ideal(c, k);
         return c;
 }
 

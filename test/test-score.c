@@ -3,9 +3,10 @@
  * Tests for scoring/: the bandwidth model on tiny literal topologies, ring packing, the
  * pinned DGX-1 failure of additive pair scores, constraints and their error codes,
  * tie-breakers, the node priority, the memo under threads, and score_best() against an
- * independent brute force on every 8-GPU matrix in ../shared/topologies and a 16-GPU
- * DGX-2-class NVSwitch node.
+ * independent brute force on every matrix of up to 8 GPUs in ../shared/topologies (every
+ * free mask, every request size) and a 16-GPU DGX-2-class NVSwitch node (sampled masks).
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -593,45 +594,61 @@ cross_check(const char *what, struct topo *t, const uint64_t *masks, size_t n_ma
         }
 }
 
-static const char *const eight_gpu_files[] = {
-        "a100-80gb-pcie-8gpu-nvlink-pairs-slurm-PARTIAL.txt",
-        "a100-sxm4-80gb-8nic-roce-deepep.txt",
-        "a800-sxm4-8gpu-4nic.txt",
-        "amd-instinct-8gpu-0x74a2-xgmi-ms-swift.txt",
-        "aws-p4d-24xlarge-a100-nv12.txt",
-        "dgx-a100-40gb-12nic-PARTIAL.txt",
-        "dgx-h100-12nic-talos.txt",
-        "dgx1-v100-sxm2-32gb-4nic-microway.txt",
-        "dgx1-v100-sxm2-oneflow.txt",
-        "h20-8gpu-36nic-sriov-sglang.txt",
-        "h200-hgx-10nic-nchc-nano4.txt",
-        "h800-sxm-8gpu-9nic-sglang.txt",
-        "hgx-h100-13nic-mlx5ib-eth-penny.txt",
-        "hgx-nv18-8gpu-12nic-cpuset-mooncake.txt",
-        "hgx-nv18-8gpu-single-numa-12nic.txt",
-        "rtx4090-8gpu-pcie-server.txt",
-        "v100-sxm2-32gb-8gpu-vastai-newdriver.txt",
-};
-
 static void
-score_best_matches_brute_force_on_every_8_gpu_matrix(void **state)
+score_best_matches_brute_force_on_every_real_matrix(void **state)
 {
+        const char *shared = getenv("TOPOFIT_SHARED");
+        char dir_path[512];
         uint64_t masks[256];
-        unsigned loaded = 0;
+        unsigned eight = 0, small = 0;
+        struct dirent *de;
+        DIR *dir;
 
         for (unsigned m = 0; m < 256; m++)
                 masks[m] = m;
-        for (size_t f = 0; f < ELEMENTSOF(eight_gpu_files); f++) {
-                CLEANUP(topo_unrefp) struct topo *t = load_file(eight_gpu_files[f]);
+        snprintf(dir_path, sizeof(dir_path), "%s/topologies", shared ? shared : "../shared");
+        dir = opendir(dir_path);
+        assert_non_null(dir);
+        while ((de = readdir(dir))) {
+                size_t len = strlen(de->d_name);
+                if (len < 4 || strcmp(de->d_name + len - 4, ".txt") != 0)
+                        continue;
+                CLEANUP(topo_unrefp) struct topo *t = load_file(de->d_name);
                 if (!t)
                         continue; /* a damaged post the parser rightly refuses */
-                if (t->n_gpus != 8)
-                        fail_msg("%s: %u GPUs", eight_gpu_files[f], t->n_gpus);
-                cross_check(eight_gpu_files[f], t, masks, ELEMENTSOF(masks));
-                loaded++;
+                assert_true(t->n_gpus <= 16);
+                if (t->n_gpus > 8)
+                        continue;
+                /* every free mask of the node's GPUs, every request size */
+                cross_check(de->d_name, t, masks, (size_t)1 << t->n_gpus);
+                if (t->n_gpus == 8)
+                        eight++;
+                else
+                        small++;
         }
-        /* the parser must accept most of them, or this test checks nothing */
-        assert_true(loaded >= ELEMENTSOF(eight_gpu_files) - 3);
+        closedir(dir);
+        /* 17 of the files are 8-GPU nodes, two of them PARTIAL posts cut inside the matrix */
+        assert_true(eight >= 15);
+        assert_true(small >= 8);
+}
+
+static void
+score_best_matches_brute_force_when_twin_classes_interleave(void **state)
+{
+        /* NUMA by GPU parity (interleaved, as on some PCIe servers): GPUs 0,2,4,6 are twins
+         * but not a contiguous range, so ties must be broken by index explicitly. */
+        static const int numa[] = { 0, 1, 0, 1, 0, 1, 0, 1 };
+        struct cell upper[28];
+        uint64_t masks[256];
+        unsigned k = 0;
+
+        for (unsigned i = 0; i < 8; i++)
+                for (unsigned j = i + 1; j < 8; j++)
+                        upper[k++] = numa[i] == numa[j] ? (struct cell)LK(NODE) : (struct cell)LK(SYS);
+        CLEANUP(topo_unrefp) struct topo *t = literal(8, upper, "NVIDIA A100-PCIE-40GB", numa);
+        for (unsigned m = 0; m < 256; m++)
+                masks[m] = m;
+        cross_check("interleaved", t, masks, ELEMENTSOF(masks));
 }
 
 /* DGX-2: 16 V100s, each with 6 NVLinks into 12 NVSwitches (hwloc nvidiaDGX2.xml: 25,000
@@ -797,7 +814,8 @@ main(void)
                 cmocka_unit_test(score_ties_break_by_numa_then_nic_then_fragmentation_then_index),
                 cmocka_unit_test(score_nic_affinity_breaks_ties_before_fragmentation),
                 cmocka_unit_test(score_node_priority_prefers_tight_fits_and_fast_sets),
-                cmocka_unit_test(score_best_matches_brute_force_on_every_8_gpu_matrix),
+                cmocka_unit_test(score_best_matches_brute_force_on_every_real_matrix),
+                cmocka_unit_test(score_best_matches_brute_force_when_twin_classes_interleave),
                 cmocka_unit_test(score_best_matches_brute_force_on_a_dgx2_class_node),
                 cmocka_unit_test(score_large_nvswitch_domain_picks_whole_numa_nodes),
                 cmocka_unit_test(score_memo_is_shared_safely_between_threads),
