@@ -8,11 +8,13 @@
  * Lock discipline: `lock` guards the stores, the generation, the stats and the cached
  * snapshot; it is held only to apply one event or swap in a relisted store, or to copy
  * object pointers (O(n) reference increments, no allocation per object) when a snapshot is
- * built.  Sorting and all reader work happen outside it.  Objects (kube__obj) are immutable
+ * built: pods are kept grouped by node and sorted inside each group as changes arrive, so
+ * that copy is the whole build apart from sorting the nodes, which happens outside it.  Objects (kube__obj) are immutable
  * and refcounted: a store holds one reference, each snapshot one more, so a snapshot stays
  * valid after the store moved on.  `build_lock` makes concurrent readers build one snapshot
  * per generation, not one each.  The change callback runs with no lock held.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -25,22 +27,159 @@
 
 /* --- the store: a chained hash of objects keyed by (namespace, name) --------------------- */
 
+/* The pods bound to one node name ("" = unscheduled), sorted by (namespace, name).  The
+ * pod store keeps these up to date on every change, so a snapshot is a concatenation of
+ * already sorted runs instead of a sort of every pod (see docs/performance.md). */
+struct group {
+        char *node;
+        struct kube__obj **objs;
+        size_t n, alloc;
+};
+
 struct store {
         struct kube__obj **buckets;
         size_t n_buckets;
         size_t n;
+        bool grouped;           /* pods: keep `groups` */
+        struct group **groups;  /* sorted by node name */
+        size_t n_groups, alloc_groups;
 };
+
+static int
+obj_key_cmp(const struct kube__obj *a, const struct kube__obj *b)
+{
+        int r = strcmp(a->key_ns, b->key_ns);
+        return r ? r : strcmp(a->key_name, b->key_name);
+}
+
+/* The index of the group for node, or where it would go (*found false). */
+static size_t
+group_find(const struct store *s, const char *node, bool *found)
+{
+        size_t lo = 0, hi = s->n_groups;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int r = strcmp(s->groups[mid]->node, node);
+                if (r == 0) {
+                        *found = true;
+                        return mid;
+                }
+                if (r < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = false;
+        return lo;
+}
+
+/* The index of o in g, or where it would go (*found false). */
+static size_t
+group_pos(const struct group *g, const struct kube__obj *o, bool *found)
+{
+        size_t lo = 0, hi = g->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int r = obj_key_cmp(g->objs[mid], o);
+                if (r == 0) {
+                        *found = true;
+                        return mid;
+                }
+                if (r < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = false;
+        return lo;
+}
+
+static int
+groups_add(struct store *s, struct kube__obj *o)
+{
+        const char *node = o->pod.node_name;
+        struct group *g;
+        bool found;
+        size_t gi = group_find(s, node, &found), pi;
+
+        if (!found) {
+                if (s->n_groups == s->alloc_groups) {
+                        size_t na = s->alloc_groups ? s->alloc_groups * 2 : 64;
+                        struct group **v = realloc(s->groups, na * sizeof(*v));
+                        if (!v)
+                                return -ENOMEM;
+                        s->groups = v;
+                        s->alloc_groups = na;
+                }
+                g = calloc(1, sizeof(*g));
+                if (!g || !(g->node = strdup(node))) {
+                        free(g);
+                        return -ENOMEM;
+                }
+                memmove(s->groups + gi + 1, s->groups + gi, (s->n_groups - gi) * sizeof(*s->groups));
+                s->groups[gi] = g;
+                s->n_groups++;
+        }
+        g = s->groups[gi];
+        if (g->n == g->alloc) {
+                size_t na = g->alloc ? g->alloc * 2 : 8;
+                struct kube__obj **v = realloc(g->objs, na * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                g->objs = v;
+                g->alloc = na;
+        }
+        pi = group_pos(g, o, &found);
+        assert(!found);
+        memmove(g->objs + pi + 1, g->objs + pi, (g->n - pi) * sizeof(*g->objs));
+        g->objs[pi] = o;
+        g->n++;
+        return 0;
+}
+
+static void
+groups_remove(struct store *s, const struct kube__obj *o)
+{
+        bool found;
+        size_t gi = group_find(s, o->pod.node_name, &found), pi;
+        struct group *g;
+
+        if (!found)
+                return;
+        g = s->groups[gi];
+        pi = group_pos(g, o, &found);
+        if (!found || g->objs[pi] != o)
+                return;
+        memmove(g->objs + pi, g->objs + pi + 1, (g->n - pi - 1) * sizeof(*g->objs));
+        if (--g->n > 0)
+                return;
+        free(g->objs);
+        free(g->node);
+        free(g);
+        memmove(s->groups + gi, s->groups + gi + 1, (s->n_groups - gi - 1) * sizeof(*s->groups));
+        s->n_groups--;
+}
 
 static void
 store_release(struct store *s)
 {
+        bool grouped = s->grouped;
+
         for (size_t i = 0; i < s->n_buckets; i++)
                 for (struct kube__obj *o = s->buckets[i], *next; o; o = next) {
                         next = o->next;
                         kube__obj_unref(o);
                 }
+        for (size_t i = 0; i < s->n_groups; i++) {
+                free(s->groups[i]->objs);
+                free(s->groups[i]->node);
+                free(s->groups[i]);
+        }
+        free(s->groups);
         free(s->buckets);
-        *s = (struct store){ 0 };
+        *s = (struct store){ .grouped = grouped };
 }
 
 static struct kube__obj **
@@ -90,14 +229,24 @@ store_put(struct store *s, struct kube__obj *o)
         link = store_find(s, o->key_ns, o->key_name, o->hash);
         if (link) {
                 struct kube__obj *old = *link;
+                if (s->grouped)
+                        groups_remove(s, old);
                 o->next = old->next;
                 *link = o;
                 kube__obj_unref(old);
-                return 0;
+        } else {
+                o->next = s->buckets[o->hash & (s->n_buckets - 1)];
+                s->buckets[o->hash & (s->n_buckets - 1)] = o;
+                s->n++;
         }
-        o->next = s->buckets[o->hash & (s->n_buckets - 1)];
-        s->buckets[o->hash & (s->n_buckets - 1)] = o;
-        s->n++;
+        if (s->grouped && groups_add(s, o) < 0) {
+                /* Keep the hash and the groups in step: drop the object from both. */
+                link = store_find(s, o->key_ns, o->key_name, o->hash);
+                *link = o->next;
+                s->n--;
+                kube__obj_unref(o);
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -110,6 +259,8 @@ store_remove(struct store *s, const char *ns, const char *name)
                 return false;
         o = *link;
         *link = o->next;
+        if (s->grouped)
+                groups_remove(s, o);
         kube__obj_unref(o);
         s->n--;
         return true;
@@ -194,18 +345,6 @@ node_cmp(const void *a, const void *b)
                       (*(const struct kube_node *const *)b)->name);
 }
 
-static int
-pod_cmp(const void *a, const void *b)
-{
-        const struct kube_pod *x = *(const struct kube_pod *const *)a;
-        const struct kube_pod *y = *(const struct kube_pod *const *)b;
-        int r = strcmp(x->node_name, y->node_name);
-
-        if (r == 0)
-                r = strcmp(x->ns, y->ns);
-        return r ? r : strcmp(x->name, y->name);
-}
-
 const struct kube_node *
 kube_snapshot_node(const struct kube_snapshot *s, const char *name)
 {
@@ -275,23 +414,23 @@ snap_build(struct kube_cache *c)
                 free(sn);
                 return NULL;
         }
-        for (int k = 0; k < 2; k++) {
-                const struct store *s = &c->stores[k];
+        {
+                const struct store *s = &c->stores[KUBE__NODE];
                 for (size_t i = 0; i < s->n_buckets; i++)
-                        for (struct kube__obj *o = s->buckets[i]; o; o = o->next) {
-                                kube__obj_ref(o);
-                                if (k == KUBE__NODE)
-                                        nodes[nn++] = &o->node;
-                                else
-                                        pods[np++] = &o->pod;
-                        }
+                        for (struct kube__obj *o = s->buckets[i]; o; o = o->next)
+                                nodes[nn++] = &kube__obj_ref(o)->node;
+        }
+        /* Pods come out of their groups already in snapshot order. */
+        for (size_t g = 0; g < c->stores[KUBE__POD].n_groups; g++) {
+                const struct group *grp = c->stores[KUBE__POD].groups[g];
+                for (size_t i = 0; i < grp->n; i++)
+                        pods[np++] = &kube__obj_ref(grp->objs[i])->pod;
         }
         sn->pub.generation = c->generation;
         sn->pub.synced = synced_locked(c);
         pthread_mutex_unlock(&c->lock);
 
         qsort(nodes, nn, sizeof(*nodes), node_cmp);
-        qsort(pods, np, sizeof(*pods), pod_cmp);
         sn->refs = 1;
         sn->pub.nodes = nodes;
         sn->pub.n_nodes = nn;
@@ -507,6 +646,7 @@ resource_thread(void *userdata)
         struct resource *res = userdata;
         struct kube_cache *c = res->cache;
         unsigned backoff = c->opts.backoff_initial_ms;
+        unsigned page_size = c->opts.page_size ? c->opts.page_size : KUBE_LIST_PAGE_DEFAULT;
         bool need_list = true, first_list = true, first_watch = true;
         CLEANUP(freep) char *rv = NULL;
         int r;
@@ -516,12 +656,14 @@ resource_thread(void *userdata)
                 struct kube_error err;
 
                 if (need_list) {
-                        struct store fresh = { 0 };
+                        struct store fresh = { .grouped = res->kind == KUBE__POD };
                         struct { struct resource *res; struct store *store; } ctx = { res, &fresh };
                         uint64_t gen;
 
-                        r = kube_list(c->client, res->collection, &sel, c->opts.page_size,
-                                      list_item, &ctx, &rv, &err);
+                        r = kube_list(c->client, res->collection, &sel, page_size, list_item,
+                                      &ctx, &rv, &err);
+                        if (r == -E2BIG && page_size > 1)
+                                page_size /= 2; /* a page over KUBE_MAX_BODY: smaller pages */
                         if (r < 0) {
                                 store_release(&fresh);
                                 note_error(c, r, true);
@@ -654,6 +796,7 @@ kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&c->cond, &ca);
         pthread_condattr_destroy(&ca);
+        c->stores[KUBE__POD].grouped = true;
 
         c->gpu_resources = strv_copy(c->opts.gpu_resources, KUBE_MAX_GPU_RESOURCES,
                                      KUBE_GPU_RESOURCE_DEFAULT);

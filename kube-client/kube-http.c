@@ -31,8 +31,9 @@ struct kube_client {
         pthread_mutex_t lock; /* pool, token, stats */
         CURL *pool[KUBE_POOL_MAX];
         unsigned n_pool;
-        CURLSH *share;        /* DNS + TLS session cache shared by the pool */
-        pthread_mutex_t share_lock;
+        CURLSH *share;        /* DNS, TLS sessions and idle connections shared by the pool */
+        pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST]; /* one per data kind: curl
+                                                           * may hold two at once */
         char *token;          /* current bearer token (from cfg or its file) */
         struct timespec token_read_at;
         struct kube_client_stats stats;
@@ -141,13 +142,15 @@ global_init(void)
 static void
 share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *userdata)
 {
-        pthread_mutex_lock(&((struct kube_client *)userdata)->share_lock);
+        if (data >= 0 && data < CURL_LOCK_DATA_LAST)
+                pthread_mutex_lock(&((struct kube_client *)userdata)->share_locks[data]);
 }
 
 static void
 share_unlock(CURL *h, curl_lock_data data, void *userdata)
 {
-        pthread_mutex_unlock(&((struct kube_client *)userdata)->share_lock);
+        if (data >= 0 && data < CURL_LOCK_DATA_LAST)
+                pthread_mutex_unlock(&((struct kube_client *)userdata)->share_locks[data]);
 }
 
 int
@@ -162,7 +165,8 @@ kube_client_new(struct kube_config *cfg, const struct kube_client_options *opts,
         if (!c)
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
-        pthread_mutex_init(&c->share_lock, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(c->share_locks); i++)
+                pthread_mutex_init(&c->share_locks[i], NULL);
         snprintf(c->user_agent, sizeof(c->user_agent), "%s",
                  opts && opts->user_agent ? opts->user_agent : "topofit/" TOPOFIT_VERSION);
         c->connect_timeout_ms = opts && opts->connect_timeout_ms ? opts->connect_timeout_ms : 10000;
@@ -179,6 +183,9 @@ kube_client_new(struct kube_config *cfg, const struct kube_client_options *opts,
         curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
         curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
         curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+        /* One pool of idle connections for all handles: a request reuses whichever
+         * connection another thread left open. */
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
         clock_gettime(CLOCK_MONOTONIC, &c->token_read_at);
         c->cfg = cfg;
         *ret = c;
@@ -198,7 +205,8 @@ kube_client_free(struct kube_client *c)
         free(c->token);
         kube_config_free(c->cfg);
         pthread_mutex_destroy(&c->lock);
-        pthread_mutex_destroy(&c->share_lock);
+        for (size_t i = 0; i < ELEMENTSOF(c->share_locks); i++)
+                pthread_mutex_destroy(&c->share_locks[i]);
         free(c);
         return NULL;
 }
@@ -427,6 +435,12 @@ perform_once(struct kube_client *c, CURL *h, const struct kube__request *req, co
 
         code = curl_easy_perform(h);
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+        long connects = 0;
+        if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {
+                pthread_mutex_lock(&c->lock);
+                c->stats.connections_opened += (uint64_t)connects;
+                pthread_mutex_unlock(&c->lock);
+        }
         if (s->status == 0)
                 curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
         if (code == CURLE_WRITE_ERROR && s->err < 0) {

@@ -118,6 +118,7 @@ struct kube_client_stats {
         uint64_t errors;         /* requests that ended in -errno */
         uint64_t token_rereads;  /* token file reads after the first */
         uint64_t unauthorized;   /* 401 responses seen (each retried once after a re-read) */
+        uint64_t connections_opened; /* new connections (the rest reused an open one) */
 };
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
 

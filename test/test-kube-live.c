@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,8 @@ server_start(struct server *s, const char *tag, const char *const *args)
         if (s->pid < 0)
                 return -errno;
         if (s->pid == 0) {
+                /* The server dies with us, even when we crash or time out. */
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
                 /* The server's stdout would break the TAP stream. */
                 int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
                 if (fd >= 0)
@@ -886,6 +889,27 @@ tls_with_a_ca_and_client_certificates(void **state)
 }
 
 static void
+requests_identify_as_topofit_and_reuse_connections(void **state)
+{
+        CLEANUP(cJSON_Deletep) cJSON *st = NULL;
+        struct kube_client_stats cs;
+        const cJSON *ua;
+
+        for (int i = 0; i < 5; i++) {
+                cJSON *j = NULL;
+                assert_int_equal(kube_get(client, "/api/v1/nodes/node-00001", &j, NULL), 0);
+                cJSON_Delete(j);
+        }
+        assert_int_equal(kube_get(client, "/_control/state", &st, NULL), 0);
+        ua = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "stats"), "user_agent");
+        assert_true(cJSON_IsString(ua));
+        assert_true(str_has_prefix(ua->valuestring, "topofit/"));
+        kube_client_stats(client, &cs);
+        assert_true(cs.requests >= 6);
+        assert_true(cs.connections_opened < cs.requests);
+}
+
+static void
 a_server_that_is_down_is_econnrefused(void **state)
 {
         struct kube_client *c = client_plain(1); /* nothing listens on port 1 */
@@ -917,6 +941,7 @@ main(void)
                 cmocka_unit_test(an_event_can_be_posted),
                 cmocka_unit_test(in_cluster_token_rotation_is_picked_up_after_a_401),
                 cmocka_unit_test(tls_with_a_ca_and_client_certificates),
+                cmocka_unit_test(requests_identify_as_topofit_and_reuse_connections),
                 cmocka_unit_test(a_server_that_is_down_is_econnrefused),
         };
         signal(SIGPIPE, SIG_IGN);

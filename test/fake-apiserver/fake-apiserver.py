@@ -385,6 +385,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.store.take_fault("error500"):
                 return self.send_json(500, status(500, "InternalError", "injected failure"))
             self.server.stats["requests"] += 1
+            self.server.stats["user_agent"] = self.headers.get("User-Agent", "")
             self.api(method, path, q)
         except ApiError as e:
             self.send_json(e.code, status(e.code, e.reason, e.message))
@@ -645,7 +646,7 @@ class Handler(BaseHTTPRequestHandler):
                 if since < st.compacted:
                     out.append(("ERROR", status(410, "Expired", "too old resource version")))
                 else:
-                    i = bisect.bisect_right([h[0] for h in st.history], since)
+                    i = bisect.bisect_right(st.history, since, key=lambda h: h[0])
                     for rv, k, typ, o, old in st.history[i:]:
                         since = rv
                         if k != kind:
@@ -769,19 +770,23 @@ class Handler(BaseHTTPRequestHandler):
         st = self.store
         rng = random.Random(seed)
         with st.cond:
+            pods = list(st.keys("pods"))   # kept in step below; re-sorting per change is slow
+            nodes = st.keys("nodes")
             for _ in range(n):
                 op = rng.random()
-                pods = st.keys("pods")
-                nodes = st.keys("nodes")
                 if op < 0.3 or not pods:
                     i = self.server.next_pod
                     self.server.next_pod += 1
                     p = make_pod(i, len(nodes), rng)
                     if nodes and p["spec"].get("nodeName"):
                         p["spec"]["nodeName"] = rng.choice(nodes)[1]
-                    st.put("pods", obj_key("pods", p), p, record=record)
+                    k = obj_key("pods", p)
+                    st.put("pods", k, p, record=record)
+                    pods.append(k)
                 elif op < 0.5:
-                    st.delete("pods", rng.choice(pods), record=record)
+                    j = rng.randrange(len(pods))
+                    pods[j], pods[-1] = pods[-1], pods[j]
+                    st.delete("pods", pods.pop(), record=record)
                 elif op < 0.8:
                     k = rng.choice(pods)
                     p = copy.deepcopy(st.objects["pods"][k])
