@@ -68,7 +68,40 @@ cluster_free(struct ext_cluster *c)
         free(c->nodes);
         free(c->pods);
         free(c->classes);
+        free(c->index);
         free(c);
+}
+
+static uint32_t
+name_hash(const char *s)
+{
+        uint32_t h = 2166136261u;
+
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+                h = (h ^ *p) * 16777619u;
+        return h;
+}
+
+/* Open addressing, load at most 1/2: slot = node index + 1, 0 = empty. */
+static int
+build_index(struct ext_cluster *c)
+{
+        size_t size = 16;
+
+        while (size < c->n_nodes * 2)
+                size *= 2;
+        c->index = calloc(size, sizeof(*c->index));
+        if (!c->index)
+                return -ENOMEM;
+        c->index_size = size;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                size_t k = name_hash(c->nodes[i].name) & (size - 1);
+
+                while (c->index[k])
+                        k = (k + 1) & (size - 1);
+                c->index[k] = (uint32_t)i + 1;
+        }
+        return 0;
 }
 
 struct ext_cluster *
@@ -94,21 +127,16 @@ pod_cmp(const void *a, const void *b)
 const struct ext_node *
 ext_cluster_find_node(const struct ext_cluster *c, const char *name)
 {
-        size_t lo = 0, hi;
+        size_t k;
 
-        if (!c || !name)
+        if (!c || !name || !c->index)
                 return NULL;
-        hi = c->n_nodes;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int d = strcmp(name, c->nodes[mid].name);
+        for (k = name_hash(name) & (c->index_size - 1); c->index[k];
+             k = (k + 1) & (c->index_size - 1)) {
+                const struct ext_node *n = &c->nodes[c->index[k] - 1];
 
-                if (d == 0)
-                        return &c->nodes[mid];
-                if (d < 0)
-                        hi = mid;
-                else
-                        lo = mid + 1;
+                if (strcmp(n->name, name) == 0)
+                        return n;
         }
         return NULL;
 }
@@ -211,12 +239,40 @@ class_for(struct ext_cluster_builder *b, const struct ext_cluster *base,
         return cls;
 }
 
+/* Lists cls (a class reused from the base snapshot) in the builder's table once. */
+static int
+class_register(struct ext_cluster_builder *b, struct score_class *cls)
+{
+        const struct topo *t = score_class_topo(cls);
+
+        for (size_t i = 0; i < b->n_classes; i++)
+                if (b->classes[i].cls == cls)
+                        return 0;
+        if (grow((void **)&b->classes, &b->alloc_classes, b->n_classes + 1, sizeof(*b->classes)) < 0)
+                return -ENOMEM;
+        b->classes[b->n_classes++] = (struct class_slot){
+                .hash = topo_class_hash(t), .n_gpus = t->n_gpus, .cls = score_class_ref(cls) };
+        return 0;
+}
+
 static bool
 name_ok(const char *s)
 {
         size_t n = s ? strnlen(s, EXT_NAME_MAX) : 0;
 
         return n > 0 && n < EXT_NAME_MAX;
+}
+
+static uint64_t
+topo_digest(const char *topo_json, size_t len, unsigned gpu_capacity)
+{
+        uint64_t h = 1469598103934665603ull ^ gpu_capacity;
+
+        if (!topo_json)
+                return h;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (unsigned char)topo_json[i]) * 1099511628211ull;
+        return h ^ 0x5bd1e995u;
 }
 
 static int
@@ -226,10 +282,21 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
 {
         CLEANUP(topo_unrefp) struct topo *t = NULL;
         struct ext_node node = { 0 };
+        const struct ext_node *old;
         const char *why = NULL;
 
         if (!name_ok(name))
                 return -EINVAL;
+        node.topo_digest = topo_digest(topo_json, len, gpu_capacity);
+        old = b && b->base ? ext_cluster_find_node(b->base, name) : NULL;
+        if (old && old->topo_digest == node.topo_digest && old->cls &&
+            class_register(b, old->cls) == 0) {
+                *n = *old;
+                n->used = (struct topo_mask){ 0 };
+                score_class_ref(n->cls);
+                set_why(ret_why, n->why_unannotated);
+                return 0;
+        }
         memcpy(node.name, name, strlen(name) + 1);
         if (topo_json) {
                 struct topo_error err = { 0 };
@@ -333,10 +400,8 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
         p = &b->pods[b->n_pods];
         *p = (struct ext_pod){ .node = -1 };
         str_copy(p->uid, sizeof(p->uid), uid, strlen(uid));
-        if (namespace)
-                str_copy(p->namespace, sizeof(p->namespace), namespace, strlen(namespace));
-        if (name)
-                str_copy(p->name, sizeof(p->name), name, strlen(name));
+        (void)namespace;
+        (void)name;
         if (gpus)
                 p->gpus = *gpus;
         b->pod_node[b->n_pods][0] = 0;
@@ -363,7 +428,8 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 return -ENOMEM;
         }
 
-        qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
+        if (b->n_nodes > 0)
+                qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
         for (size_t i = 1; i < b->n_nodes; i++)
                 if (strcmp(b->nodes[i - 1].name, b->nodes[i].name) == 0) {
                         free(c->classes);
@@ -373,6 +439,10 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         c->nodes = TAKE_PTR(b->nodes);
         c->n_nodes = b->n_nodes;
         b->n_nodes = 0;
+        if (build_index(c) < 0) {
+                cluster_free(c);
+                return -ENOMEM;
+        }
 
         /* Resolve node names before sorting pods (pod_node is indexed like pods). */
         for (size_t i = 0; i < b->n_pods; i++) {
@@ -381,7 +451,8 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
 
                 b->pods[i].node = n ? (int)(n - c->nodes) : -1;
         }
-        qsort(b->pods, b->n_pods, sizeof(*b->pods), pod_cmp);
+        if (b->n_pods > 0)
+                qsort(b->pods, b->n_pods, sizeof(*b->pods), pod_cmp);
         c->pods = TAKE_PTR(b->pods);
         c->n_pods = b->n_pods;
         for (size_t i = 1; i < c->n_pods; i++)
@@ -449,7 +520,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         for (size_t i = 0; i < c->n_pods; i++) {
                 const struct ext_pod *p = &c->pods[i];
 
-                r = ext_cluster_builder_add_pod(b, p->uid, p->namespace, p->name,
+                r = ext_cluster_builder_add_pod(b, p->uid, NULL, NULL,
                                                 p->node >= 0 ? c->nodes[p->node].name : NULL,
                                                 &p->gpus);
                 if (r < 0)

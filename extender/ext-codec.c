@@ -10,6 +10,9 @@
 #include "ext-core.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,31 +48,148 @@ check_depth(const char *s, size_t len)
         return 0;
 }
 
-static int
-parse_doc(const char *json, size_t len, cJSON **ret, const char **ret_why)
+/* --- a per-document arena for cJSON ------------------------------------------------------
+ * cJSON allocates every value, key and string separately; a 3 MB NodeList is some 200,000
+ * malloc()s and as many free()s.  Documents are parsed into a bump arena instead (cJSON's
+ * global hooks consult a thread-local pointer that is set only around the parse; other
+ * cJSON users in the process fall through to malloc), and released whole.  The arena is
+ * capped, so a document cannot take more than its cap however it is shaped. */
+
+#define EXT_ARENA_CHUNK (1u << 20)
+#define EXT_MAX_DOC_MEMORY (16u * EXT_MAX_BODY) /* a request's parsed tree */
+
+struct arena_chunk {
+        struct arena_chunk *next;
+        size_t used, size;
+        max_align_t data[];
+};
+
+struct arena {
+        struct arena_chunk *chunks;
+        size_t total, cap;
+        size_t next_chunk; /* grows from a size fitted to the document up to EXT_ARENA_CHUNK */
+        cJSON *root; /* the document parsed into it */
+};
+
+static __thread struct arena *tl_arena;
+
+static void *
+arena_alloc(struct arena *a, size_t n)
 {
+        struct arena_chunk *c = a->chunks;
+        size_t need = (n + 15) & ~(size_t)15;
+        void *p;
+
+        if (!c || c->size - c->used < need) {
+                size_t size = MAX(a->next_chunk, need);
+
+                a->next_chunk = MIN(a->next_chunk * 2, (size_t)EXT_ARENA_CHUNK);
+                if (a->total + size > a->cap)
+                        return NULL;
+                c = malloc(sizeof(*c) + size);
+                if (!c)
+                        return NULL;
+                c->size = size;
+                c->used = 0;
+                c->next = a->chunks;
+                a->chunks = c;
+                a->total += size;
+        }
+        p = (char *)c->data + c->used;
+        c->used += need;
+        return p;
+}
+
+static void
+arena_free(struct arena *a)
+{
+        if (!a)
+                return;
+        for (struct arena_chunk *c = a->chunks, *next; c; c = next) {
+                next = c->next;
+                free(c);
+        }
+        free(a);
+}
+
+static void *
+hook_malloc(size_t n)
+{
+        return tl_arena ? arena_alloc(tl_arena, n) : malloc(n);
+}
+
+static void
+hook_free(void *p)
+{
+        /* While an arena is active everything cJSON frees came from it (a failed parse
+         * deleting its partial tree): the arena goes as a whole. */
+        if (!tl_arena)
+                free(p);
+}
+
+static void
+install_hooks(void)
+{
+        cJSON_Hooks hooks = { .malloc_fn = hook_malloc, .free_fn = hook_free };
+
+        cJSON_InitHooks(&hooks);
+}
+
+/* Parses json into *ret, its memory in a new arena *ret_arena (free with arena_free, never
+ * cJSON_Delete).  cap bounds the bytes accepted, doc_cap the tree's memory. */
+static int
+parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON **ret,
+                 struct arena **ret_arena, const char **ret_why)
+{
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
         const char *end = NULL;
+        struct arena *a;
         cJSON *doc;
 
-        if (len > EXT_MAX_BODY)
+        if (len > cap)
                 return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
         if (len == 0)
                 return set_why(ret_why, "the request body is empty"), -EINVAL;
         if (check_depth(json, len) < 0)
                 return set_why(ret_why, "the JSON is nested deeper than the limit"), -ELOOP;
+        pthread_once(&once, install_hooks);
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->cap = doc_cap;
+        /* Small documents (annotations, bindings) get a small first chunk. */
+        a->next_chunk = MIN(MAX(len * 8, (size_t)4096), (size_t)EXT_ARENA_CHUNK);
+        tl_arena = a;
         doc = cJSON_ParseWithLengthOpts(json, len, &end, false);
-        if (!doc)
+        tl_arena = NULL;
+        if (!doc) {
+                bool full = a->total + EXT_ARENA_CHUNK > a->cap;
+
+                arena_free(a);
+                if (full)
+                        return set_why(ret_why, "the JSON has more values than the limit"), -E2BIG;
                 return set_why(ret_why, "the request body is not valid JSON"), -EINVAL;
+        }
         /* Only whitespace may follow the value. */
         while (end && end < json + len && strchr(" \t\r\n", *end) && *end)
                 end++;
         if (end && end < json + len) {
-                cJSON_Delete(doc);
+                arena_free(a);
                 return set_why(ret_why, "the request body has bytes after the JSON value"),
                        -EINVAL;
         }
+        a->root = doc;
         *ret = doc;
+        *ret_arena = a;
         return 0;
+}
+
+static int
+parse_doc(const char *json, size_t len, cJSON **ret, struct arena **ret_arena,
+          const char **ret_why)
+{
+        return parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, ret, ret_arena,
+                                ret_why);
 }
 
 /* set_why() and an error code in one expression, for "r = why_err(...)". */
@@ -259,15 +379,122 @@ int
 ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
                    struct ext_request *ret, const char **ret_why)
 {
+        struct arena *arena = NULL;
         cJSON *doc = NULL;
         int r;
 
-        r = parse_doc(json, len, &doc, ret_why);
+        r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
         r = request_from_pod(doc, cfg, ret, ret_why);
-        cJSON_Delete(doc);
+        arena_free(arena);
         return r;
+}
+
+/* --- spans of the Node objects in the request body ---------------------------------------
+ * The document has already parsed, so these walk valid JSON and only need to find where
+ * values begin and end; the first occurrence of a key wins, as with cJSON lookups. */
+
+static const char *
+skip_ws(const char *p, const char *end)
+{
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+                p++;
+        return p;
+}
+
+/* Past the string starting at p (at its opening quote). */
+static const char *
+skip_string(const char *p, const char *end)
+{
+        for (p++; p < end; p++) {
+                if (*p == '\\')
+                        p++;
+                else if (*p == '"')
+                        return p + 1;
+        }
+        return end;
+}
+
+/* Past the value starting at p. */
+static const char *
+skip_value(const char *p, const char *end)
+{
+        unsigned depth = 0;
+
+        if (p < end && *p == '"')
+                return skip_string(p, end);
+        if (p < end && *p != '{' && *p != '[') {
+                while (p < end && !strchr(",}] \t\r\n", *p))
+                        p++;
+                return p;
+        }
+        for (; p < end; p++) {
+                if (*p == '"')
+                        p = skip_string(p, end) - 1;
+                else if (*p == '{' || *p == '[')
+                        depth++;
+                else if ((*p == '}' || *p == ']') && --depth == 0)
+                        return p + 1;
+        }
+        return end;
+}
+
+/* The value of key in the object starting at p, or NULL. */
+static const char *
+find_member(const char *p, const char *end, const char *key)
+{
+        size_t klen = strlen(key);
+
+        p = skip_ws(p, end);
+        if (p >= end || *p != '{')
+                return NULL;
+        p++;
+        for (;;) {
+                const char *k, *kend;
+
+                p = skip_ws(p, end);
+                if (p >= end || *p != '"')
+                        return NULL;
+                k = p + 1;
+                kend = skip_string(p, end) - 1;
+                p = skip_ws(kend + 1, end);
+                if (p >= end || *p != ':')
+                        return NULL;
+                p = skip_ws(p + 1, end);
+                if ((size_t)(kend - k) == klen && memcmp(k, key, klen) == 0)
+                        return p;
+                p = skip_ws(skip_value(p, end), end);
+                if (p >= end || *p != ',')
+                        return NULL;
+                p++;
+        }
+}
+
+/* Records each element of Nodes.items; false when the walk disagrees with n. */
+static bool
+node_spans(const char *json, size_t len, struct ext_args *a)
+{
+        const char *end = json + len, *p = find_member(json, end, "Nodes");
+        size_t i = 0;
+
+        p = p ? find_member(p, end, "items") : NULL;
+        p = p ? skip_ws(p, end) : NULL;
+        if (!p || *p != '[')
+                return false;
+        p = skip_ws(p + 1, end);
+        while (p < end && *p != ']') {
+                const char *v = skip_value(p, end);
+
+                if (i >= a->n)
+                        return false;
+                a->raw[i] = p;
+                a->raw_len[i++] = (size_t)(v - p);
+                p = skip_ws(v, end);
+                if (p < end && *p == ',')
+                        p = skip_ws(p + 1, end);
+        }
+        return i == a->n;
 }
 
 void
@@ -275,13 +502,13 @@ ext_args_release(struct ext_args *a)
 {
         if (!a)
                 return;
-        for (size_t i = 0; a->names && i < a->n; i++)
-                free(a->names[i]);
         free(a->names);
         free(a->topo_json);
         free(a->topo_len);
         free(a->gpu_capacity);
-        cJSON_Delete(a->doc);
+        free(a->raw);
+        free(a->raw_len);
+        arena_free(a->doc);
         *a = (struct ext_args){ 0 };
 }
 
@@ -326,14 +553,15 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
 {
         struct ext_args a = { 0 };
         const cJSON *names, *nodes, *items = NULL;
+        struct arena *arena = NULL;
         cJSON *doc = NULL;
         size_t n;
         int r;
 
-        r = parse_doc(json, len, &doc, ret_why);
+        r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
-        a.doc = doc;
+        a.doc = arena;
         if (!cJSON_IsObject(doc)) {
                 r = why_err(ret_why, "ExtenderArgs is not a JSON object", -EINVAL);
                 goto fail;
@@ -384,12 +612,7 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
                                 r = why_err(ret_why, "a NodeNames entry is not a valid node name", -EINVAL);
                                 goto fail;
                         }
-                        a.names[a.n] = strdup(s->valuestring);
-                        if (!a.names[a.n]) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
-                        a.n++;
+                        a.names[a.n++] = s->valuestring;
                 }
         } else {
                 const cJSON *node;
@@ -401,12 +624,20 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
                                         &a.gpu_capacity[a.n], ret_why);
                         if (r < 0)
                                 goto fail;
-                        a.names[a.n] = strdup(name);
-                        if (!a.names[a.n]) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
-                        a.n++;
+                        a.names[a.n++] = (char *)name;
+                }
+                a.raw = malloc(MAX(a.n, (size_t)1) * sizeof(*a.raw));
+                a.raw_len = malloc(MAX(a.n, (size_t)1) * sizeof(*a.raw_len));
+                if (!a.raw || !a.raw_len) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                if (!node_spans(json, len, &a)) {
+                        /* Cannot happen with a document cJSON accepted; print instead. */
+                        free(a.raw);
+                        free(a.raw_len);
+                        a.raw = NULL;
+                        a.raw_len = NULL;
                 }
         }
         *ret = a;
@@ -414,6 +645,48 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
 fail:
         ext_args_release(&a);
         return r;
+}
+
+/* A JSON string literal: plain runs appended whole (node names almost always are one),
+ * the rest escaped as JSON requires. */
+static int
+put_string(struct buf *out, const char *s)
+{
+        const char *run = s;
+        int r = buf_append(out, "\"", 1);
+
+        for (const char *p = s; r >= 0; p++) {
+                unsigned char ch = (unsigned char)*p;
+                char esc[8];
+
+                if (ch >= 0x20 && ch != '"' && ch != '\\')
+                        continue;
+                if (p > run)
+                        r = buf_append(out, run, (size_t)(p - run));
+                if (r < 0 || ch == 0)
+                        break;
+                if (ch == '"' || ch == '\\')
+                        snprintf(esc, sizeof(esc), "\\%c", ch);
+                else
+                        snprintf(esc, sizeof(esc), "\\u%04x", ch);
+                r = buf_append(out, esc, strlen(esc));
+                run = p + 1;
+        }
+        return r < 0 ? r : buf_append(out, "\"", 1);
+}
+
+/* Appends a small non-negative integer without printf. */
+static int
+put_uint(struct buf *out, unsigned v)
+{
+        char d[16];
+        size_t n = sizeof(d);
+
+        do {
+                d[--n] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v && n > 0);
+        return buf_append(out, d + n, sizeof(d) - n);
 }
 
 /* {"node":"reason",...} of the verdicts that match want_unresolvable. */
@@ -431,7 +704,7 @@ failed_map(const struct ext_args *a, const struct ext_verdict *v, bool want_unre
                         r = buf_puts(out, ",");
                 first = false;
                 if (r >= 0)
-                        r = buf_put_json_string(out, a->names[i]);
+                        r = put_string(out, a->names[i]);
                 if (r >= 0)
                         r = buf_puts(out, ":");
                 if (r >= 0)
@@ -456,12 +729,13 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                                 r = buf_puts(out, ",");
                         first = false;
                         if (r >= 0)
-                                r = buf_put_json_string(out, a->names[i]);
+                                r = put_string(out, a->names[i]);
                 }
                 if (r >= 0)
                         r = buf_puts(out, "]");
         } else {
-                const cJSON *items = get(get(a->doc, "Nodes"), "items"), *node;
+                const cJSON *items = get(get(((struct arena *)a->doc)->root, "Nodes"), "items");
+                const cJSON *node;
                 size_t i = 0;
 
                 r = buf_puts(out, "{\"Nodes\":{\"metadata\":{},\"items\":[");
@@ -475,6 +749,11 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                         if (!first)
                                 r = buf_puts(out, ",");
                         first = false;
+                        if (a->raw) {
+                                if (r >= 0)
+                                        r = buf_append(out, a->raw[i - 1], a->raw_len[i - 1]);
+                                continue;
+                        }
                         s = cJSON_PrintUnformatted(node);
                         if (!s)
                                 return -ENOMEM;
@@ -513,9 +792,13 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                 if (r >= 0)
                         r = buf_puts(out, "{\"Host\":");
                 if (r >= 0)
-                        r = buf_put_json_string(out, a->names[i]);
+                        r = put_string(out, a->names[i]);
                 if (r >= 0)
-                        r = buf_printf(out, ",\"Score\":%d}", v[i].r == 0 ? v[i].priority : 0);
+                        r = buf_append(out, ",\"Score\":", 9);
+                if (r >= 0)
+                        r = put_uint(out, v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0);
+                if (r >= 0)
+                        r = buf_append(out, "}", 1);
         }
         return r < 0 ? r : buf_puts(out, "]");
 }
@@ -524,10 +807,11 @@ int
 ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const char **ret_why)
 {
         struct ext_binding b = { 0 };
+        struct arena *arena = NULL;
         cJSON *doc = NULL;
         int r;
 
-        r = parse_doc(json, len, &doc, ret_why);
+        r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
         if (!cJSON_IsObject(doc))
@@ -541,7 +825,7 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
                 r = why_err(ret_why, "PodUID is missing or not a valid string", -EINVAL);
         else if (copy_string(get(doc, "Node"), b.node, sizeof(b.node), true) < 0)
                 r = why_err(ret_why, "Node is missing or not a valid string", -EINVAL);
-        cJSON_Delete(doc);
+        arena_free(arena);
         if (r < 0)
                 return r;
         *ret = b;
@@ -615,11 +899,12 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
 {
         struct ext_preempt_args a = { 0 };
         const cJSON *map, *e;
+        struct arena *arena = NULL;
         cJSON *doc = NULL;
         bool meta;
         int r;
 
-        r = parse_doc(json, len, &doc, ret_why);
+        r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
         if (!cJSON_IsObject(doc)) {
@@ -671,7 +956,7 @@ done:
         r = 0;
 out:
         ext_preempt_args_release(&a);
-        cJSON_Delete(doc);
+        arena_free(arena);
         return r;
 }
 
@@ -780,12 +1065,13 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
 {
         struct topo_mask m = { 0 };
         const cJSON *containers, *c, *version;
+        struct arena *arena = NULL;
         cJSON *doc = NULL;
         int r;
 
         if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
                 return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
-        r = parse_doc(json, len, &doc, ret_why);
+        r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
         version = get(doc, "version");
@@ -817,7 +1103,7 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
         }
         *ret = m;
 out:
-        cJSON_Delete(doc);
+        arena_free(arena);
         return r;
 }
 
@@ -874,17 +1160,15 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
         CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *b = NULL;
         const cJSON *items, *item, *kind;
         const char *list_kind;
+        struct arena *arena = NULL;
         cJSON *doc = NULL;
         int r;
 
         /* A cluster file is not a request: allow up to the cluster caps, not EXT_MAX_BODY. */
-        if (len > (size_t)EXT_MAX_BODY * 16)
-                return set_why(ret_why, "the cluster file is larger than the limit"), -E2BIG;
-        if (check_depth(json, len) < 0)
-                return set_why(ret_why, "the JSON is nested deeper than the limit"), -ELOOP;
-        doc = cJSON_ParseWithLength(json, len);
-        if (!doc)
-                return set_why(ret_why, "the cluster file is not valid JSON"), -EINVAL;
+        r = parse_doc_capped(json, len, EXT_MAX_CLUSTER_BYTES, 16 * (size_t)EXT_MAX_CLUSTER_BYTES,
+                             &doc, &arena, ret_why);
+        if (r < 0)
+                return r;
         items = get(doc, "items");
         kind = get(doc, "kind");
         list_kind = cJSON_IsString(kind) ? kind->valuestring : NULL;
@@ -926,6 +1210,6 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
         if (r == -EEXIST)
                 set_why(ret_why, "the cluster file lists a node or pod twice");
 out:
-        cJSON_Delete(doc);
+        arena_free(arena);
         return r;
 }

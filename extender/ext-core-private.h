@@ -27,5 +27,6 @@ const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char
  * (uid, node).  -E2BIG when EXT_LEDGER_MAX_ENTRIES are in use, -ENOMEM. */
 int ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                            const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns);
-/* Lock held.  true when the ledger holds nothing live (fast path for filter). */
-bool ext__ledger_empty_locked(struct ext_ledger *l);
+/* true when the ledger holds no entry at all; read without the lock, so only a hint: a
+ * filter may miss a hold that a concurrent bind is adding, which bind itself rechecks. */
+bool ext__ledger_maybe_empty(struct ext_ledger *l);

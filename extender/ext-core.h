@@ -29,6 +29,7 @@
 #include "../topology/topo.h"
 
 #define EXT_MAX_BODY (16u << 20)        /* request body; more is answered 413 */
+#define EXT_MAX_CLUSTER_BYTES (256u << 20) /* a cluster List (static mode's --cluster FILE) */
 #define EXT_MAX_NODES 10000             /* nodes in one request and in the cluster view */
 #define EXT_MAX_PODS 250000             /* pods in the cluster view */
 #define EXT_MAX_JSON_DEPTH 64           /* nesting of any JSON document we accept */
@@ -116,12 +117,13 @@ struct ext_node {
         struct topo_mask healthy; /* GPUs that may be handed out */
         struct topo_mask used;    /* GPUs recorded on live pods bound here */
         const char *why_unannotated; /* static string when !annotated: missing or bad */
+        uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
+                                   * reuses an unchanged node without parsing it again */
 };
 
+/* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
 struct ext_pod {
         char uid[EXT_UID_MAX];
-        char namespace[EXT_NAME_MAX];
-        char name[EXT_NAME_MAX];
         int node;             /* index into the snapshot's nodes, -1 when not bound here */
         struct topo_mask gpus; /* from topofit.io/gpus; empty when none */
 };
@@ -136,18 +138,22 @@ struct ext_cluster {
         struct ext_pod *pods;
         size_t n_classes;
         struct score_class **classes; /* distinct classes, for metrics and reuse */
+        size_t index_size;            /* private: open-addressing name index of nodes */
+        uint32_t *index;
 };
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
 struct ext_cluster *ext_cluster_unref(struct ext_cluster *c); /* accepts NULL, returns NULL */
 DEFINE_CLEANUP_FUNC(struct ext_cluster, ext_cluster_unref)
 
-/* Lookups by binary search; NULL when absent.  Borrowed from c. */
+/* Lookups (nodes by a hash index, pods by binary search); NULL when absent.  Borrowed
+ * from c. */
 const struct ext_node *ext_cluster_find_node(const struct ext_cluster *c, const char *name);
 const struct ext_pod *ext_cluster_find_pod(const struct ext_cluster *c, const char *uid);
 
 /* Builds a snapshot.  base (may be NULL) lends its topology classes, so a rebuild keeps
- * their memos.  The builder copies everything it is given. */
+ * their memos, and its nodes: a node whose annotation and capacity did not change is
+ * copied, not parsed again.  The builder copies everything it is given. */
 struct ext_cluster_builder;
 struct ext_cluster_builder *ext_cluster_builder_new(const struct ext_config *cfg,
                                                     const struct ext_cluster *base);
@@ -163,6 +169,7 @@ int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name
                                  const char *topo_json, size_t len, unsigned gpu_capacity,
                                  const char **ret_why);
 /* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
+ * namespace and name are checked but not kept (the snapshot stays small).
  * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */
 int ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                                 const char *namespace, const char *name, const char *node,
@@ -230,7 +237,10 @@ int ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
                uint64_t now_ns, struct ext_verdict *ret);
 
-/* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others), and
+/* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others):
+ * the mean of score_node_priority() (bandwidth against the node's own best, packing,
+ * fragmentation) and 10 x the set's bandwidth relative to the best set of any fitting node
+ * in this request (for multi-GPU requests), rounded; and
  * a tentative reservation of the chosen set on the best node (ties: name) for the pod,
  * replacing its earlier one.  Returns how many fit. */
 int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
@@ -268,14 +278,18 @@ struct ext_args {
         struct ext_request req;
         bool node_names;   /* NodeNames mode (nodeCacheCapable); false: Nodes mode */
         size_t n;          /* nodes named or sent */
-        char **names;      /* n node names, owned */
+        char **names;      /* n node names, pointing into the decoded document */
         /* Nodes mode: per node its topology annotation (NULL when none) and GPU capacity,
          * pointing into the decoded document. */
         const char **topo_json;
         size_t *topo_len;
         unsigned *gpu_capacity;
         void *doc;         /* private: the decoded document, to echo Nodes back */
+        const char **raw;  /* private: Nodes mode, each Node's bytes in the request body */
+        size_t *raw_len;
 };
+/* In Nodes mode the result points into json (to echo the Node objects back verbatim):
+ * keep json alive and unchanged until the answer is encoded. */
 int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
 void ext_args_release(struct ext_args *a);

@@ -25,6 +25,7 @@ static const char *const verb_names[_EXT_VERB_MAX] = {
         [EXT_VERB_READYZ] = "readyz",
         [EXT_VERB_METRICS] = "metrics",
         [EXT_VERB_VERSION] = "version",
+        [EXT_VERB_ALLOCATIONS] = "allocations",
         [EXT_VERB_OTHER] = "other",
 };
 
@@ -163,6 +164,12 @@ ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct
                 return set_why(ret_why, "the pod is already bound"), r;
         if (r < 0)
                 return set_why(ret_why, "the in-memory cluster could not be updated"), r;
+        {
+                /* The view now shows the pod: its committed ledger entry can go. */
+                CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
+
+                ext_ledger_prune(s->ledger, c, ext_now_ns());
+        }
         return 0;
 }
 
@@ -254,9 +261,10 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                 return error_body(out, why ? why : "the request cannot be decoded"), status_of(r);
         }
         (void)ext_pending_remember(s, &a.req);
-        nodes = calloc(MAX(a.n, (size_t)1), sizeof(*nodes));
-        extra = calloc(MAX(a.n, (size_t)1), sizeof(*extra));
-        v = calloc(MAX(a.n, (size_t)1), sizeof(*v));
+        /* Every entry is written before it is read: no need to clear them. */
+        nodes = malloc(MAX(a.n, (size_t)1) * sizeof(*nodes));
+        extra = a.node_names ? malloc(sizeof(*extra)) : malloc(MAX(a.n, (size_t)1) * sizeof(*extra));
+        v = malloc(MAX(a.n, (size_t)1) * sizeof(*v));
         if (!nodes || !extra || !v) {
                 ext_args_release(&a);
                 return error_body(out, "out of memory"), 503;
@@ -469,6 +477,41 @@ handle_version(struct ext_state *s, const char *body, size_t len, struct buf *ou
         return 200;
 }
 
+/* The GPU sets of the bound pods in the cluster view, for operators and the demo:
+ * {"generation":N,"pods":[{"uid","node","gpus":[...]}]}. */
+static int
+handle_allocations(struct ext_state *s, const char *body, size_t len, struct buf *out)
+{
+        CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
+        bool first = true;
+        int r;
+
+        r = buf_printf(out, "{\"generation\":%llu,\"pods\":[",
+                       (unsigned long long)(c ? c->generation : 0));
+        for (size_t i = 0; r >= 0 && c && i < c->n_pods; i++) {
+                const struct ext_pod *p = &c->pods[i];
+                char gpus[TOPO_MAX_GPUS * 4];
+
+                if (p->node < 0)
+                        continue;
+                if (topo_mask_format(&p->gpus, gpus, sizeof(gpus)) < 0)
+                        gpus[0] = 0;
+                r = buf_puts(out, first ? "{\"uid\":" : ",{\"uid\":");
+                first = false;
+                if (r >= 0)
+                        r = buf_put_json_string(out, p->uid);
+                if (r >= 0)
+                        r = buf_puts(out, ",\"node\":");
+                if (r >= 0)
+                        r = buf_put_json_string(out, c->nodes[p->node].name);
+                if (r >= 0)
+                        r = buf_printf(out, ",\"gpus\":[%s]}", gpus);
+        }
+        if (r >= 0)
+                r = buf_puts(out, "]}\n");
+        return r < 0 ? 500 : 200;
+}
+
 typedef int (*handler_fn)(struct ext_state *s, const char *body, size_t len, struct buf *out);
 
 static const struct route {
@@ -486,6 +529,7 @@ static const struct route {
         [EXT_VERB_METRICS] = { "/metrics", "GET", "text/plain; version=0.0.4; charset=utf-8",
                                handle_metrics },
         [EXT_VERB_VERSION] = { "/version", "GET", "application/json", handle_version },
+        [EXT_VERB_ALLOCATIONS] = { "/allocations", "GET", "application/json", handle_allocations },
 };
 
 enum ext_verb
@@ -514,7 +558,7 @@ ext_handle(struct ext_state *s, const char *method, const char *path, const char
         *ret_type = "application/json";
         if (v == EXT_VERB_OTHER) {
                 error_body(out, "no such verb: the extender serves /filter, /prioritize, /bind, "
-                                "/preempt, /healthz, /readyz, /metrics, /version");
+                                "/preempt, /healthz, /readyz, /metrics, /version, /allocations");
                 return 404;
         }
         if (!method_ok) {

@@ -85,9 +85,9 @@ ext__ledger_unlock(struct ext_ledger *l)
 }
 
 bool
-ext__ledger_empty_locked(struct ext_ledger *l)
+ext__ledger_maybe_empty(struct ext_ledger *l)
 {
-        return l->n_entries == 0;
+        return __atomic_load_n(&l->n_entries, __ATOMIC_RELAXED) == 0;
 }
 
 static bool
@@ -138,7 +138,7 @@ remove_if(struct ext_ledger *l, bool (*drop)(const struct entry *e, const void *
                         if (drop(e, arg)) {
                                 *pp = e->next;
                                 free(e);
-                                l->n_entries--;
+                                __atomic_sub_fetch(&l->n_entries, 1, __ATOMIC_RELAXED);
                         } else
                                 pp = &e->next;
                 }
@@ -176,7 +176,7 @@ ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
         b = bucket_of(node);
         e->next = l->buckets[b];
         l->buckets[b] = e;
-        l->n_entries++;
+        __atomic_add_fetch(&l->n_entries, 1, __ATOMIC_RELAXED);
         return 0;
 }
 

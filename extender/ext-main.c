@@ -7,6 +7,7 @@
  * with sigwait(), so no handler runs in a microhttpd thread.
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ struct options {
         char tls_key[EXT_MAX_OPTION_LEN];
         char client_ca[EXT_MAX_OPTION_LEN];
         char port_file[EXT_MAX_OPTION_LEN];
+        char kubeconfig[EXT_MAX_OPTION_LEN];
         unsigned threads;
         bool resources_set;
         struct ext_config cfg;
@@ -45,6 +47,7 @@ enum {
         OPT_THREADS,
         OPT_LOG_LEVEL,
         OPT_PORT_FILE,
+        OPT_KUBECONFIG,
         OPT_CONFIG,
         OPT_VERSION,
         OPT_HELP,
@@ -62,6 +65,7 @@ static const struct option long_options[] = {
         { "threads", required_argument, NULL, OPT_THREADS },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
         { "port-file", required_argument, NULL, OPT_PORT_FILE },
+        { "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
         { "config", required_argument, NULL, OPT_CONFIG },
         { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, OPT_HELP },
@@ -75,6 +79,8 @@ usage(FILE *f)
               "Topology-aware GPU scheduler extender for kube-scheduler.\n\n"
               "  --cluster FILE           static mode: the cluster from a `kubectl get nodes,pods\n"
               "                           -o json` List; bind updates it in memory\n"
+              "  --kubeconfig FILE        live mode (no --cluster): the API server to watch and\n"
+              "                           bind through (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
               "  --listen HOST:PORT       address to serve on (default 0.0.0.0:8888; port 0 picks one)\n"
               "  --port-file FILE         write the bound port there once listening\n"
               "  --tls-cert FILE          serve HTTPS with this PEM certificate ...\n"
@@ -104,12 +110,14 @@ apply(struct options *o, int opt, const char *arg)
         case OPT_TLS_CERT:
         case OPT_TLS_KEY:
         case OPT_CLIENT_CA:
+        case OPT_KUBECONFIG:
         case OPT_PORT_FILE: {
                 char *dst = opt == OPT_LISTEN      ? o->listen
                             : opt == OPT_CLUSTER   ? o->cluster
                             : opt == OPT_TLS_CERT  ? o->tls_cert
                             : opt == OPT_TLS_KEY   ? o->tls_key
                             : opt == OPT_CLIENT_CA ? o->client_ca
+                            : opt == OPT_KUBECONFIG ? o->kubeconfig
                                                    : o->port_file;
 
                 if (str_copy(dst, EXT_MAX_OPTION_LEN, arg, strlen(arg)) < 0) {
@@ -260,7 +268,7 @@ load_cluster(struct ext_state *s, const char *path)
                 log_error("cannot open the cluster file", "path=%s errno=%d", path, errno);
                 return -errno;
         }
-        buf_init(&b, EXT_MAX_CLUSTER_FILE_BYTES);
+        buf_init(&b, EXT_MAX_CLUSTER_BYTES);
         while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
                 r = buf_append(&b, chunk, n);
         fclose(f);
@@ -285,6 +293,8 @@ load_cluster(struct ext_state *s, const char *path)
                  c->n_pods, c->n_classes);
         ext_state_install(s, c);
         atomic_store(&s->ready, true);
+        /* The parsed file was many times the snapshot's size: give that memory back. */
+        malloc_trim(0);
         return 0;
 }
 
@@ -294,6 +304,7 @@ main(int argc, char **argv)
         struct options o = { .listen = "0.0.0.0:8888" };
         struct ext_server_options so = { 0 };
         struct ext_server *srv = NULL;
+        struct ext_live *live = NULL;
         struct ext_state s;
         const char *why = NULL;
         unsigned port = 0;
@@ -334,11 +345,6 @@ main(int argc, char **argv)
                 fprintf(stderr, "topofit-extender: unexpected argument '%s'\n", argv[optind]);
                 return 2;
         }
-        if (!o.cluster[0]) {
-                fprintf(stderr, "topofit-extender: live mode needs the kube-client, which this "
-                                "build does not include yet; use --cluster FILE\n");
-                return 2;
-        }
 
         sigemptyset(&sigs);
         sigaddset(&sigs, SIGTERM);
@@ -350,7 +356,14 @@ main(int argc, char **argv)
                 log_error("cannot start", "reason=\"out of memory\"");
                 return 1;
         }
-        r = load_cluster(&s, o.cluster);
+        if (o.cluster[0])
+                r = load_cluster(&s, o.cluster);
+        else {
+                r = ext_live_start(&s, o.kubeconfig[0] ? o.kubeconfig : NULL, &live, &why);
+                if (r < 0)
+                        log_error("cannot reach the cluster", "reason=\"%s\" errno=%d",
+                                  why ? why : "unknown", -r);
+        }
         if (r < 0) {
                 ext_state_release(&s);
                 return 1;
@@ -365,6 +378,7 @@ main(int argc, char **argv)
         r = ext_server_start(&s, &so, &srv, &port, &why);
         if (r < 0) {
                 log_error("cannot serve", "listen=%s reason=\"%s\"", o.listen, why);
+                ext_live_stop(live);
                 ext_state_release(&s);
                 return 1;
         }
@@ -388,6 +402,7 @@ main(int argc, char **argv)
         } while (sig == SIGPIPE);
         log_info("stopping", "signal=%d", sig);
         ext_server_stop(srv);
+        ext_live_stop(live);
         ext_state_release(&s);
         return 0;
 }

@@ -124,7 +124,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                         return queue_error(srv, c, cx, 404,
                                            "no such verb: the extender serves /filter, "
                                            "/prioritize, /bind, /preempt, /healthz, /readyz, "
-                                           "/metrics, /version");
+                                           "/metrics, /version, /allocations");
                 if (!method_ok)
                         return queue_error(srv, c, cx, 405, "method not allowed for this path");
                 cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,

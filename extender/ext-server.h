@@ -13,7 +13,6 @@
 #include "ext-core.h"
 
 #define EXT_MAX_CONFIG_BYTES (64u << 10) /* the config file */
-#define EXT_MAX_CLUSTER_FILE_BYTES (256u << 20) /* --cluster FILE */
 #define EXT_MAX_RESPONSE (64u << 20)    /* full-mode echo of EXT_MAX_NODES Node objects */
 #define EXT_DEFAULT_THREADS 4
 #define EXT_MAX_THREADS 64
@@ -31,6 +30,7 @@ enum ext_verb {
         EXT_VERB_READYZ,
         EXT_VERB_METRICS,
         EXT_VERB_VERSION,
+        EXT_VERB_ALLOCATIONS,
         EXT_VERB_OTHER, /* unknown path or method */
         _EXT_VERB_MAX,
         _EXT_VERB_INVALID = -EINVAL,
@@ -99,6 +99,14 @@ int ext_static_binder(struct ext_state *s, const struct ext_binding *b, const st
                       const struct topo_mask *gpus, const char *annotation, const char **ret_why);
 
 uint64_t ext_now_ns(void);
+
+/* Live mode (ext-live.c): the view from kube-client's cache of the API server named by
+ * kubeconfig (NULL: $KUBECONFIG, in-cluster, ~/.kube/config), bindings through the API.
+ * Sets s's binder and mode.  Stop it before releasing s. */
+struct ext_live;
+int ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **ret,
+                   const char **ret_why);
+struct ext_live *ext_live_stop(struct ext_live *lv);
 
 /* The pending ring: remember a decoded request, look one up by UID (0 or -ENOENT), forget. */
 int ext_pending_remember(struct ext_state *s, const struct ext_request *req);

@@ -200,10 +200,16 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
                 }
-                /* One short critical section per node keeps binds from waiting long. */
-                ext__ledger_lock(l);
-                free_gpus_locked(l, req, nodes[i], now_ns, &free);
-                ext__ledger_unlock(l);
+                /* One short critical section per node keeps binds from waiting long; none
+                 * at all while the ledger is empty (bind rechecks under the lock). */
+                if (ext__ledger_maybe_empty(l)) {
+                        for (size_t k = 0; k < ELEMENTSOF(free.w); k++)
+                                free.w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
+                } else {
+                        ext__ledger_lock(l);
+                        free_gpus_locked(l, req, nodes[i], now_ns, &free);
+                        ext__ledger_unlock(l);
+                }
                 decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
                 if (ret[i].r == 0)
                         fits++;
@@ -226,8 +232,24 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 {
         int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret);
         ssize_t best = -1;
+        double top = 0;
 
-        if (fits <= 0 || req->count == 0 || !req->uid[0])
+        if (fits <= 0 || req->count == 0)
+                return fits;
+        /* scoring's priority compares a set with the best its own node could give; across
+         * nodes the bandwidth itself matters too: average it with the set's bandwidth
+         * relative to the best fitting node of this request (docs/pod-annotations.md). */
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0)
+                        top = MAX(top, ret[i].choice.busbw_gbps);
+        for (size_t i = 0; i < n && top > 0; i++)
+                if (ret[i].r == 0) {
+                        double rel = ret[i].choice.busbw_gbps / top;
+                        int p = (int)(((double)ret[i].priority + EXT_PRIORITY_MAX * rel) / 2 + 0.5);
+
+                        ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
+                }
+        if (!req->uid[0])
                 return fits;
         for (size_t i = 0; i < n; i++) {
                 if (ret[i].r != 0)

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Live mode: the cluster view from the API server through kube-client's cache, and
+ * bindings written with POST pods/{name}/binding.  A rebuild thread turns each new cache
+ * generation into a new ext_cluster (nodes whose annotation did not change are copied, not
+ * parsed again) and installs it whole; the binding carries the topofit.io/gpus annotation,
+ * which the API server copies onto the pod in the same write, so the binding and the GPU
+ * record land together or not at all.  Nothing else is kept: a restart rebuilds all state
+ * from node and pod annotations (reservations are soft and simply expire).
+ */
+#include "ext-server.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube.h"
+#include "log.h"
+
+#define EXT_LIVE_COALESCE_MS 20     /* changes closer than this share one rebuild */
+#define EXT_LIVE_IDLE_WAKE_MS 1000  /* re-check sync state at least this often */
+
+struct ext_live {
+        struct ext_state *s;
+        struct kube_client *client;
+        struct kube_cache *cache;
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool stop;
+        bool dirty;
+        bool built;
+        uint64_t built_generation;
+};
+
+static void
+on_change(uint64_t generation, void *userdata)
+{
+        struct ext_live *lv = userdata;
+
+        pthread_mutex_lock(&lv->lock);
+        lv->dirty = true;
+        pthread_cond_signal(&lv->cond);
+        pthread_mutex_unlock(&lv->lock);
+}
+
+static const char *
+annotation(const struct kube_pod *p, const char *key)
+{
+        for (uint32_t i = 0; i < p->n_annotations; i++)
+                if (strcmp(p->annotations[i].key, key) == 0)
+                        return p->annotations[i].value;
+        return NULL;
+}
+
+/* One kube snapshot into one cluster view. */
+static int
+rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
+{
+        CLEANUP(ext_cluster_unrefp) struct ext_cluster *base = ext_state_snapshot(lv->s);
+        struct ext_cluster_builder *b = ext_cluster_builder_new(&lv->s->cfg, base);
+        struct ext_cluster *c = NULL;
+        unsigned bad_records = 0;
+        int r = 0;
+
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < ks->n_nodes; i++) {
+                const struct kube_node *n = ks->nodes[i];
+                int64_t gpus = n->gpu_allocatable > 0 ? n->gpu_allocatable : 0;
+
+                r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
+                                                 (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
+                if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
+                        r = 0; /* over the cap or malformed: left out, the rest still works */
+        }
+        for (size_t i = 0; r >= 0 && i < ks->n_pods; i++) {
+                const struct kube_pod *p = ks->pods[i];
+                const char *rec;
+                struct topo_mask gpus = { 0 };
+
+                if (p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
+                        continue;
+                rec = annotation(p, EXT_GPUS_ANNOTATION);
+                if (rec && ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS, &gpus,
+                                                      NULL) < 0)
+                        bad_records++;
+                r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, p->node_name, &gpus);
+                if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
+                        r = 0;
+        }
+        if (r < 0) {
+                ext_cluster_builder_free(b);
+                return r;
+        }
+        r = ext_cluster_builder_finish(b, ks->generation, &c);
+        if (r < 0)
+                return r;
+        if (bad_records)
+                log_warn("pods with an unreadable GPU record", "count=%u annotation=%s", bad_records,
+                         EXT_GPUS_ANNOTATION);
+        log_debug("cluster view rebuilt", "generation=%llu nodes=%zu pods=%zu classes=%zu",
+                  (unsigned long long)c->generation, c->n_nodes, c->n_pods, c->n_classes);
+        ext_state_install(lv->s, c);
+        return 0;
+}
+
+static void
+sleep_ms(unsigned ms)
+{
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+        nanosleep(&ts, NULL);
+}
+
+static void *
+rebuild_thread(void *arg)
+{
+        struct ext_live *lv = arg;
+
+        for (;;) {
+                struct kube_snapshot *ks;
+                struct timespec until;
+
+                pthread_mutex_lock(&lv->lock);
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += EXT_LIVE_IDLE_WAKE_MS / 1000;
+                while (!lv->dirty && !lv->stop)
+                        if (pthread_cond_timedwait(&lv->cond, &lv->lock, &until) != 0)
+                                break;
+                if (lv->stop) {
+                        pthread_mutex_unlock(&lv->lock);
+                        break;
+                }
+                lv->dirty = false;
+                pthread_mutex_unlock(&lv->lock);
+
+                ks = kube_cache_snapshot(lv->cache);
+                if (ks && (ks->generation != lv->built_generation || !lv->built)) {
+                        int r = rebuild(lv, ks);
+
+                        if (r < 0)
+                                log_error("cluster view rebuild failed", "errno=%d", -r);
+                        else {
+                                lv->built_generation = ks->generation;
+                                lv->built = true;
+                        }
+                }
+                if (ks && ks->synced && !atomic_load(&lv->s->ready)) {
+                        atomic_store(&lv->s->ready, true);
+                        log_info("cluster view synced", "nodes=%zu pods=%zu", ks->n_nodes,
+                                 ks->n_pods);
+                }
+                kube_snapshot_unref(ks);
+                sleep_ms(EXT_LIVE_COALESCE_MS);
+        }
+        return NULL;
+}
+
+static int
+live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
+            const struct topo_mask *gpus, const char *annotation_json, const char **ret_why)
+{
+        struct ext_live *lv = s->binder_data;
+        struct kube_kv kv = { .key = EXT_GPUS_ANNOTATION, .value = annotation_json };
+        struct kube_error err = { 0 };
+        int r;
+
+        r = kube_bind(lv->client, b->pod_namespace, b->pod_name, b->pod_uid, node->name, &kv, 1,
+                      &err);
+        if (r >= 0)
+                return 0;
+        log_warn("binding write failed", "pod=%s/%s uid=%s node=%s errno=%d http=%ld detail=\"%s\"",
+                 b->pod_namespace, b->pod_name, b->pod_uid, node->name, -r, err.http_status,
+                 err.message);
+        switch (r) {
+        case -EEXIST:
+                return set_why(ret_why, "the pod is already bound, or its UID changed"), r;
+        case -ENOENT:
+                return set_why(ret_why, "the pod no longer exists"), r;
+        default:
+                return set_why(ret_why, "the API server refused or did not answer the binding"), r;
+        }
+}
+
+/* After a restart the pending ring is empty: read the pod from the API server. */
+static int
+live_fetch_pod(struct ext_state *s, const struct ext_binding *b, struct ext_request *ret)
+{
+        struct ext_live *lv = s->binder_data;
+        struct kube_error err = { 0 };
+        struct ext_request req;
+        char path[2 * EXT_NAME_MAX + 64], *body = NULL;
+        size_t len = 0;
+        int r;
+
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", b->pod_namespace,
+                 b->pod_name);
+        r = kube_request(lv->client, "GET", path, NULL, NULL, 0, &body, &len, &err);
+        if (r < 0)
+                return r;
+        r = ext_request_decode(body, len, &s->cfg, &req, NULL);
+        free(body);
+        if (r < 0)
+                return r;
+        if (strcmp(req.uid, b->pod_uid) != 0)
+                return -ESTALE;
+        *ret = req;
+        return 0;
+}
+
+struct ext_live *
+ext_live_stop(struct ext_live *lv)
+{
+        if (!lv)
+                return NULL;
+        if (lv->thread_started) {
+                pthread_mutex_lock(&lv->lock);
+                lv->stop = true;
+                pthread_cond_signal(&lv->cond);
+                pthread_mutex_unlock(&lv->lock);
+                pthread_join(lv->thread, NULL);
+        }
+        kube_cache_free(lv->cache);
+        kube_client_free(lv->client);
+        pthread_mutex_destroy(&lv->lock);
+        pthread_cond_destroy(&lv->cond);
+        free(lv);
+        return NULL;
+}
+
+int
+ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **ret,
+               const char **ret_why)
+{
+        struct kube_config *kc = NULL;
+        struct kube_cache_options o;
+        const char *resources[EXT_MAX_RESOURCES + 1] = { 0 };
+        struct ext_live *lv;
+        int r;
+
+        lv = calloc(1, sizeof(*lv));
+        if (!lv)
+                return -ENOMEM;
+        lv->s = s;
+        pthread_mutex_init(&lv->lock, NULL);
+        pthread_cond_init(&lv->cond, NULL);
+
+        r = kube_config_load(kubeconfig, &kc, ret_why);
+        if (r < 0) {
+                ext_live_stop(lv);
+                return r;
+        }
+        r = kube_client_new(kc, NULL, &lv->client);
+        if (r < 0) {
+                kube_config_free(kc);
+                ext_live_stop(lv);
+                return set_why(ret_why, "the Kubernetes client cannot be set up"), r;
+        }
+        for (unsigned i = 0; i < s->cfg.n_resources; i++)
+                resources[i] = s->cfg.resources[i];
+        kube_cache_options_init(&o);
+        o.gpu_resources = resources;
+        o.on_change = on_change;
+        o.userdata = lv;
+        r = kube_cache_new(lv->client, &o, &lv->cache);
+        if (r < 0) {
+                ext_live_stop(lv);
+                return set_why(ret_why, "the node and pod watches cannot start"), r;
+        }
+        s->mode = "live";
+        s->binder = live_binder;
+        s->binder_data = lv;
+        s->fetch_pod = live_fetch_pod;
+        r = pthread_create(&lv->thread, NULL, rebuild_thread, lv);
+        if (r != 0) {
+                ext_live_stop(lv);
+                return set_why(ret_why, "the rebuild thread cannot start"), -r;
+        }
+        lv->thread_started = true;
+        log_info("live mode", "api_server=%s", kube_config_server(kube_client_config(lv->client)));
+        *ret = lv;
+        return 0;
+}

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Live-mode test of topofit-extender against test/fake-apiserver on loopback: nodes with
+# real topology annotations (demo/cluster.json) and a running pod are created through the
+# API, the extender watches them, and pods are scheduled the way kube-scheduler does it
+# (filter, prioritize, bind with the pod objects as the API server stores them, both
+# nodeCacheCapable modes).  Asserts through the API that each pod is bound with its GPU
+# record in the same write, that no GPU ends up on two pods, and that killing the extender
+# between prioritize and bind loses nothing.  Prints TAP.
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("TOPOFIT_BUILD_ROOT", "build")
+SRC = os.environ.get("TOPOFIT_SOURCE_ROOT", ".")
+BIN = os.path.join(BUILD, "extender", "topofit-extender")
+FAKE = os.path.join(SRC, "test", "fake-apiserver", "fake-apiserver.py")
+DEMO = os.path.join(SRC, "demo", "cluster.json")
+WAIT_S = 10
+
+results = []
+
+
+def check(name, cond, detail=""):
+    results.append((name, bool(cond), detail))
+
+
+def wait_port(proc, path):
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("a process did not start")
+        time.sleep(0.02)
+    return int(open(path).read())
+
+
+def call(port, method, path, body=None, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request(method, path, body=json.dumps(body) if isinstance(body, (dict, list)) else body,
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read().decode()
+    c.close()
+    return r.status, data
+
+
+def stop(proc, sig=signal.SIGTERM):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+    return proc.returncode
+
+
+class Extender:
+    def __init__(self, tmp, kubeconfig, n):
+        self.port_file = os.path.join(tmp, "ext-port-%d" % n)
+        self.log_path = os.path.join(tmp, "ext-%d.log" % n)
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([BIN, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0",
+                                      "--port-file", self.port_file, "--threads", "4",
+                                      "--log-level", "info"], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        try:
+            self.port = wait_port(self.proc, self.port_file)
+        except RuntimeError:
+            raise RuntimeError("extender did not start: " + open(self.log_path).read()[-2000:])
+
+    def ready(self):
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            status, _ = call(self.port, "GET", "/readyz")
+            if status == 200:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def settle(self, api, names):
+        """Waits until the extender's view shows the given bound pods (by uid)."""
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            _, body = call(self.port, "GET", "/allocations")
+            have = {p["uid"] for p in json.loads(body)["pods"]}
+            if names <= have:
+                return True
+            time.sleep(0.05)
+        return False
+
+
+def gpu_pod(name, gpus, placement=None):
+    md = {"name": name, "namespace": "default", "labels": {"app": "live"}}
+    if placement:
+        md["annotations"] = {"topofit.io/placement": placement}
+    return {"metadata": md,
+            "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)},
+                                                   "requests": {"nvidia.com/gpu": str(gpus)}}}],
+                     "schedulerName": "default-scheduler"},
+            "status": {"phase": "Pending"}}
+
+
+def schedule(api, ext, pod_obj, node_names, full_nodes=None, kill_before_bind=None):
+    """filter -> prioritize -> bind as kube-scheduler does; returns (node, bind answer)."""
+    if full_nodes is not None:
+        args = {"Pod": pod_obj, "Nodes": {"metadata": {}, "items": full_nodes}, "NodeNames": None}
+    else:
+        args = {"Pod": pod_obj, "Nodes": None, "NodeNames": node_names}
+    status, body = call(ext.port, "POST", "/filter", args)
+    res = json.loads(body)
+    passing = res["NodeNames"] if full_nodes is None else [n["metadata"]["name"] for n in res["Nodes"]["items"]]
+    if not passing:
+        return None, res
+    best = passing[0]
+    if len(passing) > 1:
+        if full_nodes is not None:
+            args["Nodes"]["items"] = [n for n in full_nodes if n["metadata"]["name"] in passing]
+        else:
+            args["NodeNames"] = passing
+        _, body = call(ext.port, "POST", "/prioritize", args)
+        prio = json.loads(body)
+        top = max(p["Score"] for p in prio)
+        best = sorted(p["Host"] for p in prio if p["Score"] == top)[0]
+    if kill_before_bind:
+        ext = kill_before_bind()
+    md = pod_obj["metadata"]
+    _, body = call(ext.port, "POST", "/bind", {"PodName": md["name"], "PodNamespace": md["namespace"],
+                                               "PodUID": md["uid"], "Node": best})
+    return best, json.loads(body)
+
+
+def gpus_of(pod):
+    rec = pod["metadata"].get("annotations", {}).get("topofit.io/gpus")
+    if not rec:
+        return None
+    rec = json.loads(rec)
+    return rec["node"], sorted({i for c in rec["containers"] if not c.get("init") for i in c["indices"]})
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="topofit-live-")
+    fake = ext = None
+    try:
+        fake_log = open(os.path.join(tmp, "fake.log"), "w")
+        fake = subprocess.Popen([sys.executable, FAKE, "--port-file", os.path.join(tmp, "api-port")],
+                                stdout=fake_log, stderr=subprocess.STDOUT)
+        api = wait_port(fake, os.path.join(tmp, "api-port"))
+        kubeconfig = os.path.join(tmp, "kubeconfig")
+        with open(kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\ncontexts:\n- name: t\n"
+                    "  context: {cluster: fake, user: u}\nusers:\n- name: u\n  user: {}\n"
+                    "clusters:\n- name: fake\n  cluster: {server: 'http://127.0.0.1:%d'}\n" % api)
+
+        demo = json.load(open(DEMO))
+        nodes = [i for i in demo["items"] if i["kind"] == "Node"]
+        for n in nodes:
+            call(api, "POST", "/api/v1/nodes", n)
+        running = [i for i in demo["items"] if i["kind"] == "Pod"]
+        for p in running:
+            call(api, "POST", "/api/v1/namespaces/default/pods", p)
+        names = [n["metadata"]["name"] for n in nodes]
+
+        ext = Extender(tmp, kubeconfig, 0)
+        check("live: readyz turns 200 once the watches have synced", ext.ready())
+        _, body = call(ext.port, "GET", "/version")
+        check("live: version reports live mode", json.loads(body).get("mode") == "live", body)
+        _, body = call(ext.port, "GET", "/metrics")
+        check("live: metrics show the watched nodes and pods",
+              'topofit_extender_cache_nodes{topology="annotated"} %d' % len(nodes) in body and
+              "topofit_extender_cache_pods %d" % len(running) in body, body[-600:])
+
+        # Pods created through the API, then scheduled with their stored objects.
+        plan = [("live-nv-4", 4, "nvlink-required", False), ("live-pair", 2, None, True),
+                ("live-one", 1, None, False), ("live-nv-2", 2, "nvlink-required", True)]
+        bound = set()
+        for name, gpus, placement, full in plan:
+            _, created = call(api, "POST", "/api/v1/namespaces/default/pods", gpu_pod(name, gpus, placement))
+            pod = json.loads(created)
+            full_nodes = None
+            if full:
+                _, nl = call(api, "GET", "/api/v1/nodes")
+                full_nodes = json.loads(nl)["items"]
+            node, res = schedule(api, ext, pod, names, full_nodes)
+            _, stored = call(api, "GET", "/api/v1/namespaces/default/pods/" + name)
+            stored = json.loads(stored)
+            rec = gpus_of(stored)
+            check("live: %s (%d GPUs%s, %s mode) is bound with its GPU record in one write"
+                  % (name, gpus, ", " + placement if placement else "", "full" if full else "names"),
+                  res == {"Error": ""} and stored["spec"].get("nodeName") == node and rec is not None
+                  and rec[0] == node and len(rec[1]) == gpus, "%s %s %s" % (node, res, rec))
+            bound.add(pod["metadata"]["uid"])
+        check("live: the extender's view catches up with the bindings", ext.settle(api, bound))
+
+        # A binding whose pod UID no longer matches is refused by the API and reported.
+        _, created = call(api, "POST", "/api/v1/namespaces/default/pods", gpu_pod("live-stale", 1))
+        stale = json.loads(created)
+        call(ext.port, "POST", "/filter", {"Pod": stale, "Nodes": None, "NodeNames": names})
+        _, body = call(ext.port, "POST", "/bind", {"PodName": "live-stale", "PodNamespace": "default",
+                                                   "PodUID": "00000000-0000-0000-0000-00000000dead",
+                                                   "Node": names[0]})
+        check("live: a bind with the wrong pod UID fails with a reason",
+              json.loads(body)["Error"] != "", body)
+
+        # Killed between prioritize and bind: the restarted extender rebuilds from the API.
+        _, created = call(api, "POST", "/api/v1/namespaces/default/pods", gpu_pod("live-restart", 2))
+        rpod = json.loads(created)
+        counter = [1]
+
+        def restart():
+            nonlocal ext
+            stop(ext.proc, signal.SIGKILL)
+            ext = Extender(tmp, kubeconfig, counter[0])
+            counter[0] += 1
+            ext.ready()
+            return ext
+        node, res = schedule(api, ext, rpod, names, kill_before_bind=restart)
+        _, stored = call(api, "GET", "/api/v1/namespaces/default/pods/live-restart")
+        rec = gpus_of(json.loads(stored))
+        check("live: killed between prioritize and bind, the restarted extender binds the pod",
+              res == {"Error": ""} and rec is not None and rec[0] == node, "%s %s" % (res, rec))
+
+        # A burst of pods with a kill and restart in the middle.
+        burst_ok = True
+        for i in range(16):
+            _, created = call(api, "POST", "/api/v1/namespaces/default/pods",
+                              gpu_pod("burst-%02d" % i, 1 + i % 2))
+            pod = json.loads(created)
+            node, res = schedule(api, ext, pod, names, kill_before_bind=restart if i == 8 else None)
+            burst_ok &= node is None or res == {"Error": ""}
+            time.sleep(0.02)
+
+        # Every GPU on at most one live pod, as the API server records them.
+        _, pl = call(api, "GET", "/api/v1/pods")
+        seen, dup, n_bound = {}, [], 0
+        for p in json.loads(pl)["items"]:
+            rec = gpus_of(p)
+            if not rec:
+                continue
+            n_bound += 1
+            for g in rec[1]:
+                key = (rec[0], g)
+                if key in seen:
+                    dup.append((key, seen[key], p["metadata"]["name"]))
+                seen[key] = p["metadata"]["name"]
+        check("live: no GPU is recorded on two pods after the burst and restarts",
+              not dup and burst_ok and n_bound >= 20, "dups %s bound %d" % (dup, n_bound))
+        rc = stop(ext.proc)
+        check("live: SIGTERM stops the extender cleanly", rc == 0, "exit %s" % rc)
+    except Exception as e:
+        check("live test ran", False, repr(e))
+    finally:
+        if ext:
+            stop(ext.proc, signal.SIGKILL)
+        if fake:
+            stop(fake, signal.SIGKILL)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print("1..%d" % len(results))
+    failed = 0
+    for i, (name, ok, detail) in enumerate(results, 1):
+        print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+        if not ok:
+            failed += 1
+            for line in str(detail).splitlines()[:10]:
+                print("# " + line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
