@@ -126,6 +126,83 @@ dp__set_from_json(const struct dp_cache *c, const cJSON *v, struct topo_mask *re
         return 0;
 }
 
+/* One container of the extender's format: UUIDs when given, else topology indices. */
+static int
+dp__set_from_ext(const struct dp_cache *c, const cJSON *ct, struct dp_pod_set *ret,
+                 const char **ret_why)
+{
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(ct, "name");
+        const cJSON *init = cJSON_GetObjectItemCaseSensitive(ct, "init");
+        const cJSON *uuids = cJSON_GetObjectItemCaseSensitive(ct, "uuids");
+        const cJSON *indices = cJSON_GetObjectItemCaseSensitive(ct, "indices");
+        const cJSON *e;
+        bool have_uuids = cJSON_IsArray(uuids) && cJSON_GetArraySize(uuids) > 0;
+        int r;
+
+        if (!cJSON_IsObject(ct) || (name && !cJSON_IsString(name)) || (init && !cJSON_IsBool(init)))
+                return set_why(ret_why, "a topofit.io/gpus container is malformed"), -EINVAL;
+        *ret = (struct dp_pod_set){ .init = cJSON_IsTrue(init) };
+        if (name && str_copy(ret->container, sizeof(ret->container), name->valuestring,
+                             strlen(name->valuestring)) < 0)
+                return set_why(ret_why, "container name too long"), -EINVAL;
+        cJSON_ArrayForEach(e, uuids) {
+                if (!cJSON_IsString(e) || !e->valuestring[0]) {
+                        have_uuids = false; /* the topology had no UUIDs: use indices */
+                        break;
+                }
+        }
+        if (have_uuids)
+                return dp__set_from_json(c, uuids, &ret->gpus, ret_why);
+        if (!cJSON_IsArray(indices))
+                return set_why(ret_why, "a topofit.io/gpus container has neither uuids nor indices"),
+                       -EINVAL;
+        topo_mask_clear(&ret->gpus);
+        cJSON_ArrayForEach(e, indices) {
+                double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
+                if (d < 0 || d >= c->n_devices || d != (double)(unsigned)d)
+                        return set_why(ret_why, "a topofit.io/gpus index is not a GPU of this node"),
+                               -EINVAL;
+                if (topo_mask_test(&ret->gpus, (unsigned)d))
+                        return set_why(ret_why, "topofit.io/gpus lists a GPU twice"), -EINVAL;
+                topo_mask_set(&ret->gpus, (unsigned)d);
+        }
+        r = topo_mask_count(&ret->gpus) > 0 ? 0 : -EINVAL;
+        if (r < 0)
+                set_why(ret_why, "empty GPU set in topofit.io/gpus");
+        return r;
+}
+
+static int
+dp__parse_ext(const struct dp_cache *c, const cJSON *root, struct dp_pod_set *sets, unsigned *ret_n,
+              const char **ret_why)
+{
+        const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+        const cJSON *node = cJSON_GetObjectItemCaseSensitive(root, "node");
+        const cJSON *containers = cJSON_GetObjectItemCaseSensitive(root, "containers");
+        const cJSON *ct;
+        unsigned n = 0;
+        int r;
+
+        if (!cJSON_IsNumber(version) || version->valuedouble != DP_GPUS_ANNOTATION_VERSION)
+                return set_why(ret_why, "topofit.io/gpus has an unknown version"), -EPROTONOSUPPORT;
+        if (node && !cJSON_IsString(node))
+                return set_why(ret_why, "topofit.io/gpus node is not a string"), -EINVAL;
+        if (node && c->node[0] && strcmp(node->valuestring, c->node) != 0)
+                return set_why(ret_why, "topofit.io/gpus names another node"), -EINVAL;
+        if (!cJSON_IsArray(containers))
+                return set_why(ret_why, "topofit.io/gpus has no containers array"), -EINVAL;
+        cJSON_ArrayForEach(ct, containers) {
+                if (n >= DP_MAX_POD_SETS)
+                        return set_why(ret_why, "too many containers in topofit.io/gpus"), -E2BIG;
+                r = dp__set_from_ext(c, ct, &sets[n], ret_why);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+        *ret_n = n;
+        return 0;
+}
+
 int
 dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t len,
                          struct dp_pod_set *ret_sets, unsigned *ret_n, const char **ret_why)
@@ -153,6 +230,11 @@ dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t len
                         if (r < 0)
                                 return r;
                         n = 1;
+                } else if (cJSON_GetObjectItemCaseSensitive(root, "containers") ||
+                           cJSON_GetObjectItemCaseSensitive(root, "version")) {
+                        r = dp__parse_ext(c, root, sets, &n, ret_why);
+                        if (r < 0)
+                                return r;
                 } else {
                         cJSON_ArrayForEach(e, root) {
                                 if (n >= DP_MAX_POD_SETS)
@@ -175,10 +257,10 @@ dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t len
         }
         if (n == 0)
                 return set_why(ret_why, "topofit.io/gpus names no GPU"), -EINVAL;
-        /* Containers of one pod never share a GPU. */
+        /* Containers of one pod never share a GPU (init containers run first and reuse). */
         topo_mask_clear(&all);
         for (unsigned i = 0; i < n; i++)
-                for (unsigned g = 0; g < c->n_devices; g++)
+                for (unsigned g = 0; g < c->n_devices && !sets[i].init; g++)
                         if (topo_mask_test(&sets[i].gpus, g)) {
                                 if (topo_mask_test(&all, g))
                                         return set_why(ret_why, "two containers share a GPU in topofit.io/gpus"),

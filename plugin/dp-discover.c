@@ -592,6 +592,57 @@ dp__from_hwloc(const char *xml_path, struct topo **ret, struct dp_discover_repor
 #endif
 }
 
+/* NVML knows GPUs and NVLink but not NICs: take the NICs, their relation to each GPU, and
+ * NUMA/CPU affinity NVML left unknown from hwloc, matching GPUs by PCI bus id.  Leaves *tp
+ * alone (with a note) when the two disagree about the GPUs. */
+static int
+dp__add_hwloc(struct topo **tp, const struct topo *hw, struct dp_discover_report *rep)
+{
+        const struct topo *t = *tp;
+        struct topo *n;
+        int map[TOPO_MAX_GPUS];
+
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                map[i] = -1;
+                for (unsigned j = 0; j < hw->n_gpus && t->gpus[i].pci_bus_id[0]; j++)
+                        if (dp__bus_eq(t->gpus[i].pci_bus_id, hw->gpus[j].pci_bus_id))
+                                map[i] = (int)j;
+                if (map[i] < 0) {
+                        dp__note(rep, "hwloc: GPU %s not seen by hwloc; NICs left out",
+                                 t->gpus[i].pci_bus_id);
+                        return 0;
+                }
+        }
+        n = topo_new(t->n_gpus, hw->n_nics);
+        if (!n)
+                return -ENOMEM;
+        n->vendor = t->vendor;
+        n->cpu_link = t->cpu_link ? t->cpu_link : hw->cpu_link;
+        n->nvswitch = t->nvswitch;
+        memcpy(n->nvlink_domain, t->nvlink_domain, sizeof(n->nvlink_domain));
+        memcpy(n->node_name, t->node_name, sizeof(n->node_name));
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                const struct topo_gpu *h = &hw->gpus[map[i]];
+                n->gpus[i] = t->gpus[i];
+                if (n->gpus[i].numa < 0)
+                        n->gpus[i].numa = h->numa;
+                if (!n->gpus[i].cpu_affinity[0])
+                        memcpy(n->gpus[i].cpu_affinity, h->cpu_affinity, sizeof(h->cpu_affinity));
+        }
+        memcpy(n->pairs, t->pairs, (size_t)t->n_gpus * t->n_gpus * sizeof(*n->pairs));
+        for (unsigned k = 0; k < hw->n_nics; k++) {
+                n->nics[k] = hw->nics[k];
+                for (unsigned i = 0; i < t->n_gpus; i++)
+                        n->nic_links[(size_t)k * n->n_gpus + i] =
+                                (uint8_t)topo_nic_link(hw, k, (unsigned)map[i]);
+        }
+        topo_finish(n);
+        dp__note(rep, "hwloc: added %u NICs to the NVML view", hw->n_nics);
+        topo_unref(*tp);
+        *tp = n;
+        return 0;
+}
+
 int
 dp_discover(const struct dp_discover_opts *o, struct topo **ret,
             struct dp_discover_report *ret_report)
@@ -606,8 +657,15 @@ dp_discover(const struct dp_discover_opts *o, struct topo **ret,
                         rep.used = DP_SOURCE_FILE;
         } else {
                 r = dp__from_nvml(o->nvml_lib ? o->nvml_lib : DP_NVML_DEFAULT, &t, &rep);
-                if (r >= 0)
+                if (r >= 0) {
+                        struct topo *hw = NULL;
                         rep.used = DP_SOURCE_NVML;
+                        if (!o->no_hwloc && dp__from_hwloc(o->hwloc_xml, &hw, &rep) >= 0)
+                                r = dp__add_hwloc(&t, hw, &rep);
+                        topo_unref(hw);
+                        if (r < 0)
+                                t = topo_unref(t);
+                }
                 if (r < 0) {
                         r = dp__from_nvsmi(o->nvidia_smi ? o->nvidia_smi : "nvidia-smi", &t, &rep);
                         if (r >= 0)

@@ -933,6 +933,63 @@ dp_register(const char *kubelet_path, const char *endpoint, const char *resource
 }
 
 void
+dp_strv_free(char **v, unsigned n)
+{
+        if (!v)
+                return;
+        for (unsigned i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+int
+dp_preferred_call(const char *path, const char *const *available, unsigned n_available,
+                  const char *const *must, unsigned n_must, unsigned size, int timeout_ms,
+                  char ***ret_ids, unsigned *ret_n, const char **ret_why)
+{
+        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+        V1beta1__ContainerPreferredAllocationRequest creq =
+                V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+        V1beta1__ContainerPreferredAllocationRequest *creqs[1] = { &creq };
+        CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
+        const V1beta1__PreferredAllocationResponse *resp;
+        const V1beta1__ContainerPreferredAllocationResponse *c;
+        char **ids;
+        int r;
+
+        if (n_available > DP_MAX_IDS || n_must > DP_MAX_IDS || size > DP_MAX_IDS)
+                return -E2BIG;
+        creq.n_available_deviceids = n_available;
+        creq.available_deviceids = (char **)available;
+        creq.n_must_include_deviceids = n_must;
+        creq.must_include_deviceids = (char **)must;
+        creq.allocation_size = (int32_t)size;
+        req.n_container_requests = 1;
+        req.container_requests = creqs;
+        r = dp__unary(path, "/v1beta1.DevicePlugin/GetPreferredAllocation", &req.base, timeout_ms,
+                      &v1beta1__preferred_allocation_response__descriptor, &m, ret_why);
+        if (r < 0)
+                return r;
+        resp = (const V1beta1__PreferredAllocationResponse *)m;
+        if (resp->n_container_responses != 1 || resp->container_responses[0]->n_deviceids > DP_MAX_IDS)
+                return set_why(ret_why, "answer does not have one container"), -EBADMSG;
+        c = resp->container_responses[0];
+        ids = calloc(c->n_deviceids + 1, sizeof(*ids));
+        if (!ids)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_deviceids; i++) {
+                ids[i] = strdup(c->deviceids[i]);
+                if (!ids[i]) {
+                        dp_strv_free(ids, (unsigned)i);
+                        return -ENOMEM;
+                }
+        }
+        *ret_ids = ids;
+        *ret_n = (unsigned)c->n_deviceids;
+        return 0;
+}
+
+void
 dp_container_devices_free_array(struct dp_container_devices *a, size_t n)
 {
         if (!a)

@@ -56,8 +56,10 @@ struct dp_opts {
         const char *metrics_file;
         bool no_kube;
         bool label;
+        bool annotate_mismatch;
         unsigned poll_ms;
         unsigned verify_ms;
+        unsigned rediscover_ms;
         struct dp_discover_opts disc;
 };
 
@@ -381,14 +383,16 @@ publish_topology(struct dp_daemon *d)
         return 0;
 }
 
+/* A log line (always), a Warning Event, and with --annotate-mismatch the pod annotation
+ * topofit.io/gpus-observed (which the extender reads to correct its view). */
 static void
-report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char *container,
-                const char *actual)
+report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char *uid,
+                const char *container, const char *actual)
 {
         CLEANUP(freep) char *path = NULL;
         struct kube_error err = { 0 };
         struct buf patch;
-        char value[1200];
+        char value[1200], msg[1400];
         int r;
 
         log_warn("GPU assignment differs from the annotation", "pod=%s/%s container=%s actual=%s",
@@ -396,6 +400,12 @@ report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char
         if (!d->kc)
                 return;
         snprintf(value, sizeof(value), "%s=%s", container, actual);
+        snprintf(msg, sizeof(msg),
+                 "container %s got GPUs %s, not the ones in " DP_GPUS_ANNOTATION, container, actual);
+        if (kube_emit_event(d->kc, ns, pod, uid, "Warning", "GPUMismatch", msg, &err) < 0)
+                log_warn("mismatch event failed", "pod=%s/%s why=\"%s\"", ns, pod, err.message);
+        if (!d->o.annotate_mismatch)
+                return;
         if (asprintf(&path, "/api/v1/namespaces/%s/pods/%s", ns, pod) < 0) {
                 path = NULL;
                 return;
@@ -435,7 +445,7 @@ verify_once(struct dp_daemon *d)
         for (size_t i = 0; i < n; i++) {
                 struct topo_mask got, want;
                 bool known = true, found = false, report = false;
-                char actual[1024];
+                char actual[1024], uid[DP_NAME_MAX] = "";
 
                 topo_mask_clear(&got);
                 for (unsigned k = 0; k < cds[i].n_ids; k++) {
@@ -458,6 +468,7 @@ verify_once(struct dp_daemon *d)
                                 p->mismatch_reported = true;
                                 d->n_mismatch++;
                                 report = true;
+                                snprintf(uid, sizeof(uid), "%s", p->uid);
                         }
                 }
                 pthread_mutex_unlock(&d->lock);
@@ -465,7 +476,7 @@ verify_once(struct dp_daemon *d)
                         if (dp_join_ids((const char *const *)cds[i].ids, cds[i].n_ids, actual,
                                         sizeof(actual)) < 0)
                                 snprintf(actual, sizeof(actual), "(%u GPUs)", cds[i].n_ids);
-                        report_mismatch(d, cds[i].ns, cds[i].pod, cds[i].container, actual);
+                        report_mismatch(d, cds[i].ns, cds[i].pod, uid, cds[i].container, actual);
                 }
         }
         dp_container_devices_free_array(cds, n);
@@ -512,6 +523,51 @@ write_metrics(struct dp_daemon *d)
         (void)rename(tmp, d->o.metrics_file);
 }
 
+/* --- health: discovery again, pushed to ListAndWatch ------------------------------------------ */
+
+/* Runs discovery again: a GPU that reports unhealthy or has disappeared becomes Unhealthy,
+ * one that is back becomes Healthy, and open ListAndWatch streams get the new list.  The
+ * device list itself (IDs, order) and the scoring class stay as discovered at start; the
+ * annotation is re-published when it changed.  Main thread only. */
+static void
+rediscover(struct dp_daemon *d)
+{
+        struct dp_discover_report rep;
+        struct topo *t = NULL;
+        bool changed = false;
+        char id[TOPO_ID_MAX];
+
+        if (dp_discover(&d->o.disc, &t, &rep) < 0) {
+                log_warn("discovery failed again; device health unchanged", "notes=\"%s\"", rep.notes);
+                return;
+        }
+        for (unsigned i = 0; i < d->n_devs; i++) {
+                bool healthy = false;
+                for (unsigned g = 0; g < t->n_gpus; g++) {
+                        dp_device_id(t, g, id);
+                        if (strcmp(id, d->devs[i].id) == 0) {
+                                healthy = t->gpus[g].healthy;
+                                break;
+                        }
+                }
+                if (healthy != d->devs[i].healthy) {
+                        log_info("device health changed", "id=%s health=%s", d->devs[i].id,
+                                 healthy ? "Healthy" : "Unhealthy");
+                        d->devs[i].healthy = healthy;
+                        changed = true;
+                }
+        }
+        if (changed && d->server)
+                (void)dp_server_set_devices(d->server, d->devs, d->n_devs);
+        if (!topo_equal(t, d->topo)) {
+                topo_unref(d->topo);
+                d->topo = t;
+                (void)publish_topology(d);
+        } else {
+                topo_unref(t);
+        }
+}
+
 /* --- the daemon ------------------------------------------------------------------------------- */
 
 static int
@@ -542,7 +598,7 @@ run(struct dp_opts *o)
         struct score_config cfg;
         ino_t kubelet_ino = 0;
         bool registered = false;
-        int64_t next_register = 0, next_verify = 0, backoff = 500;
+        int64_t next_register = 0, next_verify = 0, next_rediscover, backoff = 500;
         int r;
 
         d = calloc(1, sizeof(*d));
@@ -571,6 +627,8 @@ run(struct dp_opts *o)
         r = dp_cache_init(&d->cache, d->devs, d->n_devs);
         if (r < 0)
                 goto out;
+        if (o->node)
+                snprintf(d->cache.node, sizeof(d->cache.node), "%s", o->node);
 
         if (!o->no_kube) {
                 struct kube_config *kcfg = NULL;
@@ -607,6 +665,7 @@ run(struct dp_opts *o)
         log_info("serving", "socket=%s resource=%s version=%s", d->plugin_path, o->resource,
                  TOPOFIT_VERSION);
 
+        next_rediscover = now_ms() + o->rediscover_ms;
         while (!stop_requested) {
                 struct stat st;
                 int64_t now = now_ms();
@@ -652,6 +711,10 @@ run(struct dp_opts *o)
                 pthread_mutex_lock(&d->lock);
                 pods_file_refresh_locked(d);
                 pthread_mutex_unlock(&d->lock);
+                if (o->rediscover_ms && now >= next_rediscover) {
+                        rediscover(d);
+                        next_rediscover = now + o->rediscover_ms;
+                }
                 if (o->verify_ms && now >= next_verify) {
                         verify_once(d);
                         write_metrics(d);
@@ -719,7 +782,7 @@ usage(FILE *f)
               "  run       serve the device plugin, publish the topology (default)\n"
               "  discover  print what discovery finds and the annotation JSON, then exit\n"
               "Options:\n"
-              "  --node NAME              this node (default $NODE_NAME)\n"
+              "  --node, --node-name NAME this node (default $NODE_NAME)\n"
               "  --device-plugin-dir DIR  default " DP_DEFAULT_DIR "\n"
               "  --endpoint NAME          our socket in that dir (default " DP_DEFAULT_ENDPOINT ")\n"
               "  --resource NAME          default " DP_DEFAULT_RESOURCE "\n"
@@ -728,6 +791,8 @@ usage(FILE *f)
               "  --no-kube                no API server: --pods-file only, nothing published\n"
               "  --pods-file PATH         static pod list (PodList JSON), re-read when it changes\n"
               "  --label                  also label the node with its topology class\n"
+              "  --annotate-mismatch      also write " DP_MISMATCH_ANNOTATION " on mismatched pods\n"
+              "                           (needs patch on pods; a Warning Event is always sent)\n"
               "  --topology-file PATH     static topology (annotation JSON, nvidia-smi, rocm-smi, hwloc XML)\n"
               "  --nvml-lib PATH          default libnvidia-ml.so.1\n"
               "  --nvidia-smi PATH        default nvidia-smi\n"
@@ -735,6 +800,7 @@ usage(FILE *f)
               "  --no-hwloc               skip hwloc\n"
               "  --poll-ms MS             socket checks (default 1000)\n"
               "  --verify-interval SEC    PodResources check period, 0 = off (default 30)\n"
+              "  --rediscover-interval SEC  health re-check period, 0 = off (default 60)\n"
               "  --metrics-file PATH      Prometheus text file, rewritten each check\n"
               "  --log-level LEVEL        error, warn, info, debug\n"
               "  --version\n",
@@ -746,9 +812,11 @@ main(int argc, char **argv)
 {
         enum { O_NODE = 256, O_DIR, O_ENDPOINT, O_RESOURCE, O_PODRES, O_KUBECONFIG, O_NO_KUBE,
                O_PODS, O_LABEL, O_TOPO, O_NVML, O_NVSMI, O_HWLOC_XML, O_NO_HWLOC, O_POLL,
-               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP };
+               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP, O_ANNOTATE, O_REDISCOVER };
         static const struct option longopts[] = {
                 { "node", required_argument, NULL, O_NODE },
+                { "node-name", required_argument, NULL, O_NODE },
+                { "annotate-mismatch", no_argument, NULL, O_ANNOTATE },
                 { "device-plugin-dir", required_argument, NULL, O_DIR },
                 { "endpoint", required_argument, NULL, O_ENDPOINT },
                 { "resource", required_argument, NULL, O_RESOURCE },
@@ -764,6 +832,7 @@ main(int argc, char **argv)
                 { "no-hwloc", no_argument, NULL, O_NO_HWLOC },
                 { "poll-ms", required_argument, NULL, O_POLL },
                 { "verify-interval", required_argument, NULL, O_VERIFY },
+                { "rediscover-interval", required_argument, NULL, O_REDISCOVER },
                 { "metrics-file", required_argument, NULL, O_METRICS },
                 { "log-level", required_argument, NULL, O_LOG },
                 { "version", no_argument, NULL, O_VERSION },
@@ -778,6 +847,7 @@ main(int argc, char **argv)
                 .podresources = DP_DEFAULT_PODRESOURCES,
                 .poll_ms = 1000,
                 .verify_ms = 30000,
+                .rediscover_ms = 60000,
         };
         const char *cmd = "run";
         int c, v, r;
@@ -793,6 +863,7 @@ main(int argc, char **argv)
                 case O_NO_KUBE: o.no_kube = true; break;
                 case O_PODS: o.pods_file = optarg; break;
                 case O_LABEL: o.label = true; break;
+                case O_ANNOTATE: o.annotate_mismatch = true; break;
                 case O_TOPO: o.disc.topology_file = optarg; break;
                 case O_NVML: o.disc.nvml_lib = optarg; break;
                 case O_NVSMI: o.disc.nvidia_smi = optarg; break;
@@ -811,6 +882,13 @@ main(int argc, char **argv)
                                 return 2;
                         }
                         o.verify_ms = (unsigned)v * 1000;
+                        break;
+                case O_REDISCOVER:
+                        if (str_to_int(optarg, strlen(optarg), 0, 86400, &v) < 0) {
+                                fprintf(stderr, "--rediscover-interval: 0..86400 seconds\n");
+                                return 2;
+                        }
+                        o.rediscover_ms = (unsigned)v * 1000;
                         break;
                 case O_METRICS: o.metrics_file = optarg; break;
                 case O_LOG:

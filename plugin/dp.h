@@ -28,6 +28,7 @@
 #define DP_CDI_KIND "nvidia.com/gpu"          /* CDI names: nvidia.com/gpu=<UUID> */
 #define DP_VISIBLE_DEVICES_ENV "NVIDIA_VISIBLE_DEVICES"
 #define DP_GPUS_ANNOTATION "topofit.io/gpus"
+#define DP_GPUS_ANNOTATION_VERSION 1          /* the extender's {"version":1,...} format */
 
 #define DP_MAX_MESSAGE_BYTES (4u << 20)  /* any one gRPC message, either direction */
 #define DP_MAX_CONTAINERS 64             /* container requests in one RPC, containers per pod */
@@ -99,6 +100,14 @@ void dp_server_get_stats(struct dp_server *s, struct dp_server_stats *ret);
 int dp_register(const char *kubelet_path, const char *endpoint, const char *resource,
                 int timeout_ms, const char **ret_why);
 
+/* GetPreferredAllocation for one container, as the kubelet calls it (tools, benchmarks);
+ * a new connection per call.  Writes the answer's IDs (malloc()ed array of malloc()ed
+ * strings, free with dp_strv_free) to *ret_ids.  Same errors as dp_register. */
+int dp_preferred_call(const char *path, const char *const *available, unsigned n_available,
+                      const char *const *must, unsigned n_must, unsigned size, int timeout_ms,
+                      char ***ret_ids, unsigned *ret_n, const char **ret_why);
+void dp_strv_free(char **v, unsigned n);
+
 /* What PodResources.List says one container got. */
 struct dp_container_devices {
         char ns[DP_NAME_MAX];
@@ -121,6 +130,7 @@ int dp_podresources_list(const char *path, const char *resource, int timeout_ms,
 /* One container's chosen GPUs, resolved to this node's device indices. */
 struct dp_pod_set {
         char container[DP_CONTAINER_MAX]; /* "" when the annotation names no container */
+        bool init;                        /* an init container: reuses its pod's GPUs */
         struct topo_mask gpus;
 };
 
@@ -141,6 +151,7 @@ struct dp_pod {
 
 /* The node's devices as the cache resolves annotation UUIDs against them. */
 struct dp_cache {
+        char node[DP_NAME_MAX]; /* this node; "" = annotations naming a node are not checked */
         unsigned n_devices;
         char (*device_ids)[TOPO_ID_MAX];
         unsigned n_pods;
@@ -155,10 +166,14 @@ void dp_cache_release(struct dp_cache *c);
 /* Index of device id, or -ENODEV. */
 int dp_cache_device_index(const struct dp_cache *c, const char *id);
 
-/* Parses a topofit.io/gpus value against the cache's devices into sets: either a JSON
- * object {"container": ["GPU-..", ..] or "GPU-..,GPU-..", ...}, a JSON array of UUIDs, or
- * a plain comma-separated UUID list.  Untrusted: unknown UUIDs, duplicates, empty sets or
- * anything over the caps give -EINVAL with *ret_why.  Writes ret_sets[0..*ret_n). */
+/* Parses a topofit.io/gpus value against the cache's devices into sets.  The extender
+ * writes {"version":1,"node":"<node>","containers":[{"name":"main","init":false,
+ * "indices":[0,1],"uuids":["GPU-..","GPU-.."]}, ...]} (UUIDs when known, else indices into
+ * the node's topology); operators may also write a JSON object {"container": ["GPU-..",
+ * ..] or "GPU-..,GPU-.."}, a JSON array of UUIDs, or a plain comma-separated list.
+ * Untrusted: an unknown version, another node's name, unknown UUIDs or indices, a GPU
+ * listed twice, two (non-init) containers sharing a GPU, empty sets or anything over the
+ * caps give -EINVAL/-E2BIG/-EPROTONOSUPPORT with *ret_why.  Writes ret_sets[0..*ret_n). */
 int dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t len,
                              struct dp_pod_set *ret_sets, unsigned *ret_n,
                              const char **ret_why);

@@ -193,7 +193,8 @@ class Api:
 def start_plugin(extra=()):
     args = [BINARY, "--node", NODE, "--device-plugin-dir", DPDIR, "--pod-resources", PODRES,
             "--kubeconfig", API.kubeconfig, "--topology-file", TOPO_FILE, "--poll-ms", "100",
-            "--verify-interval", "1", "--metrics-file", METRICS, "--label", *extra]
+            "--verify-interval", "1", "--rediscover-interval", "1", "--metrics-file", METRICS, "--label", "--annotate-mismatch",
+            *extra]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
 
 
@@ -217,8 +218,9 @@ LINKS = [row.split() for row in ann["links"]]
 API = Api()
 API.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
 API.pod("pod-a", 1, UUIDS[5])                                          # plain list
-API.pod("pod-b", 2, json.dumps({"main": gpus(1, 4)}))                  # per container
-API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))
+API.pod("pod-b", 2, json.dumps({"version": 1, "node": NODE, "containers": [  # the extender's
+    {"name": "main", "indices": [1, 4], "uuids": gpus(1, 4)}]}))
+API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))                  # per container
 API.pod("pod-foreign", 1, "GPU-not-on-this-node")                      # untrusted content
 
 podres = PodResources()
@@ -325,6 +327,31 @@ try:
     check("malformed_request_gets_invalid_argument_and_the_plugin_keeps_serving",
           code == grpc.StatusCode.INVALID_ARGUMENT and ok, code)
 
+    # Hostile sizes: too many IDs, a message over DP_MAX_MESSAGE_BYTES, too many streams.
+    codes = []
+    for req in (api_pb2.AllocateRequest(container_requests=[
+                    api_pb2.ContainerAllocateRequest(devices_ids=["GPU-%d" % i for i in range(300)])]),
+                api_pb2.AllocateRequest(container_requests=[
+                    api_pb2.ContainerAllocateRequest(devices_ids=["x" * (5 << 20)])])):
+        try:
+            stub.Allocate(req, timeout=5)
+            codes.append(None)
+        except grpc.RpcError as e:
+            codes.append(e.code())
+    extra = [stub.ListAndWatch(api_pb2.Empty(), timeout=10) for _ in range(8)]
+    over = None
+    try:
+        for s_ in extra:
+            next(s_)
+    except grpc.RpcError as e:
+        over = e.code()
+    for s_ in extra:
+        s_.cancel()
+    alive = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=5).get_preferred_allocation_available
+    check("oversized_requests_and_excess_streams_are_refused_and_the_plugin_keeps_serving",
+          codes == [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED]
+          and over == grpc.StatusCode.RESOURCE_EXHAUSTED and alive, (codes, over))
+
     check("pre_start_container_is_a_no_op",
           stub.PreStartContainer(api_pb2.PreStartContainerRequest(devices_ids=gpus(0)),
                                  timeout=5) == api_pb2.PreStartContainerResponse())
@@ -345,12 +372,50 @@ try:
     obs = wait_for(observed, 10)
     check("verification_annotates_a_pod_whose_gpus_differ_from_its_annotation",
           obs == "main=" + UUIDS[6], obs)
+    evs = API.call("GET", "/api/v1/namespaces/default/events")["items"]
+    mism = [e for e in evs if e.get("reason") == "GPUMismatch"]
+    check("verification_sends_one_warning_event_naming_the_pod",
+          len(mism) == 1 and mism[0]["involvedObject"]["name"] == "pod-a"
+          and mism[0]["type"] == "Warning" and UUIDS[6] in mism[0]["message"], evs)
     pc = API.call("GET", "/api/v1/namespaces/default/pods/pod-c")
     wait_for(lambda: (metric_value("topofit_node_gpu_mismatch_total") or 0) >= 1, 5)
     check("verification_counts_one_mismatch_and_accepts_a_matching_pod_in_any_order",
           metric_value("topofit_node_gpu_mismatch_total") == 1
           and "topofit.io/gpus-observed" not in pc["metadata"].get("annotations", {}),
           metric("topofit_node_gpu_mismatch_total"))
+
+    # Health: GPU 2 turns bad in discovery; the open stream gets the new list, then recovers.
+    def write_topology(bad):
+        a = json.loads(json.dumps(ann))
+        if bad is not None:
+            a["gpus"][bad]["ok"] = False
+        with open(TOPO_FILE + ".tmp", "w") as f:
+            json.dump(a, f)
+        os.rename(TOPO_FILE + ".tmp", TOPO_FILE)
+
+    def next_update(s):
+        box = []
+        t = threading.Thread(target=lambda: box.append(next(s, None)), daemon=True)
+        t.start()
+        t.join(10)
+        return box[0] if box else None
+    write_topology(2)
+    upd = next_update(stream)
+    health = {d.ID: d.health for d in upd.devices} if upd else {}
+    check("list_and_watch_pushes_a_gpu_turning_unhealthy",
+          health.get(UUIDS[2]) == "Unhealthy"
+          and all(health.get(u) == "Healthy" for u in UUIDS if u != UUIDS[2]), upd)
+    write_topology(None)
+    upd = next_update(stream)
+    check("list_and_watch_pushes_the_gpu_healthy_again",
+          upd is not None and all(d.health == "Healthy" for d in upd.devices), upd)
+
+    def published_ok():
+        n = API.call("GET", "/api/v1/nodes/" + NODE)
+        a = json.loads(n["metadata"].get("annotations", {}).get("topofit.io/topology", "{}"))
+        return all(g.get("ok", True) for g in a.get("gpus", [])) and "device health changed" in log_text()
+    wait_for(published_ok, 10)
+    time.sleep(0.3)
 
     node = API.call("GET", "/api/v1/nodes/" + NODE)
     pub = node["metadata"].get("annotations", {}).get("topofit.io/topology")
@@ -388,6 +453,38 @@ try:
     check("an_unchanged_topology_is_not_written_again",
           node["metadata"]["resourceVersion"] == rv and "topology annotation unchanged" in log_text(),
           node["metadata"]["resourceVersion"])
+
+    # Without an API server: pods from a static file, re-read when it changes.
+    dir2 = os.path.join(TMP, "static")
+    os.makedirs(dir2)
+    pods_file = os.path.join(TMP, "pods.json")
+
+    def write_pods(gpu):
+        with open(pods_file + ".tmp", "w") as f:
+            json.dump({"kind": "PodList", "items": [{"metadata": {
+                "uid": "u-static", "namespace": "default", "name": "static",
+                "annotations": {"topofit.io/gpus": UUIDS[gpu]}}, "status": {"phase": "Pending"}}]}, f)
+        os.rename(pods_file + ".tmp", pods_file)
+    write_pods(3)
+    static = subprocess.Popen([BINARY, "--no-kube", "--pods-file", pods_file, "--device-plugin-dir",
+                               dir2, "--topology-file", TOPO_FILE, "--poll-ms", "50",
+                               "--verify-interval", "0"],
+                              stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(dir2, "topofit.sock")), 10)
+        c2 = grpc.insecure_channel("unix:" + os.path.join(dir2, "topofit.sock"))
+        s2 = api_pb2_grpc.DevicePluginStub(c2)
+        first_static = preferred(s2, UUIDS, 1)
+        time.sleep(0.05)  # a new mtime for the rewrite
+        write_pods(6)
+        second_static = preferred(s2, UUIDS, 1)
+        c2.close()
+    finally:
+        static.send_signal(signal.SIGTERM)
+        static_code = static.wait(10)
+    check("without_an_api_server_a_pods_file_feeds_the_cache_and_is_re_read",
+          first_static == gpus(3) and second_static == gpus(6) and static_code == 0,
+          (first_static, second_static, static_code))
 finally:
     if plugin and plugin.poll() is None:
         plugin.send_signal(signal.SIGTERM)

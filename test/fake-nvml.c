@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A stand-in for libnvidia-ml.so.1 for the plugin's discovery tests, so NVML discovery runs
+ * on machines without the NVIDIA driver.  It exports the few entry points topofit-node
+ * dlopen()s, with the ABI of nvml.h, and describes a canned 4-GPU node: GPUs 0-1 and 2-3
+ * joined by 4 NVLinks each, PCIe relations PIX/NODE/SYS, GPU 3 in MIG mode.  With
+ * FAKE_NVML_NVSWITCH=1 every GPU instead has 12 links into an NVSwitch; FAKE_NVML_FAIL=1
+ * makes nvmlInit fail; FAKE_NVML_BUSES="01,05,06,11" sets the GPUs' PCI buses (hex), to
+ * match an hwloc XML.  Not part of the product.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_GPUS 4
+#define OK 0
+#define ERR_INVALID 2
+#define ERR_NOT_SUPPORTED 3
+#define ERR_UNINIT 1
+
+struct pci {
+        char bus_id_legacy[16];
+        unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+        char bus_id[32];
+};
+struct memory {
+        unsigned long long total, free, used;
+};
+
+static unsigned bus_of[N_GPUS] = { 0x07, 0x0f, 0x47, 0x4e };
+static const int level_of[N_GPUS][N_GPUS] = {
+        { 0, 10, 40, 50 },
+        { 10, 0, 50, 50 },
+        { 40, 50, 0, 10 },
+        { 50, 50, 10, 0 },
+};
+static int initialized;
+
+static int
+gpu_of(void *dev)
+{
+        uintptr_t i = (uintptr_t)dev;
+        return i >= 1 && i <= N_GPUS ? (int)i - 1 : -1;
+}
+
+static int
+nvswitch(void)
+{
+        const char *s = getenv("FAKE_NVML_NVSWITCH");
+        return s && strcmp(s, "1") == 0;
+}
+
+static void
+fill_pci(struct pci *p, unsigned bus)
+{
+        memset(p, 0, sizeof(*p));
+        p->bus = bus;
+        snprintf(p->bus_id, sizeof(p->bus_id), "00000000:%02X:00.0", bus);
+        snprintf(p->bus_id_legacy, sizeof(p->bus_id_legacy), "0000:%02X:00.0", bus);
+}
+
+int nvmlInit_v2(void);
+int nvmlShutdown(void);
+int nvmlDeviceGetCount_v2(unsigned *count);
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev);
+int nvmlDeviceGetUUID(void *dev, char *buf, unsigned size);
+int nvmlDeviceGetName(void *dev, char *buf, unsigned size);
+int nvmlDeviceGetMemoryInfo(void *dev, struct memory *m);
+int nvmlDeviceGetPciInfo_v3(void *dev, struct pci *p);
+int nvmlDeviceGetNvLinkState(void *dev, unsigned link, int *on);
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(void *dev, unsigned link, struct pci *p);
+int nvmlDeviceGetMigMode(void *dev, unsigned *cur, unsigned *pending);
+int nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level);
+
+int
+nvmlInit_v2(void)
+{
+        static const unsigned defaults[N_GPUS] = { 0x07, 0x0f, 0x47, 0x4e };
+        const char *s = getenv("FAKE_NVML_FAIL");
+        const char *buses = getenv("FAKE_NVML_BUSES");
+
+        if (s && strcmp(s, "1") == 0)
+                return ERR_UNINIT;
+        memcpy(bus_of, defaults, sizeof(bus_of));
+        for (unsigned i = 0; buses && *buses && i < N_GPUS; i++) {
+                char *end;
+                bus_of[i] = (unsigned)strtoul(buses, &end, 16);
+                buses = *end == ',' ? end + 1 : end;
+        }
+        initialized = 1;
+        return OK;
+}
+
+int
+nvmlShutdown(void)
+{
+        initialized = 0;
+        return OK;
+}
+
+int
+nvmlDeviceGetCount_v2(unsigned *count)
+{
+        if (!initialized)
+                return ERR_UNINIT;
+        *count = N_GPUS;
+        return OK;
+}
+
+int
+nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev)
+{
+        if (!initialized || i >= N_GPUS)
+                return ERR_INVALID;
+        *dev = (void *)(uintptr_t)(i + 1);
+        return OK;
+}
+
+int
+nvmlDeviceGetUUID(void *dev, char *buf, unsigned size)
+{
+        int g = gpu_of(dev);
+        if (g < 0)
+                return ERR_INVALID;
+        snprintf(buf, size, "GPU-fa4e0000-0000-0000-0000-00000000000%d", g);
+        return OK;
+}
+
+int
+nvmlDeviceGetName(void *dev, char *buf, unsigned size)
+{
+        if (gpu_of(dev) < 0)
+                return ERR_INVALID;
+        snprintf(buf, size, "NVIDIA A100-SXM4-40GB");
+        return OK;
+}
+
+int
+nvmlDeviceGetMemoryInfo(void *dev, struct memory *m)
+{
+        if (gpu_of(dev) < 0)
+                return ERR_INVALID;
+        m->total = 40ull << 30;
+        m->free = m->total;
+        m->used = 0;
+        return OK;
+}
+
+int
+nvmlDeviceGetPciInfo_v3(void *dev, struct pci *p)
+{
+        int g = gpu_of(dev);
+        if (g < 0)
+                return ERR_INVALID;
+        fill_pci(p, bus_of[g]);
+        return OK;
+}
+
+int
+nvmlDeviceGetNvLinkState(void *dev, unsigned link, int *on)
+{
+        if (gpu_of(dev) < 0 || link >= 18)
+                return ERR_INVALID;
+        *on = nvswitch() ? link < 12 : link < 4;
+        return OK;
+}
+
+int
+nvmlDeviceGetNvLinkRemotePciInfo_v2(void *dev, unsigned link, struct pci *p)
+{
+        int g = gpu_of(dev);
+        if (g < 0 || link >= 18)
+                return ERR_INVALID;
+        if (nvswitch())
+                fill_pci(p, 0xc0 + link % 6); /* six NVSwitch chips */
+        else
+                fill_pci(p, bus_of[g ^ 1]);   /* 0<->1, 2<->3 */
+        return OK;
+}
+
+int
+nvmlDeviceGetMigMode(void *dev, unsigned *cur, unsigned *pending)
+{
+        int g = gpu_of(dev);
+        if (g < 0)
+                return ERR_INVALID;
+        *cur = *pending = g == 3;
+        return OK;
+}
+
+int
+nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level)
+{
+        int i = gpu_of(a), j = gpu_of(b);
+        if (i < 0 || j < 0)
+                return ERR_INVALID;
+        *level = level_of[i][j];
+        return OK;
+}

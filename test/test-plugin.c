@@ -1,0 +1,692 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the plugin's pure parts (the topofit.io/gpus parser, the pod cache and its
+ * admission match, the fallback, pod JSON) and of discovery: the real matrices in
+ * ../shared/topologies and hwloc XML in ../shared/hwloc through --topology-file, NVML through
+ * test/fake-nvml.c (a stand-in libnvidia-ml built by this suite), and nvidia-smi through
+ * test/data/plugin/fake-nvidia-smi.  The fake kubelet test is test-plugin-kubelet.py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "dp.h"
+
+#define N_DEV 8
+
+static struct dp_device devs[N_DEV];
+
+static void
+make_devices(void)
+{
+        for (unsigned i = 0; i < N_DEV; i++) {
+                snprintf(devs[i].id, sizeof(devs[i].id), "GPU-%u", i);
+                devs[i].healthy = true;
+        }
+}
+
+static struct topo_mask
+mask_of(const char *list)
+{
+        struct topo_mask m;
+        assert_int_equal(topo_mask_parse(list, N_DEV, &m), 0);
+        return m;
+}
+
+static const char *
+path_in(const char *envvar, const char *rel, char *buf, size_t size)
+{
+        const char *root = getenv(envvar);
+        assert_non_null(root);
+        snprintf(buf, size, "%s/%s", root, rel);
+        return buf;
+}
+
+/* --- topofit.io/gpus ------------------------------------------------------------------- */
+
+static void
+plugin_parses_gpus_annotations_and_refuses_untrusted_ones(void **state)
+{
+        static const struct {
+                const char *value;
+                int ret;
+                unsigned n_sets;
+                const char *set0;
+                const char *container0;
+        } cases[] = {
+                { "GPU-1,GPU-3", 0, 1, "1,3", "" },
+                { " GPU-2 , GPU-0 ", 0, 1, "0,2", "" },
+                { "[\"GPU-4\",\"GPU-5\"]", 0, 1, "4,5", "" },
+                { "{\"main\":[\"GPU-6\"],\"side\":\"GPU-7,GPU-1\"}", 0, 2, "6", "main" },
+                { "GPU-9", -EINVAL, 0, NULL, NULL },              /* not on this node */
+                { "GPU-1,GPU-1", -EINVAL, 0, NULL, NULL },        /* listed twice */
+                { "{\"a\":[\"GPU-1\"],\"b\":[\"GPU-1\"]}", -EINVAL, 0, NULL, NULL }, /* shared */
+                { "", -EINVAL, 0, NULL, NULL },
+                { "GPU-1,", -EINVAL, 0, NULL, NULL },
+                { "[]", -EINVAL, 0, NULL, NULL },
+                { "{}", -EINVAL, 0, NULL, NULL },
+                { "{\"main\":[1,2]}", -EINVAL, 0, NULL, NULL },
+                { "{\"main\":{\"x\":\"GPU-1\"}}", -EINVAL, 0, NULL, NULL },
+                { "[\"GPU-1\"", -EINVAL, 0, NULL, NULL },         /* malformed JSON */
+                { "{\"a\":\"GPU-0\",\"b\":\"GPU-1\",\"c\":\"GPU-2\",\"d\":\"GPU-3\",\"e\":\"GPU-4\","
+                  "\"f\":\"GPU-5\",\"g\":\"GPU-6\",\"h\":\"GPU-7\",\"i\":\"GPU-7\"}", -E2BIG, 0, NULL,
+                  NULL },                                         /* over DP_MAX_POD_SETS */
+                /* The extender's format (extender/ext-codec.c, ext_gpus_annotation_encode). */
+                { "{\"version\":1,\"node\":\"node-1\",\"containers\":[{\"name\":\"main\","
+                  "\"indices\":[1,3],\"uuids\":[\"GPU-1\",\"GPU-3\"]}]}", 0, 1, "1,3", "main" },
+                { "{\"version\":1,\"node\":\"node-1\",\"containers\":[{\"name\":\"a\","
+                  "\"indices\":[2],\"uuids\":[\"\"]}]}", 0, 1, "2", "a" },  /* no UUIDs known */
+                { "{\"version\":1,\"containers\":[{\"name\":\"setup\",\"init\":true,"
+                  "\"indices\":[0],\"uuids\":[\"GPU-0\"]},{\"name\":\"main\",\"indices\":[0,1],"
+                  "\"uuids\":[\"GPU-0\",\"GPU-1\"]}]}", 0, 2, "0", "setup" }, /* init reuses */
+                { "{\"version\":2,\"containers\":[]}", -EPROTONOSUPPORT, 0, NULL, NULL },
+                { "{\"version\":1,\"node\":\"node-2\",\"containers\":[{\"name\":\"m\","
+                  "\"indices\":[1],\"uuids\":[\"GPU-1\"]}]}", -EINVAL, 0, NULL, NULL }, /* not us */
+                { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[8]}]}", -EINVAL, 0,
+                  NULL, NULL },                                   /* index past the node */
+                { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[1],"
+                  "\"uuids\":[\"GPU-9\"]}]}", -EINVAL, 0, NULL, NULL }, /* foreign UUID wins */
+                { "{\"version\":1,\"containers\":{}}", -EINVAL, 0, NULL, NULL },
+                { "{\"version\":1,\"containers\":[]}", -EINVAL, 0, NULL, NULL },
+        };
+        struct dp_cache c;
+        struct dp_pod_set sets[DP_MAX_POD_SETS];
+
+        (void)state;
+        make_devices();
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        snprintf(c.node, sizeof(c.node), "node-1");
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const char *why = NULL;
+                unsigned n = 99;
+                int r = dp_parse_gpus_annotation(&c, cases[i].value, strlen(cases[i].value), sets,
+                                                 &n, &why);
+                if (r != cases[i].ret)
+                        fail_msg("case %zu (%s): got %d, want %d", i, cases[i].value, r, cases[i].ret);
+                if (r < 0) {
+                        assert_non_null(why);
+                        assert_int_equal(n, 99); /* untouched on failure */
+                        continue;
+                }
+                assert_int_equal(n, cases[i].n_sets);
+                struct topo_mask want = mask_of(cases[i].set0);
+                assert_true(topo_mask_equal(&sets[0].gpus, &want));
+                assert_string_equal(sets[0].container, cases[i].container0);
+        }
+        /* Oversized values are refused before any parsing. */
+        char *big = malloc(DP_MAX_ANNOTATION_BYTES + 2);
+        memset(big, 'x', DP_MAX_ANNOTATION_BYTES + 1);
+        big[DP_MAX_ANNOTATION_BYTES + 1] = '\0';
+        unsigned n = 0;
+        assert_int_equal(dp_parse_gpus_annotation(&c, big, strlen(big), sets, &n, NULL), -E2BIG);
+        free(big);
+        dp_cache_release(&c);
+}
+
+/* --- the cache and the match ------------------------------------------------------------- */
+
+static void
+add_pod(struct dp_cache *c, const char *name, const char *gpus, bool pending, bool live)
+{
+        struct dp_pod p = { 0 };
+        snprintf(p.uid, sizeof(p.uid), "uid-%s", name);
+        snprintf(p.ns, sizeof(p.ns), "default");
+        snprintf(p.name, sizeof(p.name), "%s", name);
+        p.pending = pending;
+        p.live = live;
+        assert_int_equal(dp_parse_gpus_annotation(c, gpus, strlen(gpus), p.sets, &p.n_sets, NULL), 0);
+        assert_int_equal(dp_cache_upsert(c, &p), 0);
+}
+
+static void
+plugin_match_finds_the_pending_pod_whose_set_fits_the_offer(void **state)
+{
+        static const struct {
+                const char *available;
+                const char *must;
+                unsigned size;
+                const char *want_pod; /* NULL: no match */
+                const char *want_set;
+        } cases[] = {
+                { "0,1,2,3,4,5,6,7", "", 1, "one", "5" },
+                { "0,1,2,3,4,5,6,7", "", 2, "pair", "1,4" },
+                { "0,1,2,3,4,6,7", "", 1, NULL, NULL },         /* GPU 5 already taken */
+                { "0,1,2,3,5,6,7", "", 2, NULL, NULL },         /* pair's GPU 4 taken */
+                { "0,1,2,3,4,5,6,7", "4", 2, "pair", "1,4" },   /* must inside the set */
+                { "0,1,2,3,4,5,6,7", "0", 2, NULL, NULL },      /* must outside every set */
+                { "0,1,2,3,4,5,6,7", "", 3, NULL, NULL },       /* no pod of that size */
+                { "0,1,2,3,4,5,6,7", "", 4, "quad", "0,2,3,6" },
+        };
+        struct dp_cache c;
+
+        (void)state;
+        make_devices();
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo_mask avail = mask_of(cases[i].available), must, got;
+                const char *pod = NULL;
+                int r;
+
+                if (cases[i].must[0])
+                        must = mask_of(cases[i].must);
+                else
+                        topo_mask_clear(&must);
+                assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+                add_pod(&c, "one", "GPU-5", true, true);
+                add_pod(&c, "pair", "GPU-1,GPU-4", true, true);
+                add_pod(&c, "quad", "{\"main\":[\"GPU-0\",\"GPU-2\",\"GPU-3\",\"GPU-6\"]}", true, true);
+                add_pod(&c, "running", "GPU-7", false, true);   /* admitted long ago */
+                add_pod(&c, "done", "GPU-7,GPU-6", false, false);
+                r = dp_cache_match(&c, &avail, &must, cases[i].size, 1000, &got, &pod);
+                if (!cases[i].want_pod) {
+                        if (r != -ENOENT)
+                                fail_msg("case %zu: matched %s", i, pod);
+                } else {
+                        struct topo_mask want = mask_of(cases[i].want_set);
+                        if (r != 0)
+                                fail_msg("case %zu: no match, want %s", i, cases[i].want_pod);
+                        assert_string_equal(pod, cases[i].want_pod);
+                        assert_true(topo_mask_equal(&got, &want));
+                }
+                dp_cache_release(&c);
+        }
+}
+
+static void
+plugin_racing_admissions_on_one_offer_get_different_pods(void **state)
+{
+        struct dp_cache c;
+        struct topo_mask avail = mask_of("0,1,2,3,4,5,6,7"), none, a, b, x;
+        const char *pa = NULL, *pb = NULL, *px = NULL;
+
+        (void)state;
+        make_devices();
+        topo_mask_clear(&none);
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        add_pod(&c, "first", "GPU-0,GPU-1", true, true);
+        add_pod(&c, "second", "GPU-2,GPU-3", true, true);
+        /* Two requests with the same offer: the oldest pod, then the other one. */
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1000, &a, &pa), 0);
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1001, &b, &pb), 0);
+        assert_string_equal(pa, "first");
+        assert_string_equal(pb, "second");
+        /* Both offered: the least recently offered comes next, round-robin. */
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1002, &x, &px), 0);
+        assert_string_equal(px, "first");
+        /* After the TTL, offers are forgotten and age decides again. */
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1002 + DP_OFFER_TTL_MS, &x, &px), 0);
+        assert_string_equal(px, "first");
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1003 + DP_OFFER_TTL_MS, &x, &px), 0);
+        assert_string_equal(px, "second");
+        /* Updating a pod keeps its age and offer. */
+        add_pod(&c, "first", "GPU-0,GPU-1", true, true);
+        assert_int_equal(c.n_pods, 2);
+        assert_int_equal(dp_cache_remove(&c, "uid-first"), 0);
+        assert_int_equal(dp_cache_remove(&c, "uid-first"), -ENOENT);
+        assert_null(dp_cache_find(&c, "default", "first"));
+        assert_non_null(dp_cache_find(&c, "default", "second"));
+        dp_cache_release(&c);
+}
+
+static void
+plugin_fallback_without_scoring_keeps_must_and_takes_lowest_indices(void **state)
+{
+        static const struct {
+                const char *available;
+                const char *must;
+                unsigned size;
+                int ret;
+                const char *want;
+        } cases[] = {
+                { "2,4,6,7", "", 2, 0, "2,4" },
+                { "2,4,6,7", "6", 2, 0, "2,6" },
+                { "2,4,6,7", "6,7", 2, 0, "6,7" },
+                { "2,4", "", 3, -ENOSPC, NULL },
+                { "2,4,6", "2,4,6", 2, -ENOSPC, NULL },  /* must larger than the request */
+        };
+
+        (void)state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo_mask avail = mask_of(cases[i].available), must, got;
+                int r;
+
+                if (cases[i].must[0])
+                        must = mask_of(cases[i].must);
+                else
+                        topo_mask_clear(&must);
+                r = dp_fallback_set(NULL, &avail, &must, cases[i].size, N_DEV, &got);
+                if (r != cases[i].ret)
+                        fail_msg("case %zu: got %d want %d", i, r, cases[i].ret);
+                if (r == 0) {
+                        struct topo_mask want = mask_of(cases[i].want);
+                        assert_true(topo_mask_equal(&got, &want));
+                }
+        }
+}
+
+static void
+plugin_join_ids_refuses_a_buffer_too_small(void **state)
+{
+        const char *ids[] = { "GPU-a", "GPU-bb" };
+        char buf[32];
+
+        (void)state;
+        assert_int_equal(dp_join_ids(ids, 2, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "GPU-a,GPU-bb");
+        assert_int_equal(dp_join_ids(ids, 2, buf, 12), -E2BIG);
+        assert_int_equal(dp_join_ids(ids, 2, buf, 13), 0);
+        assert_int_equal(dp_join_ids(ids, 0, buf, 1), 0);
+        assert_string_equal(buf, "");
+}
+
+/* --- pod JSON ------------------------------------------------------------------------------ */
+
+static void
+plugin_pod_json_phase_and_deletion_decide_pending_and_live(void **state)
+{
+        static const struct {
+                const char *json;
+                int ret;
+                bool pending;
+                bool live;
+        } cases[] = {
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
+                  "{\"topofit.io/gpus\":\"GPU-1\"}},\"status\":{\"phase\":\"Pending\"}}", 1, true, true },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
+                  "{\"topofit.io/gpus\":\"GPU-1\"}},\"status\":{\"phase\":\"Running\"}}", 1, false, true },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
+                  "{\"topofit.io/gpus\":\"GPU-1\"}},\"status\":{\"phase\":\"Succeeded\"}}", 1, false, false },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"deletionTimestamp\":"
+                  "\"2026-01-01T00:00:00Z\",\"annotations\":{\"topofit.io/gpus\":\"GPU-1\"}}}", 1, false, false },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\"},\"status\":{}}", 0, true, true },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
+                  "{\"topofit.io/gpus\":\"GPU-77\"}}}", -EINVAL, false, false },
+                { "{\"metadata\":{\"namespace\":\"n\",\"name\":\"p\"}}", -EINVAL, false, false },
+                { "{\"metadata\":7}", -EINVAL, false, false },
+                { "[]", -EINVAL, false, false },
+        };
+        struct dp_cache c;
+
+        (void)state;
+        make_devices();
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                cJSON *o = cJSON_Parse(cases[i].json);
+                struct dp_pod p;
+                const char *why = NULL;
+                int r;
+
+                assert_non_null(o);
+                r = dp_pod_from_json(&c, o, &p, &why);
+                cJSON_Delete(o);
+                if (r != cases[i].ret)
+                        fail_msg("case %zu: got %d want %d (%s)", i, r, cases[i].ret, why ? why : "");
+                if (r < 0) {
+                        assert_non_null(why);
+                        continue;
+                }
+                assert_int_equal(p.pending, cases[i].pending);
+                assert_int_equal(p.live, cases[i].live);
+        }
+        dp_cache_release(&c);
+}
+
+static void
+plugin_podlist_reload_keeps_age_and_drops_pods_gone(void **state)
+{
+        static const char *v1 =
+                "{\"items\":[{\"metadata\":{\"uid\":\"a\",\"name\":\"a\",\"annotations\":{\"topofit.io/gpus\":\"GPU-0\"}}},"
+                "{\"metadata\":{\"uid\":\"b\",\"name\":\"b\",\"annotations\":{\"topofit.io/gpus\":\"GPU-1\"}}},"
+                "{\"metadata\":{\"uid\":\"x\",\"name\":\"x\",\"annotations\":{\"topofit.io/gpus\":\"GPU-99\"}}},"
+                "{\"metadata\":{\"uid\":\"n\",\"name\":\"n\"}}]}";
+        static const char *v2 =
+                "[{\"metadata\":{\"uid\":\"b\",\"name\":\"b\",\"annotations\":{\"topofit.io/gpus\":\"GPU-1\"}}},"
+                "{\"metadata\":{\"uid\":\"c\",\"name\":\"c\",\"annotations\":{\"topofit.io/gpus\":\"GPU-2\"}}}]";
+        struct dp_cache c;
+        const struct dp_pod *b;
+        const char *why = NULL;
+
+        (void)state;
+        make_devices();
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        assert_int_equal(dp_cache_load_podlist(&c, v1, strlen(v1), &why), 0);
+        assert_int_equal(c.n_pods, 2);   /* the foreign and the unannotated pods are not kept */
+        assert_int_equal(c.rejected, 1);
+        uint64_t seq_b = dp_cache_find(&c, "", "b")->seq;
+        assert_int_equal(dp_cache_load_podlist(&c, v2, strlen(v2), &why), 0);
+        assert_int_equal(c.n_pods, 2);
+        assert_null(dp_cache_find(&c, "", "a"));
+        b = dp_cache_find(&c, "", "b");
+        assert_non_null(b);
+        assert_int_equal(b->seq, seq_b);
+        assert_true(dp_cache_find(&c, "", "c")->seq > seq_b);
+        assert_int_equal(dp_cache_load_podlist(&c, "{\"items\":3}", 11, &why), -EINVAL);
+        assert_int_equal(dp_cache_load_podlist(&c, "{", 1, &why), -EINVAL);
+        dp_cache_release(&c);
+}
+
+/* --- discovery ------------------------------------------------------------------------------ */
+
+static void
+assert_round_trips(const struct topo *t)
+{
+        char *json = NULL;
+        size_t len = 0;
+        struct topo *back = NULL;
+        struct topo_error err = { 0 };
+
+        assert_int_equal(topo_to_annotation(t, &json, &len), 0);
+        if (topo_parse_annotation(json, len, &back, &err) != 0)
+                fail_msg("annotation not accepted: line %u: %s", err.line, err.msg);
+        assert_true(topo_equal(t, back));
+        topo_unref(back);
+        free(json);
+}
+
+static void
+plugin_discovers_every_shared_matrix_and_its_annotation_round_trips(void **state)
+{
+        /* GPU counts from ../shared/topologies/INDEX.md; 0 = a PARTIAL capture whose cut-off
+         * matrix must be refused with its position. */
+        static const struct {
+                const char *file;
+                unsigned gpus;
+        } cases[] = {
+                { "a100-2gpu-della-amd.txt", 2 },
+                { "a100-80gb-pcie-8gpu-nvlink-pairs-slurm-PARTIAL.txt", 0 },
+                { "a100-pcie-4gpu-adroit.txt", 4 },
+                { "a100-sxm4-80gb-8nic-roce-deepep.txt", 8 },
+                { "a800-sxm4-8gpu-4nic.txt", 8 },
+                { "alcf-polaris-a100-4gpu-nps4.txt", 4 },
+                { "amd-instinct-8gpu-0x74a2-xgmi-ms-swift.txt", 8 },
+                { "amd-mi210-4gpu-archer2-rocm-smi.txt", 4 },
+                { "amd-mi300a-4apu-rocm-smi.txt", 4 },
+                { "amd-mi50-4gpu-pcie-rocm-smi.txt", 4 },
+                { "aws-p4d-24xlarge-a100-nv12.txt", 8 },
+                { "dgx-a100-40gb-12nic-PARTIAL.txt", 0 },
+                { "dgx-h100-12nic-talos.txt", 8 },
+                { "dgx1-v100-sxm2-32gb-4nic-microway.txt", 8 },
+                { "dgx1-v100-sxm2-oneflow.txt", 8 },
+                { "dgx2-v100-16gpu-nv6-10nic-PARTIAL.txt", 0 },
+                { "h100-sxm-4gpu-container-phb.txt", 4 },
+                { "h20-8gpu-36nic-sriov-sglang.txt", 8 },
+                { "h200-hgx-10nic-nchc-nano4.txt", 8 },
+                { "h800-sxm-8gpu-9nic-sglang.txt", 8 },
+                { "hgx-a100-4gpu-sxm4-nv4-della.txt", 4 },
+                { "hgx-h100-13nic-mlx5ib-eth-penny.txt", 8 },
+                { "hgx-nv18-8gpu-12nic-cpuset-mooncake.txt", 8 },
+                { "hgx-nv18-8gpu-single-numa-12nic.txt", 8 },
+                { "princeton-traverse-ac922-v100-nv3.txt", 4 },
+                { "rtx3090-2gpu-nvlink-bridge-workstation.txt", 2 },
+                { "rtx4090-8gpu-pcie-server.txt", 8 },
+                { "rtx5090-2gpu-workstation-p2p.txt", 2 },
+                { "tesla-k80-x2-mlx4-old-legend.txt", 4 },
+                { "tesla-p4-single-gpu-numa-na-hami.txt", 1 },
+                { "v100-sxm2-32gb-8gpu-vastai-newdriver.txt", 8 },
+        };
+
+        (void)state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char rel[256], path[1024];
+                struct dp_discover_opts o = { 0 };
+                struct dp_discover_report rep;
+                struct topo *t = NULL;
+                int r;
+
+                snprintf(rel, sizeof(rel), "topologies/%s", cases[i].file);
+                o.topology_file = path_in("TOPOFIT_SHARED", rel, path, sizeof(path));
+                r = dp_discover(&o, &t, &rep);
+                if (cases[i].gpus == 0) {
+                        if (r >= 0)
+                                fail_msg("%s: a cut-off matrix was accepted", cases[i].file);
+                        assert_non_null(strstr(rep.notes, " line "));
+                        continue;
+                }
+                if (r < 0)
+                        fail_msg("%s: %s", cases[i].file, rep.notes);
+                assert_int_equal(rep.used, DP_SOURCE_FILE);
+                assert_int_equal(t->n_gpus, cases[i].gpus);
+                assert_round_trips(t);
+                topo_unref(t);
+        }
+}
+
+static void
+plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips(void **state)
+{
+        static const struct {
+                const char *file;
+                unsigned gpus;
+                bool nvlink;
+        } cases[] = {
+                { "hwloc/nvidiaDGX2.xml", 16, true },
+                { "hwloc/power8gpudistances.xml", 4, true },
+        };
+
+        (void)state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char path[1024];
+                struct dp_discover_opts o = { 0 };
+                struct dp_discover_report rep;
+                struct topo *t = NULL;
+                bool nv = false;
+
+                /* Both ways: as an operator's --topology-file and as the hwloc source. */
+                o.topology_file = path_in("TOPOFIT_SHARED", cases[i].file, path, sizeof(path));
+                if (dp_discover(&o, &t, &rep) < 0)
+                        fail_msg("%s: %s", cases[i].file, rep.notes);
+                assert_int_equal(t->n_gpus, cases[i].gpus);
+                for (unsigned a = 0; a < t->n_gpus; a++)
+                        for (unsigned b = 0; b < t->n_gpus; b++)
+                                nv |= a != b && topo_pair(t, a, b)->link == TOPO_LINK_NVLINK;
+                assert_int_equal(nv, cases[i].nvlink);
+                assert_round_trips(t);
+                topo_unref(t);
+
+                o = (struct dp_discover_opts){ .nvml_lib = "/nonexistent/libnvidia-ml.so.1",
+                                               .nvidia_smi = "/nonexistent/nvidia-smi",
+                                               .hwloc_xml = path };
+                if (dp_discover(&o, &t, &rep) < 0)
+                        fail_msg("%s: %s", cases[i].file, rep.notes);
+                assert_int_equal(rep.used, DP_SOURCE_HWLOC);
+                assert_true(rep.hwloc_ok);
+                assert_false(rep.nvml_present);
+                assert_int_equal(t->n_gpus, cases[i].gpus);
+                topo_unref(t);
+        }
+}
+
+static void
+plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library(void **state)
+{
+        static const struct {
+                bool nvswitch;
+                const char *links[4][4];
+                unsigned nvcount; /* NVLink count on an NVLink pair */
+        } cases[] = {
+                { false, { { "X", "NV", "NODE", "SYS" }, { "NV", "X", "SYS", "SYS" },
+                           { "NODE", "SYS", "X", "NV" }, { "SYS", "SYS", "NV", "X" } }, 4 },
+                { true, { { "X", "NV", "NV", "NV" }, { "NV", "X", "NV", "NV" },
+                          { "NV", "NV", "X", "NV" }, { "NV", "NV", "NV", "X" } }, 12 },
+        };
+        char lib[1024];
+
+        (void)state;
+        path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct dp_discover_opts o = { .nvml_lib = lib, .no_hwloc = true };
+                struct dp_discover_report rep;
+                struct topo *t = NULL;
+                char id[TOPO_ID_MAX];
+
+                setenv("FAKE_NVML_NVSWITCH", cases[i].nvswitch ? "1" : "0", 1);
+                if (dp_discover(&o, &t, &rep) < 0)
+                        fail_msg("fake NVML: %s", rep.notes);
+                assert_int_equal(rep.used, DP_SOURCE_NVML);
+                assert_true(rep.nvml_present);
+                assert_int_equal(rep.nvml_gpus, 4);
+                assert_int_equal(t->n_gpus, 4);
+                assert_int_equal(t->nvswitch, cases[i].nvswitch);
+                for (unsigned a = 0; a < 4; a++) {
+                        dp_device_id(t, a, id);
+                        assert_non_null(strstr(id, "GPU-fa4e0000-"));
+                        assert_string_equal(t->gpus[a].model, "NVIDIA A100-SXM4-40GB");
+                        assert_int_equal(t->gpus[a].memory_mib, 40960);
+                        assert_int_equal(t->gpus[a].mig, a == 3 ? TOPO_MIG_ENABLED : TOPO_MIG_DISABLED);
+                        for (unsigned b = 0; b < 4; b++) {
+                                const struct topo_pair *p = topo_pair(t, a, b);
+                                const char *want = cases[i].links[a][b];
+                                const char *got = topo_link_to_string((enum topo_link)p->link);
+                                if (strncmp(got, want, strlen(want)) != 0)
+                                        fail_msg("case %zu GPU%u-GPU%u: %s, want %s", i, a, b, got, want);
+                                if (p->link == TOPO_LINK_NVLINK)
+                                        assert_int_equal(p->links, cases[i].nvcount);
+                        }
+                }
+                assert_string_equal(t->gpus[2].pci_bus_id, "00000000:47:00.0");
+                assert_round_trips(t);
+                topo_unref(t);
+        }
+        unsetenv("FAKE_NVML_NVSWITCH");
+}
+
+static void
+plugin_nvml_view_gets_nics_and_numa_from_hwloc(void **state)
+{
+        char lib[1024], xml[1024];
+        struct dp_discover_opts o = { 0 }, ho = { 0 };
+        struct dp_discover_report rep;
+        struct topo *t = NULL, *hw = NULL;
+
+        (void)state;
+        o.nvml_lib = path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        o.hwloc_xml = path_in("TOPOFIT_SOURCE_ROOT", "test/data/hwloc-pcie-tree.xml", xml, sizeof(xml));
+        ho.topology_file = xml;
+        assert_int_equal(dp_discover(&ho, &hw, &rep), 0);
+        assert_true(hw->n_nics > 0);
+        assert_true(hw->n_gpus >= 4);
+
+        /* GPU buses that hwloc does not know: the NVML view stays without NICs. */
+        if (dp_discover(&o, &t, &rep) < 0)
+                fail_msg("%s", rep.notes);
+        assert_int_equal(rep.used, DP_SOURCE_NVML);
+        assert_int_equal(t->n_nics, 0);
+        assert_non_null(strstr(rep.notes, "not seen by hwloc"));
+        topo_unref(t);
+
+        /* The XML's first four GPUs: NICs, their links and NUMA come from hwloc, NVLink and
+         * UUIDs from NVML. */
+        setenv("FAKE_NVML_BUSES", "01,05,06,11", 1);
+        if (dp_discover(&o, &t, &rep) < 0)
+                fail_msg("%s", rep.notes);
+        unsetenv("FAKE_NVML_BUSES");
+        assert_int_equal(rep.used, DP_SOURCE_NVML);
+        assert_true(rep.hwloc_ok);
+        assert_int_equal(t->n_gpus, 4);
+        assert_int_equal(t->n_nics, hw->n_nics);
+        for (unsigned k = 0; k < t->n_nics; k++) {
+                assert_string_equal(t->nics[k].name, hw->nics[k].name);
+                for (unsigned i = 0; i < 4; i++)
+                        assert_int_equal(topo_nic_link(t, k, i), topo_nic_link(hw, k, i));
+        }
+        for (unsigned i = 0; i < 4; i++) {
+                assert_non_null(strstr(t->gpus[i].uuid, "GPU-fa4e0000-"));
+                /* NVML's NUMA comes from this host's sysfs when the bus exists here; otherwise
+                 * hwloc's fills the gap. */
+                if (hw->gpus[i].numa >= 0 && t->gpus[i].numa < 0)
+                        fail_msg("GPU%u NUMA unknown, hwloc says %d", i, hw->gpus[i].numa);
+        }
+        assert_int_equal(topo_pair(t, 0, 1)->link, TOPO_LINK_NVLINK);
+        assert_int_equal(topo_pair(t, 0, 1)->links, 4);
+        assert_round_trips(t);
+        topo_unref(t);
+        topo_unref(hw);
+}
+
+static void
+plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids(void **state)
+{
+        char lib[1024], smi[1024], topo[1024];
+        struct dp_discover_opts o = { .no_hwloc = true };
+        struct dp_discover_report rep;
+        struct topo *t = NULL;
+
+        (void)state;
+        o.nvml_lib = path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        o.nvidia_smi = path_in("TOPOFIT_SOURCE_ROOT", "test/data/plugin/fake-nvidia-smi", smi,
+                               sizeof(smi));
+        setenv("FAKE_NVSMI_TOPO",
+               path_in("TOPOFIT_SHARED", "topologies/dgx1-v100-sxm2-oneflow.txt", topo, sizeof(topo)),
+               1);
+        setenv("FAKE_NVML_FAIL", "1", 1);
+        if (dp_discover(&o, &t, &rep) < 0)
+                fail_msg("%s", rep.notes);
+        unsetenv("FAKE_NVML_FAIL");
+        assert_int_equal(rep.used, DP_SOURCE_NVSMI);
+        assert_true(rep.nvml_present);
+        assert_true(rep.nvsmi_present);
+        assert_non_null(strstr(rep.notes, "nvmlInit failed"));
+        assert_int_equal(t->n_gpus, 8);
+        assert_string_equal(t->gpus[7].uuid, "GPU-5m1f0000-0000-0000-0000-000000000007");
+        assert_string_equal(t->gpus[0].pci_bus_id, "00000000:10:00.0");
+        assert_int_equal(t->gpus[3].memory_mib, 32768);
+        assert_round_trips(t);
+        topo_unref(t);
+
+        /* No source at all: a clear "nothing found" with every attempt in the notes. */
+        o.nvml_lib = "/nonexistent/libnvidia-ml.so.1";
+        o.nvidia_smi = "/nonexistent/nvidia-smi";
+        t = NULL;
+        assert_int_equal(dp_discover(&o, &t, &rep), -ENODEV);
+        assert_null(t);
+        assert_false(rep.nvml_present);
+        assert_non_null(strstr(rep.notes, "nvml:"));
+        assert_non_null(strstr(rep.notes, "nvidia-smi:"));
+        unsetenv("FAKE_NVSMI_TOPO");
+}
+
+static void
+plugin_device_id_prefers_uuid_then_bus_id_then_index(void **state)
+{
+        struct topo *t = topo_new(3, 0);
+        char id[TOPO_ID_MAX];
+
+        (void)state;
+        assert_non_null(t);
+        snprintf(t->gpus[0].uuid, sizeof(t->gpus[0].uuid), "GPU-abc");
+        snprintf(t->gpus[0].pci_bus_id, sizeof(t->gpus[0].pci_bus_id), "0000:01:00.0");
+        snprintf(t->gpus[1].pci_bus_id, sizeof(t->gpus[1].pci_bus_id), "0000:02:00.0");
+        dp_device_id(t, 0, id);
+        assert_string_equal(id, "GPU-abc");
+        dp_device_id(t, 1, id);
+        assert_string_equal(id, "0000:02:00.0");
+        dp_device_id(t, 2, id);
+        assert_string_equal(id, "gpu2");
+        topo_unref(t);
+}
+
+int
+main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(plugin_parses_gpus_annotations_and_refuses_untrusted_ones),
+                cmocka_unit_test(plugin_match_finds_the_pending_pod_whose_set_fits_the_offer),
+                cmocka_unit_test(plugin_racing_admissions_on_one_offer_get_different_pods),
+                cmocka_unit_test(plugin_fallback_without_scoring_keeps_must_and_takes_lowest_indices),
+                cmocka_unit_test(plugin_join_ids_refuses_a_buffer_too_small),
+                cmocka_unit_test(plugin_pod_json_phase_and_deletion_decide_pending_and_live),
+                cmocka_unit_test(plugin_podlist_reload_keeps_age_and_drops_pods_gone),
+                cmocka_unit_test(plugin_discovers_every_shared_matrix_and_its_annotation_round_trips),
+                cmocka_unit_test(plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips),
+                cmocka_unit_test(plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library),
+                cmocka_unit_test(plugin_nvml_view_gets_nics_and_numa_from_hwloc),
+                cmocka_unit_test(plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids),
+                cmocka_unit_test(plugin_device_id_prefers_uuid_then_bus_id_then_index),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
