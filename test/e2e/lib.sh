@@ -36,11 +36,11 @@ e2e_wait() {
 }
 
 # e2e_start NAME CMD...: starts CMD in the background, logging to $E2E_DIR/log/NAME.log;
-# its pid goes to $E2E_DIR/NAME.pid and E2E_PIDS.
+# its pid goes to $E2E_DIR/NAME.pid and E2E_PIDS.  A restart appends to the same log.
 e2e_start() {
         local name=$1
         shift
-        "$@" >"$E2E_DIR/log/$name.log" 2>&1 &
+        "$@" >>"$E2E_DIR/log/$name.log" 2>&1 &
         local pid=$!
         echo "$pid" >"$E2E_DIR/$name.pid"
         E2E_PIDS+=("$pid")
