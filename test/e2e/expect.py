@@ -5,7 +5,10 @@
   there hold (their topofit.io/gpus annotations, from --pods, a `kubectl get pods -o json`)
   are taken; `topofit place --topology ANNOTATION --count K --free FREE [--require nvlink]
   --json` says the set it would pick and the node priority.  Prints {node: result} for the
-  nodes where a set exists.
+  nodes where a set exists, each with "final": the extender's documented priority
+  (docs/annotations.md, "Priority"): place's node priority averaged with the set's busbw
+  relative to the best busbw of the fitting nodes, round((priority + 10 * busbw / top) / 2);
+  place's priority alone when no set has bandwidth (one GPU).
   Nodes where kube-scheduler's own resource fit fails (GPU requests of the pods bound there
   plus K above the node's GPU count) are left out: the extender never sees them.
 --check POD_JSON --expect FILE [--no-gpus]: the pod's node must be one of the
@@ -67,6 +70,11 @@ def expect(a):
             res = json.loads(r.stdout)
             res["free"] = free
             out[node] = res
+    top = max((e["busbw_gbps"] for e in out.values()), default=0)
+    for e in out.values():
+        e["final"] = e["priority"]
+        if top > 0:
+            e["final"] = max(0, min(10, int((e["priority"] + 10 * e["busbw_gbps"] / top) / 2 + 0.5)))
     json.dump(out, sys.stdout, sort_keys=True)
     print()
 
@@ -78,13 +86,13 @@ def check(a):
     if not exp:
         print(f"placed on {node}, but topofit place found no feasible node")
         return 1
-    best = max(e["priority"] for e in exp.values())
-    top = sorted(n for n, e in exp.items() if e["priority"] == best)
+    best = max(e["final"] for e in exp.values())
+    top = sorted(n for n, e in exp.items() if e["final"] == best)
     got = indices(pod)
-    cands = ", ".join(f"{n}={e['priority']}" for n, e in sorted(exp.items()))
+    cands = ", ".join(f"{n}={e['final']} (place {e['priority']}, {e['busbw_gbps']} GB/s)"
+                      for n, e in sorted(exp.items()))
     if node not in top:
-        print(f"placed on {node}; topofit's best (priority {best}): {top}; all: "
-              + ", ".join(f"{n}={e['priority']}" for n, e in sorted(exp.items())))
+        print(f"placed on {node}; topofit's best (priority {best}): {top}; all: {cands}")
         return 1
     if a.no_gpus:
         print(f"{node} (priority {best}; candidates: {cands}); GPU set not checked: the "
