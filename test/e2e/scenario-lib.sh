@@ -42,6 +42,24 @@ PY
                 kubectl create -f - >/dev/null
 }
 
+# e2e_gpu_pods PREFIX FROM TO GROUP: pods PREFIX{FROM..TO} of one GPU each, created in one
+# request, so they reach the scheduler as one burst.
+e2e_gpu_pods() {
+        python3 - "$@" <<'PY' | kubectl create -f - >/dev/null
+import json, sys
+prefix, lo, hi, group = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+res = {"nvidia.com/gpu": "1", "cpu": "10m", "memory": "16Mi"}
+items = [{"apiVersion": "v1", "kind": "Pod",
+          "metadata": {"name": f"{prefix}{i}", "namespace": "default",
+                       "labels": {"topofit-e2e": group}},
+          "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
+                                   "resources": {"limits": res, "requests": res}}],
+                   "terminationGracePeriodSeconds": 0}}
+         for i in range(lo, hi + 1)]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+}
+
 # e2e_pod_node NAME: the node the pod is bound to ("" while pending).
 e2e_pod_node() {
         kubectl get pod "$1" -o 'jsonpath={.spec.nodeName}'
