@@ -457,8 +457,8 @@ t_burst_restart() {
         # second half arrives while it is down, then it comes back and rebuilds its view
         # from the API.  Pods in flight at the kill fail their filter/bind and are retried.
         e2e_gpu_pods b 1 25 burst || { fail "creating the first 25 pods failed"; return; }
-        e2e_wait 60 "five burst pods bound" e2e_bound_at_least 5 burst ||
-                { fail "fewer than 5 burst pods placed before the kill"; return; }
+        e2e_wait 60 "a burst pod bound" e2e_bound_at_least 1 burst ||
+                { fail "no burst pod placed before the kill"; return; }
         e2e_kill extender
         bound=$(e2e_bound_count burst)
         e2e_log "killed the extender with $bound of 50 bound"
