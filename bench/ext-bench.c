@@ -8,12 +8,16 @@
  * then the server's RSS.  Bounded: every run sends a fixed number of requests.
  * Usage: topofit-ext-bench EXTENDER_BINARY SHARED_DIR [nodes] [pods] [mode names|full]
  *                          [requests]
+ * TOPOFIT_BENCH_PEER=path/to/goext also runs the same bodies against the Go peer.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +30,7 @@
 #define BENCH_MAX_PODS 200000
 #define BENCH_MAX_REQUESTS 100000
 #define BENCH_CLIENT_THREADS 2
-#define BENCH_NODE_PAD_BYTES 7000 /* managedFields-like filler: full Node objects ~10 KB */
+#define BENCH_NODE_PAD_BYTES 11500 /* managedFields-like filler: full Node objects ~10 KB */
 #define BENCH_MAX_BODY (64u << 20)
 
 static const char *const classes[] = {
@@ -222,6 +226,112 @@ rss_kib(pid_t pid)
         return kib;
 }
 
+/* The server's CPU time (user + system) so far, in ms: steadier than wall time on a
+ * shared machine. */
+static double
+cpu_ms(pid_t pid)
+{
+        char path[64], buf[1024], *p;
+        unsigned long ut = 0, st = 0;
+        FILE *f;
+        size_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        p = strrchr(buf, ')');
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+                return 0;
+        return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static uint64_t
+thread_cpu_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The decision path in process, without HTTP: decode, resolve, verb, encode, as the
+ * handler does it, timed in thread CPU time (what the machine's other load cannot
+ * inflate much).  Writes p50/p99 in ms for filter and prioritize. */
+static int
+in_process(const char *cluster_path, const struct buf *filter, const struct buf *prio,
+           unsigned rounds, double ret[4])
+{
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        struct buf file, out;
+        uint64_t *lat[2];
+        char chunk[65536];
+        size_t n;
+        FILE *f;
+        int r = 0;
+
+        ext_config_default(&cfg);
+        buf_init(&file, 512u << 20);
+        f = fopen(cluster_path, "re");
+        if (!f)
+                return -errno;
+        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                r = buf_append(&file, chunk, n);
+        fclose(f);
+        if (r >= 0)
+                r = ext_cluster_decode(file.data, file.len, &cfg, NULL, 1, &c, NULL);
+        buf_release(&file);
+        if (r < 0)
+                return r;
+        l = ext_ledger_new(&cfg);
+        lat[0] = calloc(rounds, sizeof(uint64_t));
+        lat[1] = calloc(rounds, sizeof(uint64_t));
+        buf_init(&out, BENCH_MAX_BODY);
+        for (unsigned i = 0; l && lat[0] && lat[1] && i < rounds; i++)
+                for (int verb = 0; verb < 2; verb++) {
+                        const struct buf *body = verb ? prio : filter;
+                        struct ext_args a;
+                        const struct ext_node **nodes;
+                        struct ext_verdict *v;
+                        uint64_t t0 = thread_cpu_ns();
+
+                        if (ext_args_decode(body->data, body->len, &cfg, &a, NULL) < 0)
+                                return -EINVAL;
+                        nodes = malloc(a.n * sizeof(*nodes));
+                        v = malloc(a.n * sizeof(*v));
+                        for (size_t k = 0; k < a.n; k++)
+                                nodes[k] = ext_cluster_find_node(c, a.names[k]);
+                        buf_reset(&out);
+                        if (verb) {
+                                ext_prioritize(c, l, &cfg, &a.req, nodes, a.n, 0, v);
+                                ext_priorities_encode(&a, v, &out);
+                        } else {
+                                ext_filter(c, l, &cfg, &a.req, nodes, a.n, 0, v);
+                                ext_filter_result_encode(&a, v, NULL, &out);
+                        }
+                        free(nodes);
+                        free(v);
+                        ext_args_release(&a);
+                        lat[verb][i] = thread_cpu_ns() - t0;
+                }
+        for (int verb = 0; verb < 2; verb++) {
+                qsort(lat[verb], rounds, sizeof(uint64_t), cmp_u64);
+                ret[verb * 2] = (double)lat[verb][rounds / 2] / 1e6;
+                ret[verb * 2 + 1] = (double)lat[verb][(size_t)((double)(rounds - 1) * 0.99)] / 1e6;
+        }
+        free(lat[0]);
+        free(lat[1]);
+        buf_release(&out);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        return 0;
+}
+
 struct load {
         unsigned port;
         const struct buf *filter, *prio;
@@ -254,6 +364,113 @@ load_run(void *arg)
         return NULL;
 }
 
+/* A free loopback port (bound and released: another process could take it meanwhile,
+ * which only makes the peer fail to start). */
+static unsigned
+free_port(void)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        unsigned port = 0;
+
+        if (fd < 0)
+                return 0;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+                port = ntohs(sa.sin_port);
+        close(fd);
+        return port;
+}
+
+/* The same requests against the Go peer (../shared/peers/goext): latency over one
+ * connection, then throughput; prints its numbers and the ratios to ours. */
+static void
+measure_peer(const char *peer, const struct buf *filter, const struct buf *prio, unsigned requests,
+             double our_f50, double our_p50, double our_rps)
+{
+        unsigned port = free_port();
+        char port_s[16];
+        struct demo_http h;
+        struct buf out;
+        uint64_t *lf = calloc(requests / 2, sizeof(uint64_t)), *lp = calloc(requests / 2, sizeof(uint64_t));
+        uint64_t t0, t_total;
+        unsigned errors = 0;
+        int status = 0, up = 0;
+        pid_t pid;
+
+        snprintf(port_s, sizeof(port_s), "%u", port);
+        pid = fork();
+        if (pid == 0) {
+                execl(peer, peer, "-port", port_s, (char *)NULL);
+                _exit(127);
+        }
+        buf_init(&out, BENCH_MAX_BODY);
+        for (int i = 0; i < 200 && !up; i++) {
+                if (demo_http_connect(&h, "127.0.0.1", port) == 0) {
+                        up = demo_http_request(&h, "GET", "/healthz", NULL, 0, &status, &out) == 0 &&
+                             status == 200;
+                        demo_http_close(&h);
+                }
+                if (!up)
+                        usleep(50000);
+        }
+        if (!up || !lf || !lp || demo_http_connect(&h, "127.0.0.1", port) < 0) {
+                fprintf(stderr, "bench: the peer %s did not start\n", peer);
+                goto out;
+        }
+        for (unsigned i = 0; i < 20; i++)
+                demo_http_request(&h, "POST", "/filter", filter->data, filter->len, &status, &out);
+        for (unsigned i = 0; i < requests / 2; i++) {
+                t0 = now_ns();
+                errors += demo_http_request(&h, "POST", "/filter", filter->data, filter->len, &status,
+                                            &out) < 0 || status != 200;
+                lf[i] = now_ns() - t0;
+                t0 = now_ns();
+                errors += demo_http_request(&h, "POST", "/prioritize", prio->data, prio->len, &status,
+                                            &out) < 0 || status != 200;
+                lp[i] = now_ns() - t0;
+        }
+        demo_http_close(&h);
+        {
+                pthread_t th[BENCH_CLIENT_THREADS];
+                struct load ld[BENCH_CLIENT_THREADS];
+
+                t0 = now_ns();
+                for (unsigned k = 0; k < BENCH_CLIENT_THREADS; k++) {
+                        ld[k] = (struct load){ .port = port, .filter = filter, .prio = prio,
+                                               .n = requests / BENCH_CLIENT_THREADS };
+                        pthread_create(&th[k], NULL, load_run, &ld[k]);
+                }
+                for (unsigned k = 0; k < BENCH_CLIENT_THREADS; k++) {
+                        pthread_join(th[k], NULL);
+                        errors += ld[k].errors;
+                }
+                t_total = now_ns() - t0;
+        }
+        qsort(lf, requests / 2, sizeof(*lf), cmp_u64);
+        qsort(lp, requests / 2, sizeof(*lp), cmp_u64);
+        {
+                double f50 = (double)lf[requests / 4] / 1e6, p50 = (double)lp[requests / 4] / 1e6;
+                double f99 = (double)lf[(size_t)((double)(requests / 2 - 1) * 0.99)] / 1e6;
+                double p99 = (double)lp[(size_t)((double)(requests / 2 - 1) * 0.99)] / 1e6;
+                double rps = (double)requests / ((double)t_total / 1e9);
+
+                printf("peer %s (same bodies, errors=%u)\n", peer, errors);
+                printf("  filter      p50 %.3f ms  p99 %.3f ms\n", f50, f99);
+                printf("  prioritize  p50 %.3f ms  p99 %.3f ms\n", p50, p99);
+                printf("  throughput  %.0f requests/s\n", rps);
+                printf("  ratio peer/topofit: filter p50 %.2fx, prioritize p50 %.2fx, "
+                       "throughput %.2fx\n", f50 / our_f50, p50 / our_p50, rps / our_rps);
+        }
+out:
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        buf_release(&out);
+        free(lf);
+        free(lp);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -267,6 +484,7 @@ main(int argc, char **argv)
         pid_t pid;
         unsigned port = 0, errors = 0;
         long rss_loaded, rss_after;
+        double cpu0, cpu1;
         int64_t v;
         int status, r;
 
@@ -342,6 +560,7 @@ main(int argc, char **argv)
         /* Warm-up (memos, page faults), then latency over one connection. */
         for (unsigned i = 0; i < 20; i++)
                 demo_http_request(&h, "POST", "/filter", filter.data, filter.len, &status, &out);
+        cpu0 = cpu_ms(pid);
         for (unsigned i = 0; i < requests / 2; i++) {
                 t0 = now_ns();
                 r = demo_http_request(&h, "POST", "/filter", filter.data, filter.len, &status, &out);
@@ -353,6 +572,7 @@ main(int argc, char **argv)
                 errors += r < 0 || status != 200;
         }
         demo_http_close(&h);
+        cpu1 = cpu_ms(pid);
 
         /* Throughput: BENCH_CLIENT_THREADS connections, the same number of requests. */
         {
@@ -374,6 +594,14 @@ main(int argc, char **argv)
         rss_after = rss_kib(pid);
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
+        {
+                double cpu[4];
+
+                if (in_process(cluster, &filter, &prio, requests / 2, cpu) == 0)
+                        printf("in process (no HTTP), thread CPU time: filter p50 %.3f ms p99 %.3f ms, "
+                               "prioritize p50 %.3f ms p99 %.3f ms\n",
+                               cpu[0], cpu[1], cpu[2], cpu[3]);
+        }
         unlink(cluster);
         rmdir(dir);
 
@@ -384,11 +612,16 @@ main(int argc, char **argv)
                full ? "full" : "names", n_nodes, n_pods, filter.len, requests * 2, errors);
         printf("  filter      p50 %.3f ms  p99 %.3f ms\n", PCT(lat_f, 0.5), PCT(lat_f, 0.99));
         printf("  prioritize  p50 %.3f ms  p99 %.3f ms\n", PCT(lat_p, 0.5), PCT(lat_p, 0.99));
+        printf("  server CPU  %.3f ms per request (user + system, sequential part)\n",
+               (cpu1 - cpu0) / requests);
         printf("  throughput  %.0f requests/s (%u client connections, filter and prioritize "
                "alternating)\n",
                (double)requests / ((double)t_total / 1e9), BENCH_CLIENT_THREADS);
         printf("  server RSS  %.1f MiB after loading, %.1f MiB after the run\n",
                (double)rss_loaded / 1024, (double)rss_after / 1024);
+        if (getenv("TOPOFIT_BENCH_PEER"))
+                measure_peer(getenv("TOPOFIT_BENCH_PEER"), &filter, &prio, requests, PCT(lat_f, 0.5),
+                             PCT(lat_p, 0.5), (double)requests / ((double)t_total / 1e9));
         buf_release(&filter);
         buf_release(&prio);
         buf_release(&out);

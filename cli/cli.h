@@ -31,3 +31,4 @@ int cli_load_topology(const char *path, struct topo **ret);
 int cli_topo_convert(int argc, char **argv);
 int cli_place(int argc, char **argv);
 int cli_explain(int argc, char **argv);
+int cli_bench(int argc, char **argv); /* cli-bench.c: the placement simulator (bench/) */

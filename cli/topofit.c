@@ -13,6 +13,7 @@ static const struct cli_command commands[] = {
         { "topo convert", "FILE: any topology format -> node annotation JSON", cli_topo_convert },
         { "place", "choose GPUs for a request and print their modeled bus bandwidth", cli_place },
         { "explain", "place, plus each ring hop's bandwidth and the runner-up sets", cli_explain },
+        { "bench", "replay a job trace under each placement policy and compare them", cli_bench },
 };
 
 static void

@@ -193,12 +193,52 @@ allocation_of(struct demo_http *h, const char *uid, char *ret_node, size_t node_
         return r;
 }
 
+/* What kube-scheduler's FailedScheduling event would say: "0/N nodes are available:"
+ * and each distinct reason with how many nodes gave it, most frequent first. */
+static void
+pending_reason(const cJSON *res, size_t n_nodes, char *buf, size_t size)
+{
+        const char *why[64];
+        unsigned count[64], n = 0;
+        static const char *const maps[] = { "FailedAndUnresolvableNodes", "FailedNodes" };
+        size_t len;
+
+        for (size_t m = 0; m < ELEMENTSOF(maps); m++) {
+                const cJSON *f;
+
+                cJSON_ArrayForEach(f, cJSON_GetObjectItem(res, maps[m])) {
+                        const char *w = cJSON_GetStringValue(f) ?: "?";
+                        unsigned k = 0;
+
+                        while (k < n && strcmp(why[k], w) != 0)
+                                k++;
+                        if (k == n && n < ELEMENTSOF(why)) {
+                                why[n] = w;
+                                count[n++] = 0;
+                        }
+                        if (k < n)
+                                count[k]++;
+                }
+        }
+        len = (size_t)snprintf(buf, size, "pending, 0/%zu nodes are available:", n_nodes);
+        for (unsigned done = 0; done < n && len < size; done++) {
+                unsigned best = 0;
+
+                for (unsigned k = 1; k < n; k++)
+                        if (count[k] > count[best])
+                                best = k;
+                len += (size_t)snprintf(buf + len, size - len, "\n%41s%u x %s", "", count[best],
+                                        why[best]);
+                count[best] = 0;
+        }
+}
+
 static int
 schedule_one(struct demo_http *h, struct model *m, char **names, const struct demo_pod *p,
              unsigned i, unsigned *ret_better, unsigned *ret_same)
 {
         char uid[64], chosen_node[EXT_NAME_MAX] = "", gpus[TOPO_MAX_GPUS * 4] = "-",
-             dgpus[TOPO_MAX_GPUS * 4] = "-", bw[32] = "-", dbw[32] = "-", reason[160] = "";
+             dgpus[TOPO_MAX_GPUS * 4] = "-", bw[32] = "-", dbw[32] = "-", reason[1024] = "";
         struct topo_mask set = { 0 }, dset = { 0 };
         struct buf req, out;
         cJSON *res = NULL, *passing, *it;
@@ -229,13 +269,9 @@ schedule_one(struct demo_http *h, struct model *m, char **names, const struct de
         n_pass = 0;
         cJSON_ArrayForEach(it, passing)
                 pass[n_pass++] = cJSON_GetStringValue(it);
-        if (n_pass == 0) {
-                cJSON *f = cJSON_GetObjectItem(res, "FailedAndUnresolvableNodes")->child;
-
-                if (!f)
-                        f = cJSON_GetObjectItem(res, "FailedNodes")->child;
-                snprintf(reason, sizeof(reason), "pending: %s", f ? cJSON_GetStringValue(f) : "?");
-        } else {
+        if (n_pass == 0)
+                pending_reason(res, m->c->n_nodes, reason, sizeof(reason));
+        else {
                 const char *best = pass[0];
 
                 /* prioritize, skipped by the scheduler when only one node is left */
@@ -301,7 +337,7 @@ schedule_one(struct demo_http *h, struct model *m, char **names, const struct de
                n_pass ? chosen_node : reason[0] ? "(pending)" : "-", gpus, bw,
                dnode >= 0 ? m->c->nodes[dnode].name : "(none fits)", dgpus, dbw);
         if (reason[0])
-                printf("%-12s %4s  %-16s   %s\n", "", "", "", reason);
+                printf("%38s%s\n", "", reason);
         if (n_pass && p->gpus > 1) {
                 if (tbw > dbwv * 1.0001)
                         (*ret_better)++;

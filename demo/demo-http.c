@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -69,11 +70,78 @@ send_all(int fd, const char *p, size_t n)
         return 0;
 }
 
+/* Bytes of a chunked body: buffered ones first (the head's leftovers), then the socket. */
+struct reader {
+        int fd;
+        const char *p, *end;
+        char chunk[65536];
+};
+
+static int
+reader_byte(struct reader *rd, char *ret)
+{
+        if (rd->p == rd->end) {
+                ssize_t k;
+
+                do
+                        k = recv(rd->fd, rd->chunk, sizeof(rd->chunk), 0);
+                while (k < 0 && errno == EINTR);
+                if (k <= 0)
+                        return k < 0 ? -errno : -ECONNRESET;
+                rd->p = rd->chunk;
+                rd->end = rd->chunk + k;
+        }
+        *ret = *rd->p++;
+        return 0;
+}
+
+/* A chunked body (Go's net/http answers larger bodies so) into out; trailers skipped. */
+static int
+read_chunked(struct reader *rd, struct buf *out)
+{
+        for (;;) {
+                char line[64], ch;
+                size_t n = 0, size;
+                int r;
+
+                while ((r = reader_byte(rd, &ch)) >= 0 && ch != '\n')
+                        if (n + 1 < sizeof(line))
+                                line[n++] = ch;
+                if (r < 0)
+                        return r;
+                line[n] = 0;
+                if (sscanf(line, "%zx", &size) != 1)
+                        return -EPROTO;
+                if (size == 0) {
+                        /* trailers, up to the empty line */
+                        for (n = 0;;) {
+                                if ((r = reader_byte(rd, &ch)) < 0)
+                                        return r;
+                                if (ch == '\n') {
+                                        if (n == 0)
+                                                return 0;
+                                        n = 0;
+                                } else if (ch != '\r')
+                                        n++;
+                        }
+                }
+                for (size_t k = 0; k < size; k++) {
+                        if ((r = reader_byte(rd, &ch)) < 0)
+                                return r;
+                        if ((r = buf_append(out, &ch, 1)) < 0)
+                                return r;
+                }
+                if ((r = reader_byte(rd, &ch)) < 0 || (ch == '\r' && (r = reader_byte(rd, &ch)) < 0))
+                        return r;
+        }
+}
+
 static int
 read_answer(struct demo_http *h, int *ret_status, struct buf *out)
 {
         char head[DEMO_HTTP_MAX_HEAD + 1];
         size_t n = h->n_pending, body_len = 0, have;
+        bool chunked = false;
         char *end, *line;
         int status, r;
 
@@ -106,9 +174,23 @@ read_answer(struct demo_http *h, int *ret_status, struct buf *out)
                         if (str_to_int64(v, vl, 0, INT64_MAX, &cl) < 0)
                                 return -EPROTO;
                         body_len = (size_t)cl;
+                } else if (strncasecmp(line + 2, "Transfer-Encoding:", 18) == 0) {
+                        const char *v = line + 2 + 18;
+
+                        chunked = memmem(v, strcspn(v, "\r"), "chunked", 7) != NULL;
                 }
         buf_reset(out);
         have = n - (size_t)(end + 4 - head);
+        if (chunked) {
+                struct reader rd = { .fd = h->fd, .p = end + 4, .end = end + 4 + have };
+
+                r = read_chunked(&rd, out);
+                if (r < 0)
+                        return r;
+                /* Bytes past this answer (pipelining) are not expected from our use. */
+                *ret_status = status;
+                return 0;
+        }
         if (have > body_len) {
                 /* Pipelined bytes of the next answer: keep them. */
                 h->n_pending = have - body_len;

@@ -781,12 +781,34 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         return r;
 }
 
+/* true when s needs no escaping in a JSON string. */
+static bool
+plain(const char *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
+                        return false;
+        return true;
+}
+
 int
 ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
 {
         int r = buf_puts(out, "[");
 
         for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                unsigned score = v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0;
+                size_t len = strlen(a->names[i]);
+                char item[EXT_NAME_MAX + 32];
+
+                /* One append per entry for the usual plain name. */
+                if (len < EXT_NAME_MAX && plain(a->names[i], len)) {
+                        int k = snprintf(item, sizeof(item), "%s{\"Host\":\"%s\",\"Score\":%u}",
+                                         i > 0 ? "," : "", a->names[i], score);
+
+                        r = buf_append(out, item, (size_t)k);
+                        continue;
+                }
                 if (i > 0)
                         r = buf_puts(out, ",");
                 if (r >= 0)
@@ -796,7 +818,7 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                 if (r >= 0)
                         r = buf_append(out, ",\"Score\":", 9);
                 if (r >= 0)
-                        r = put_uint(out, v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0);
+                        r = put_uint(out, score);
                 if (r >= 0)
                         r = buf_append(out, "}", 1);
         }

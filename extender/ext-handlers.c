@@ -275,11 +275,19 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         else
                 fits = ext_prioritize(c, s->ledger, &s->cfg, &a.req, nodes, a.n, ext_now_ns(), v);
 
+        {
+                /* Counted locally, added once: no atomic per node. */
+                uint64_t outcomes[_EXT_OUTCOME_MAX] = { 0 };
+
+                for (size_t i = 0; i < a.n; i++)
+                        outcomes[v[i].r == 0                        ? EXT_OUTCOME_FIT
+                                 : ext_verdict_unresolvable(&v[i]) ? EXT_OUTCOME_UNRESOLVABLE
+                                                                   : EXT_OUTCOME_NO_FIT]++;
+                for (int o = 0; o < _EXT_OUTCOME_MAX; o++)
+                        if (outcomes[o])
+                                atomic_fetch_add(&s->metrics.decisions[verb][o], outcomes[o]);
+        }
         for (size_t i = 0; i < a.n; i++) {
-                ext_metrics_decision(&s->metrics, verb,
-                                     v[i].r == 0 ? EXT_OUTCOME_FIT
-                                     : ext_verdict_unresolvable(&v[i]) ? EXT_OUTCOME_UNRESOLVABLE
-                                                                      : EXT_OUTCOME_NO_FIT);
                 if (log_get_level() >= LOG_LEVEL_DEBUG)
                         log_verdict(verb, &a.req, a.names[i], &v[i]);
                 if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))

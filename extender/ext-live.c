@@ -63,7 +63,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *base = ext_state_snapshot(lv->s);
         struct ext_cluster_builder *b = ext_cluster_builder_new(&lv->s->cfg, base);
         struct ext_cluster *c = NULL;
-        unsigned bad_records = 0;
+        unsigned bad_records = 0, left_out = 0;
         int r = 0;
 
         if (!b)
@@ -74,23 +74,58 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                 r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
                                                  (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
-                if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
-                        r = 0; /* over the cap or malformed: left out, the rest still works */
-        }
-        for (size_t i = 0; r >= 0 && i < ks->n_pods; i++) {
-                const struct kube_pod *p = ks->pods[i];
-                const char *rec;
-                struct topo_mask gpus = { 0 };
-
-                if (p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
-                        continue;
-                rec = annotation(p, EXT_GPUS_ANNOTATION);
-                if (rec && ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS, &gpus,
-                                                      NULL) < 0)
-                        bad_records++;
-                r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, p->node_name, &gpus);
-                if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
+                if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
+                        left_out++; /* over the cap or malformed: left out, the rest works */
                         r = 0;
+                }
+        }
+        /* Pods come sorted by node: one run per node.  GPUs of pods bound without a
+         * topofit record (another scheduler placed them) are counted as the node's highest
+         * free indices, so the node is never offered more GPUs than it has left. */
+        for (size_t i = 0; r >= 0 && i < ks->n_pods;) {
+                const char *node = ks->pods[i]->node_name;
+                struct topo_mask held = { 0 };
+                int64_t unrecorded = 0;
+                size_t j = i;
+
+                for (; r >= 0 && j < ks->n_pods && strcmp(ks->pods[j]->node_name, node) == 0; j++) {
+                        const struct kube_pod *p = ks->pods[j];
+                        const char *rec;
+                        struct topo_mask gpus = { 0 };
+
+                        if (p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
+                                continue;
+                        rec = annotation(p, EXT_GPUS_ANNOTATION);
+                        if (rec && ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS,
+                                                              &gpus, NULL) < 0)
+                                bad_records++;
+                        if (!rec && node[0] && p->gpu_request > 0)
+                                unrecorded += p->gpu_request;
+                        for (size_t k = 0; k < ELEMENTSOF(held.w); k++)
+                                held.w[k] |= gpus.w[k];
+                        r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
+                        if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
+                                left_out++;
+                                r = 0;
+                        }
+                }
+                if (r >= 0 && unrecorded > 0) {
+                        const struct kube_node *kn = kube_snapshot_node(ks, node);
+                        int64_t g = kn ? MIN(kn->gpu_allocatable, (int64_t)TOPO_MAX_GPUS) : 0;
+                        struct topo_mask guess = { 0 };
+                        char uid[EXT_UID_MAX];
+
+                        for (; g > 0 && unrecorded > 0; g--)
+                                if (!topo_mask_test(&held, (unsigned)(g - 1))) {
+                                        topo_mask_set(&guess, (unsigned)(g - 1));
+                                        unrecorded--;
+                                }
+                        snprintf(uid, sizeof(uid), "~unrecorded-%zu", i);
+                        r = ext_cluster_builder_add_pod(b, uid, NULL, NULL, node, &guess);
+                        if (r == -E2BIG || r == -EINVAL || r == -EEXIST)
+                                r = 0;
+                }
+                i = j;
         }
         if (r < 0) {
                 ext_cluster_builder_free(b);
@@ -102,6 +137,9 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         if (bad_records)
                 log_warn("pods with an unreadable GPU record", "count=%u annotation=%s", bad_records,
                          EXT_GPUS_ANNOTATION);
+        if (left_out)
+                log_warn("objects left out of the cluster view", "count=%u reason=\"over "
+                         "EXT_MAX_NODES/EXT_MAX_PODS or malformed\"", left_out);
         log_debug("cluster view rebuilt", "generation=%llu nodes=%zu pods=%zu classes=%zu",
                   (unsigned long long)c->generation, c->n_nodes, c->n_pods, c->n_classes);
         ext_state_install(lv->s, c);

@@ -9,6 +9,7 @@
  */
 #include "ext-core-private.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -185,35 +186,98 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
 
 static const char *const why_unknown_node = "the node is not in the extender's cluster view";
 
+/* Nodes of one topology class with the same free GPUs get the same verdict: one request
+ * decides each distinct (class, annotated, free) once.  A fixed-size table, so the memory
+ * is bounded; when it is full the rest is decided node by node. */
+#define EXT_REQUEST_MEMO_SLOTS 4096
+
+struct memo_slot {
+        const struct score_class *cls; /* NULL: empty */
+        bool annotated;
+        struct topo_mask free;
+        size_t verdict; /* index into the request's verdicts */
+};
+
+static size_t
+memo_hash(const struct ext_node *node, const struct topo_mask *free)
+{
+        uint64_t h = (uint64_t)(uintptr_t)node->cls * 0x9e3779b97f4a7c15ull ^ node->annotated;
+
+        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                h = (h ^ free->w[k]) * 0x100000001b3ull;
+        return (size_t)(h ^ (h >> 29)) & (EXT_REQUEST_MEMO_SLOTS - 1);
+}
+
+/* The slot for (node, free): a match, an empty slot to fill, or NULL when the probe
+ * found neither within a short run (then decide directly). */
+static struct memo_slot *
+memo_find(struct memo_slot *memo, const struct ext_node *node, const struct topo_mask *free)
+{
+        size_t k = memo_hash(node, free);
+
+        for (unsigned probe = 0; probe < 16; probe++, k = (k + 1) & (EXT_REQUEST_MEMO_SLOTS - 1)) {
+                struct memo_slot *m = &memo[k];
+
+                if (!m->cls || (m->cls == node->cls && m->annotated == node->annotated &&
+                                topo_mask_equal(&m->free, free)))
+                        return m;
+        }
+        return NULL;
+}
+
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
               uint64_t now_ns, bool with_priority, struct ext_verdict *ret)
 {
+        struct memo_slot *memo = n > 8 ? calloc(EXT_REQUEST_MEMO_SLOTS, sizeof(*memo)) : NULL;
+        bool holds = !ext__ledger_maybe_empty(l);
         int fits = 0;
 
         (void)c;
+        /* First the free GPUs of every node, in one short critical section (bind rechecks
+         * under the lock, so a hold added after it only costs a retry), none while the
+         * ledger is empty; ret[i].free carries them to the second pass. */
+        if (holds)
+                ext__ledger_lock(l);
         for (size_t i = 0; i < n; i++) {
+                struct topo_mask *free = &ret[i].free;
+
+                if (!nodes[i])
+                        continue;
+                if (holds)
+                        free_gpus_locked(l, req, nodes[i], now_ns, free);
+                else
+                        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                                free->w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
+        }
+        if (holds)
+                ext__ledger_unlock(l);
+
+        for (size_t i = 0; i < n; i++) {
+                struct memo_slot *m = NULL;
                 struct topo_mask free;
 
                 if (!nodes[i]) {
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
                 }
-                /* One short critical section per node keeps binds from waiting long; none
-                 * at all while the ledger is empty (bind rechecks under the lock). */
-                if (ext__ledger_maybe_empty(l)) {
-                        for (size_t k = 0; k < ELEMENTSOF(free.w); k++)
-                                free.w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
-                } else {
-                        ext__ledger_lock(l);
-                        free_gpus_locked(l, req, nodes[i], now_ns, &free);
-                        ext__ledger_unlock(l);
+                free = ret[i].free;
+                if (memo && nodes[i]->cls)
+                        m = memo_find(memo, nodes[i], &free);
+                if (m && m->cls)
+                        ret[i] = ret[m->verdict];
+                else {
+                        decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                        if (m)
+                                *m = (struct memo_slot){ .cls = nodes[i]->cls,
+                                                         .annotated = nodes[i]->annotated,
+                                                         .free = free, .verdict = i };
                 }
-                decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
                 if (ret[i].r == 0)
                         fits++;
         }
+        free(memo);
         return fits;
 }
 

@@ -477,6 +477,132 @@ out:
         return 0;
 }
 
+/* --- NVML health events ------------------------------------------------------------------------ */
+
+#define DP_NVML_EVENT_XID 0x8ull  /* nvmlEventTypeXidCriticalError */
+#define DP_NVML_ERROR_TIMEOUT 10
+
+struct dp_nvml_event {
+        dp_nvml_device device;
+        unsigned long long type;
+        unsigned long long data; /* the Xid */
+        unsigned gpu_instance, compute_instance;
+};
+
+struct dp_nvml_watch {
+        struct dp_nvml n;
+        void *set;
+        int (*set_create)(void **);
+        int (*set_free)(void *);
+        int (*register_events)(dp_nvml_device, unsigned long long, void *);
+        int (*set_wait)(void *, struct dp_nvml_event *, unsigned);
+};
+
+/* Application-caused Xids, after NVIDIA's own device plugin: the GPU stays healthy. */
+static const unsigned long long app_xids[] = { 13, 31, 43, 45, 68, 109 };
+
+int
+dp_nvml_watch_new(const char *libpath, struct dp_nvml_watch **ret)
+{
+        static const struct {
+                const char *name;
+                size_t offset;
+        } event_syms[] = {
+                { "nvmlEventSetCreate", offsetof(struct dp_nvml_watch, set_create) },
+                { "nvmlEventSetFree", offsetof(struct dp_nvml_watch, set_free) },
+                { "nvmlDeviceRegisterEvents", offsetof(struct dp_nvml_watch, register_events) },
+                { "nvmlEventSetWait_v2", offsetof(struct dp_nvml_watch, set_wait) },
+        };
+        struct dp_nvml_watch *w;
+        unsigned count = 0, armed = 0;
+
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->n.lib = dlopen(libpath ? libpath : DP_NVML_DEFAULT, RTLD_NOW | RTLD_LOCAL);
+        if (!w->n.lib) {
+                free(w);
+                return -ENOENT;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(event_syms); i++) {
+                void *sym = dlsym(w->n.lib, event_syms[i].name);
+                if (!sym)
+                        goto absent;
+                memcpy((char *)w + event_syms[i].offset, &sym, sizeof(sym));
+        }
+        for (size_t i = 0; i < ELEMENTSOF(nvml_syms); i++) {
+                void *sym = dlsym(w->n.lib, nvml_syms[i].name);
+                if (!sym && nvml_syms[i].required)
+                        goto absent;
+                memcpy((char *)&w->n + nvml_syms[i].offset, &sym, sizeof(sym));
+        }
+        if (w->n.init() != DP_NVML_SUCCESS) {
+                dlclose(w->n.lib);
+                free(w);
+                return -EIO;
+        }
+        if (w->set_create(&w->set) != DP_NVML_SUCCESS || w->n.count(&count) != DP_NVML_SUCCESS) {
+                w->n.shutdown();
+                dlclose(w->n.lib);
+                free(w);
+                return -EIO;
+        }
+        for (unsigned i = 0; i < count && i < TOPO_MAX_GPUS; i++) {
+                dp_nvml_device dev;
+                if (w->n.by_index(i, &dev) == DP_NVML_SUCCESS &&
+                    w->register_events(dev, DP_NVML_EVENT_XID, w->set) == DP_NVML_SUCCESS)
+                        armed++;
+        }
+        if (armed == 0) {
+                dp_nvml_watch_free(w);
+                return -EOPNOTSUPP; /* e.g. GPUs without event support */
+        }
+        *ret = w;
+        return 0;
+absent:
+        dlclose(w->n.lib);
+        free(w);
+        return -ENOENT;
+}
+
+int
+dp_nvml_watch_wait(struct dp_nvml_watch *w, unsigned timeout_ms, char ret_id[static TOPO_ID_MAX],
+                   unsigned long long *ret_xid)
+{
+        struct dp_nvml_event ev = { 0 };
+        char uuid[DP_NVML_STRING];
+        int r;
+
+        r = w->set_wait(w->set, &ev, timeout_ms);
+        if (r == DP_NVML_ERROR_TIMEOUT)
+                return 0;
+        if (r != DP_NVML_SUCCESS)
+                return -EIO;
+        if (!(ev.type & DP_NVML_EVENT_XID))
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(app_xids); i++)
+                if (ev.data == app_xids[i])
+                        return 0;
+        if (w->n.uuid(ev.device, uuid, sizeof(uuid)) != DP_NVML_SUCCESS)
+                return -EIO;
+        snprintf(ret_id, TOPO_ID_MAX, "%s", uuid);
+        *ret_xid = ev.data;
+        return 1;
+}
+
+struct dp_nvml_watch *
+dp_nvml_watch_free(struct dp_nvml_watch *w)
+{
+        if (!w)
+                return NULL;
+        if (w->set)
+                w->set_free(w->set);
+        w->n.shutdown();
+        dlclose(w->n.lib);
+        free(w);
+        return NULL;
+}
+
 /* --- nvidia-smi ----------------------------------------------------------------------------- */
 
 /* Fills UUID, model, memory and bus id by index from `--query-gpu` CSV. */

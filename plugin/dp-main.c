@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,6 +86,13 @@ struct dp_daemon {
         struct dp_server *server;
         struct kube_client *kc;
         struct kube_cache *kcache;
+
+        struct dp_nvml_watch *watch;          /* NVML critical-Xid events, when present */
+        pthread_t watch_thread;
+        bool watch_started;
+        atomic_bool watch_stop;
+        bool xid_bad[TOPO_MAX_GPUS];          /* under lock: sticky until restart */
+        bool health_dirty;                    /* under lock: xid_bad changed */
 };
 
 static int64_t
@@ -550,6 +558,9 @@ rediscover(struct dp_daemon *d)
                                 break;
                         }
                 }
+                pthread_mutex_lock(&d->lock);
+                healthy = healthy && !d->xid_bad[i];
+                pthread_mutex_unlock(&d->lock);
                 if (healthy != d->devs[i].healthy) {
                         log_info("device health changed", "id=%s health=%s", d->devs[i].id,
                                  healthy ? "Healthy" : "Unhealthy");
@@ -566,6 +577,57 @@ rediscover(struct dp_daemon *d)
         } else {
                 topo_unref(t);
         }
+}
+
+/* The NVML event thread: a critical Xid marks the GPU unhealthy (the main loop pushes it). */
+static void *
+watch_loop(void *userdata)
+{
+        struct dp_daemon *d = userdata;
+
+        while (!atomic_load(&d->watch_stop)) {
+                char id[TOPO_ID_MAX];
+                unsigned long long xid = 0;
+                int g, r = dp_nvml_watch_wait(d->watch, 500, id, &xid);
+
+                if (r < 0) {
+                        log_warn("NVML event wait failed", "why=\"%s\"", strerror(-r));
+                        usleep(500 * 1000);
+                        continue;
+                }
+                if (r == 0)
+                        continue;
+                g = device_index(d, id);
+                log_warn("GPU reported a critical Xid", "id=%s xid=%llu known=%s", id, xid,
+                         g >= 0 ? "yes" : "no");
+                if (g < 0)
+                        continue;
+                pthread_mutex_lock(&d->lock);
+                d->xid_bad[g] = true;
+                d->health_dirty = true;
+                pthread_mutex_unlock(&d->lock);
+        }
+        return NULL;
+}
+
+static void
+apply_xid_health(struct dp_daemon *d)
+{
+        bool changed = false;
+
+        pthread_mutex_lock(&d->lock);
+        if (d->health_dirty)
+                for (unsigned i = 0; i < d->n_devs; i++)
+                        if (d->xid_bad[i] && d->devs[i].healthy) {
+                                d->devs[i].healthy = false;
+                                changed = true;
+                                log_info("device health changed", "id=%s health=Unhealthy reason=xid",
+                                         d->devs[i].id);
+                        }
+        d->health_dirty = false;
+        pthread_mutex_unlock(&d->lock);
+        if (changed && d->server)
+                (void)dp_server_set_devices(d->server, d->devs, d->n_devs);
 }
 
 /* --- the daemon ------------------------------------------------------------------------------- */
@@ -662,6 +724,15 @@ run(struct dp_opts *o)
         r = server_start(d);
         if (r < 0)
                 goto out;
+        atomic_init(&d->watch_stop, false);
+        r = dp_nvml_watch_new(o->disc.nvml_lib, &d->watch);
+        if (r >= 0 && pthread_create(&d->watch_thread, NULL, watch_loop, d) == 0) {
+                d->watch_started = true;
+                log_info("watching NVML critical Xid events", "gpus=%u", d->n_devs);
+        } else {
+                d->watch = dp_nvml_watch_free(d->watch);
+                log_debug("no NVML events", "why=\"%s\"", r < 0 ? strerror(-r) : "thread");
+        }
         log_info("serving", "socket=%s resource=%s version=%s", d->plugin_path, o->resource,
                  TOPOFIT_VERSION);
 
@@ -711,6 +782,7 @@ run(struct dp_opts *o)
                 pthread_mutex_lock(&d->lock);
                 pods_file_refresh_locked(d);
                 pthread_mutex_unlock(&d->lock);
+                apply_xid_health(d);
                 if (o->rediscover_ms && now >= next_rediscover) {
                         rediscover(d);
                         next_rediscover = now + o->rediscover_ms;
@@ -726,6 +798,10 @@ run(struct dp_opts *o)
         write_metrics(d);
         log_info("stopping", "socket=%s", d->plugin_path);
 out:
+        atomic_store(&d->watch_stop, true);
+        if (d->watch_started)
+                pthread_join(d->watch_thread, NULL);
+        d->watch = dp_nvml_watch_free(d->watch);
         d->server = dp_server_free(d->server);
         (void)unlink(d->plugin_path);
         d->kcache = kube_cache_free(d->kcache);

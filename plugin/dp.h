@@ -252,5 +252,16 @@ struct dp_discover_report {
 int dp_discover(const struct dp_discover_opts *o, struct topo **ret,
                 struct dp_discover_report *ret_report);
 
+/* NVML critical-Xid events (dp-discover.c, the NVML owner).  Xids that an application
+ * causes (13, 31, 43, 45, 68, 109) are not reported: the GPU is fine. */
+struct dp_nvml_watch;
+/* Loads NVML at libpath (NULL: libnvidia-ml.so.1) and registers every GPU for critical Xid
+ * events.  -ENOENT when NVML or its event API is absent, -EIO when NVML refuses. */
+int dp_nvml_watch_new(const char *libpath, struct dp_nvml_watch **ret);
+/* Waits up to timeout_ms: 1 and the GPU's UUID and Xid on a critical error, 0 otherwise. */
+int dp_nvml_watch_wait(struct dp_nvml_watch *w, unsigned timeout_ms, char ret_id[static TOPO_ID_MAX],
+                       unsigned long long *ret_xid);
+struct dp_nvml_watch *dp_nvml_watch_free(struct dp_nvml_watch *w);
+
 /* The device ID for GPU i: its UUID, else its PCI bus id, else "gpu<i>". */
 void dp_device_id(const struct topo *t, unsigned i, char buf[static TOPO_ID_MAX]);

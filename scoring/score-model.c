@@ -20,6 +20,10 @@
 #define SCORE_DEFAULT_XGMI_GBPS 46.0f  /* one link, AMD generation unknown (oldest) */
 #define SCORE_DEFAULT_PCIE_GEN 3
 
+/* The ring search is exhaustive for sets of 8: Hamiltonian paths from a fixed start on 8
+ * vertices form a tree of sum(7!/(7-k)!, k = 0..7) = 13,700 nodes. */
+_Static_assert(SCORE_RING_DFS_BUDGET >= 13700u, "ring search budget below an 8-GPU set");
+
 /* GB/s per direction of one NVLink, by generation (index = generation). */
 static const float nvlink_gen_gbps[] = {
         [0] = SCORE_DEFAULT_NVLINK_GBPS,
@@ -274,20 +278,21 @@ struct ring {
         float *rcap;           /* m*m residual per-pair capacity, NULL: not tracked */
         float out_f[TOPO_MAX_GPUS], in_f[TOPO_MAX_GPUS];
         float out_p[TOPO_MAX_GPUS], in_p[TOPO_MAX_GPUS];
-        float cpu[2];          /* per direction: lower NUMA index -> higher, and back */
+        float cpu[3];          /* per direction: lower NUMA index -> higher, back, none */
         const uint8_t *ok;     /* n*n predicate instead of capacities (has_ring) */
         uint8_t order[TOPO_MAX_GPUS];
         bool used[TOPO_MAX_GPUS];
         unsigned budget;
 };
 
+/* The CPU interconnect direction a hop crosses: 0 up the NUMA order, 1 down, 2 none known
+ * (same or unknown NUMA node: the pair's path rate already carries the CPU limit). */
 static unsigned
 ring_cpu_dir(const struct ring *r, unsigned a, unsigned b)
 {
         unsigned na = r->c->numa_idx[r->idx[a]], nb = r->c->numa_idx[r->idx[b]];
 
-        /* NUMA unknown on both ends: the GPU order stands in for the socket order. */
-        return (na != nb ? na < nb : a < b) ? 0 : 1;
+        return na < nb ? 0 : na > nb ? 1 : 2;
 }
 
 /* What is left of the tightest resource once hop a->b carries the ring at this speed;
@@ -491,6 +496,7 @@ ring_reset(struct ring *r)
                                 r->rcap[a * r->m + b] = c->cap[score__idx(c, r->idx[a], r->idx[b])];
         }
         r->cpu[0] = r->cpu[1] = c->cpu_gbps;
+        r->cpu[2] = INFINITY;
 }
 
 double

@@ -24,12 +24,16 @@ enum score_edge {
         SCORE_EDGE_FABRIC,   /* NVSwitch: draws on each GPU's fabric ports */
         SCORE_EDGE_PCIE,     /* PCIe (P2P or host-staged): draws on each GPU's PCIe link */
         SCORE_EDGE_PCIE_SYS, /* as PCIE, and also on the CPU interconnect */
+        _SCORE_EDGE_MAX,
+        _SCORE_EDGE_INVALID = -EINVAL,
 };
 
 /* Searches: full tie-break order, or modeled bandwidth only (fragmentation, ideal). */
 enum score_mode {
         SCORE_MODE_FULL,
         SCORE_MODE_BUSBW,
+        _SCORE_MODE_MAX,
+        _SCORE_MODE_INVALID = -EINVAL,
 };
 
 struct score_memo_entry {

@@ -15,6 +15,10 @@
 
 #define SCORE_TOP_MAX 32u /* candidates score_top() keeps */
 
+/* Exactness up to SCORE_EXACT_MAX_GPUS: a walk over that many singleton classes has fewer
+ * than 2^(n+1) nodes, so the cap never cuts it. */
+_Static_assert(SCORE_SEARCH_MAX_NODES >= (2u << SCORE_EXACT_MAX_GPUS), "search cap below exact size");
+
 struct cand {
         struct topo_mask set;
         double busbw;

@@ -159,6 +159,9 @@ score_class_new(struct topo *t, const struct score_config *cfg)
                 return NULL;
         if (cfg && cfg->n_sizes > SCORE_MAX_SIZES)
                 return NULL;
+        for (unsigned j = 0; cfg && j < cfg->n_sizes; j++)
+                if (cfg->size_of[j] == 0 || !(cfg->weight_of[j] >= 0) || !isfinite(cfg->weight_of[j]))
+                        return NULL;
         c = calloc(1, sizeof(*c));
         if (!c)
                 return NULL;

@@ -57,7 +57,9 @@ struct score_choice {
 
 struct score_class;
 
-/* Builds the class for t (borrowed; the class keeps its own reference).  NULL on OOM. */
+/* Builds the class for t (borrowed; the class keeps its own reference); cfg NULL means
+ * score_config_default().  NULL on OOM or a bad cfg (more than SCORE_MAX_SIZES sizes, a
+ * size 0, a negative or non-finite weight). */
 struct score_class *score_class_new(struct topo *t, const struct score_config *cfg);
 struct score_class *score_class_ref(struct score_class *c);
 struct score_class *score_class_unref(struct score_class *c);

@@ -15,6 +15,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BUILD = os.environ.get("TOPOFIT_BUILD_ROOT", "build")
@@ -149,6 +150,55 @@ def replay_mode(mode):
               status == 200 and node not in res["NodeNames"] and
               list(res["FailedNodes"]) == [node] and len(res["FailedNodes"][node]) > 10 and
               len(res["NodeNames"]) == 2, body)
+    finally:
+        ext.stop()
+
+
+def concurrent_binds():
+    """Many scheduler threads at once against one extender: filter, prioritize and bind
+    race, and no GPU may end up on two pods."""
+    ext = Extender()
+    base = json.loads(fixture("nodecache-true", "01-filter.json"))
+    answers, lock = [], threading.Lock()
+
+    def worker(t):
+        for i in range(12):
+            req = json.loads(json.dumps(base))
+            md = req["Pod"]["metadata"]
+            md["name"], md["uid"] = "race-%d-%d" % (t, i), "race-uid-%d-%d" % (t, i)
+            req["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(1 + (t + i) % 3)
+            _, body, _ = ext.request("POST", "/filter", json.dumps(req))
+            passing = json.loads(body)["NodeNames"]
+            if not passing:
+                continue
+            req["NodeNames"] = passing
+            _, body, _ = ext.request("POST", "/prioritize", json.dumps(req))
+            prio = json.loads(body)
+            # Half the threads bind where the extender prefers, half elsewhere.
+            host = max(prio, key=lambda p: p["Score"])["Host"] if t % 2 else passing[-1]
+            _, body, _ = ext.request("POST", "/bind", json.dumps(
+                {"PodName": md["name"], "PodNamespace": "default", "PodUID": md["uid"], "Node": host}))
+            with lock:
+                answers.append(json.loads(body)["Error"])
+
+    try:
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        _, body, _ = ext.request("GET", "/allocations")
+        seen, dup = set(), []
+        for p in json.loads(body)["pods"]:
+            for g in p["gpus"]:
+                if (p["node"], g) in seen:
+                    dup.append((p["node"], g))
+                seen.add((p["node"], g))
+        bound = answers.count("")
+        check("concurrent scheduler threads: no GPU is handed out twice over HTTP",
+              not dup and bound >= 8 and len(seen) <= 24 and len(seen) >= 20,
+              "dups %s, %d bound, %d GPUs, errors %s" % (dup, bound, len(seen),
+                                                          sorted(set(a for a in answers if a))))
     finally:
         ext.stop()
 
@@ -413,7 +463,7 @@ def main():
             replay_mode(mode)
         except Exception as e:  # a crash is a failed case, not a lost plan
             check("%s: replay ran" % mode, False, repr(e))
-    for part in (hostile, endpoints, tls, config_file, bad_flags):
+    for part in (hostile, endpoints, concurrent_binds, tls, config_file, bad_flags):
         try:
             part()
         except Exception as e:

@@ -6,12 +6,14 @@
  * joined by 4 NVLinks each, PCIe relations PIX/NODE/SYS, GPU 3 in MIG mode.  With
  * FAKE_NVML_NVSWITCH=1 every GPU instead has 12 links into an NVSwitch; FAKE_NVML_FAIL=1
  * makes nvmlInit fail; FAKE_NVML_BUSES="01,05,06,11" sets the GPUs' PCI buses (hex), to
- * match an hwloc XML.  Not part of the product.
+ * match an hwloc XML; events: when the file $FAKE_NVML_XID_FILE holds "<gpu> <xid>", the
+ * next event wait returns that critical Xid and removes the file.  Not part of the product.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N_GPUS 4
 #define OK 0
@@ -197,4 +199,71 @@ nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level)
                 return ERR_INVALID;
         *level = level_of[i][j];
         return OK;
+}
+
+struct event {
+        void *device;
+        unsigned long long type, data;
+        unsigned gpu_instance, compute_instance;
+};
+
+int nvmlEventSetCreate(void **set);
+int nvmlEventSetFree(void *set);
+int nvmlDeviceRegisterEvents(void *dev, unsigned long long types, void *set);
+int nvmlEventSetWait_v2(void *set, struct event *ev, unsigned timeout_ms);
+
+static int event_set_token;
+
+int
+nvmlEventSetCreate(void **set)
+{
+        if (!initialized)
+                return ERR_UNINIT;
+        *set = &event_set_token;
+        return OK;
+}
+
+int
+nvmlEventSetFree(void *set)
+{
+        return set == &event_set_token ? OK : ERR_INVALID;
+}
+
+int
+nvmlDeviceRegisterEvents(void *dev, unsigned long long types, void *set)
+{
+        if (gpu_of(dev) < 0 || set != &event_set_token || !(types & 0x8))
+                return ERR_INVALID;
+        return OK;
+}
+
+int
+nvmlEventSetWait_v2(void *set, struct event *ev, unsigned timeout_ms)
+{
+        const char *path = getenv("FAKE_NVML_XID_FILE");
+        unsigned waited = 0;
+
+        if (set != &event_set_token)
+                return ERR_INVALID;
+        while (waited < timeout_ms) {
+                FILE *f = path ? fopen(path, "r") : NULL;
+                int gpu;
+                unsigned long long xid;
+
+                if (f) {
+                        int n = fscanf(f, "%d %llu", &gpu, &xid);
+                        fclose(f);
+                        unlink(path);
+                        if (n == 2 && gpu >= 0 && gpu < N_GPUS) {
+                                memset(ev, 0, sizeof(*ev));
+                                ev->device = (void *)(uintptr_t)(gpu + 1);
+                                ev->type = 0x8;
+                                ev->data = xid;
+                                return OK;
+                        }
+                }
+                usleep(20 * 1000);
+                waited += 20;
+        }
+        return 10; /* NVML_ERROR_TIMEOUT */
 }

@@ -744,6 +744,51 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
 }
 
 static void
+codec_decodes_preemption_args_in_both_forms(void **state)
+{
+        static const char meta[] =
+                "{\"Pod\":{\"metadata\":{\"uid\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}},\"NodeNameToVictims\":null,"
+                "\"NodeNameToMetaVictims\":{\"n1\":{\"Pods\":[{\"UID\":\"a\"},{\"UID\":\"b\"}],"
+                "\"NumPDBViolations\":3},\"n2\":{\"Pods\":[],\"NumPDBViolations\":0}}}";
+        static const char full[] =
+                "{\"Pod\":{\"metadata\":{\"uid\":\"p\"}},\"NodeNameToVictims\":{\"n1\":{\"Pods\":"
+                "[{\"metadata\":{\"name\":\"x\",\"uid\":\"a\"}}],\"NumPDBViolations\":1}},"
+                "\"NodeNameToMetaVictims\":null}";
+        static const char bad_pdb[] =
+                "{\"Pod\":{\"metadata\":{\"uid\":\"p\"}},\"NodeNameToMetaVictims\":{\"n1\":"
+                "{\"Pods\":[],\"NumPDBViolations\":1.5}}}";
+        struct ext_config cfg;
+        struct ext_preempt_args a;
+        struct buf out;
+        bool keep[2] = { true, false };
+        bool n1[2] = { false, true }, n2[1] = { false };
+        bool *needed[2] = { n1, n2 };
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_preempt_args_decode(meta, strlen(meta), &cfg, &a, NULL), 0);
+        assert_int_equal(a.req.count, 2);
+        assert_int_equal(a.n, 2);
+        assert_string_equal(a.nodes[0].node, "n1");
+        assert_int_equal(a.nodes[0].n_victims, 2);
+        assert_string_equal(a.nodes[0].victims[1], "b");
+        assert_int_equal(a.nodes[0].pdb_violations, 3);
+        buf_init(&out, 4096);
+        assert_int_equal(ext_preempt_result_encode(&a, keep, needed, &out), 0);
+        assert_string_equal(out.data, "{\"NodeNameToMetaVictims\":{\"n1\":{\"Pods\":"
+                                      "[{\"UID\":\"b\"}],\"NumPDBViolations\":3}}}");
+        buf_release(&out);
+        ext_preempt_args_release(&a);
+
+        assert_int_equal(ext_preempt_args_decode(full, strlen(full), &cfg, &a, NULL), 0);
+        assert_int_equal(a.n, 1);
+        assert_string_equal(a.nodes[0].victims[0], "a");
+        ext_preempt_args_release(&a);
+
+        assert_int_equal(ext_preempt_args_decode(bad_pdb, strlen(bad_pdb), &cfg, &a, NULL), -EINVAL);
+}
+
+static void
 placement_names_round_trip(void **state)
 {
         for (int p = 0; p < _EXT_PLACEMENT_MAX; p++)
@@ -768,6 +813,7 @@ main(void)
                 cmocka_unit_test(codec_caps_depth_and_node_count),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
+                cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),

@@ -7,9 +7,9 @@ by python3-grpc-tools from plugin/api.proto and plugin/podresources.proto, the v
 the plugin is built from.  It serves Registration on <dir>/kubelet.sock (calling
 GetDevicePluginOptions on the plugin before it answers, as the kubelet does) and
 PodResources on a socket of its own, and drives ListAndWatch, GetPreferredAllocation and
-Allocate against the real topofit-node binary.  Pods come from the kube-client test API
+Allocate against the real topofit-node binary.  NVML comes from test/fake-nvml.c.  Pods come from the kube-client test API
 server (test/fake-apiserver), bound with their topofit.io/gpus annotation the way the
-extender binds them.  Usage: test-plugin-kubelet.py TOPOFIT_NODE_BINARY
+extender binds them.  Usage: test-plugin-kubelet.py TOPOFIT_NODE_BINARY FAKE_NVML_LIBRARY
 """
 import json
 import os
@@ -26,6 +26,7 @@ from concurrent import futures
 SRC = os.environ.get("TOPOFIT_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), ".."))
 SHARED = os.environ.get("TOPOFIT_SHARED", os.path.join(SRC, "..", "shared"))
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "plugin", "topofit-node")
+FAKE_NVML = sys.argv[2] if len(sys.argv) > 2 else os.path.join(SRC, "build", "test", "fake-nvml.so")
 TOPOLOGY = os.path.join(SHARED, "topologies", "dgx1-v100-sxm2-32gb-4nic-microway.txt")
 NODE = "node-1"
 RESOURCE = "nvidia.com/gpu"
@@ -482,6 +483,43 @@ try:
     finally:
         static.send_signal(signal.SIGTERM)
         static_code = static.wait(10)
+    # NVML discovery and critical-Xid events, from the stand-in library.
+    dir3 = os.path.join(TMP, "nvml")
+    os.makedirs(dir3)
+    xid_file = os.path.join(TMP, "xid")
+    nv = subprocess.Popen([BINARY, "--no-kube", "--device-plugin-dir", dir3, "--nvml-lib", FAKE_NVML,
+                           "--no-hwloc", "--poll-ms", "50", "--verify-interval", "0",
+                           "--rediscover-interval", "0"],
+                          stdout=subprocess.DEVNULL, stderr=open(LOG, "a"),
+                          env=dict(os.environ, FAKE_NVML_XID_FILE=xid_file))
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(dir3, "topofit.sock")), 10)
+        c3 = grpc.insecure_channel("unix:" + os.path.join(dir3, "topofit.sock"))
+        s3 = api_pb2_grpc.DevicePluginStub(c3).ListAndWatch(api_pb2.Empty(), timeout=30)
+        nv_first = next(s3)
+        fake_ids = ["GPU-fa4e0000-0000-0000-0000-00000000000%d" % i for i in range(4)]
+
+        def xid(line):
+            with open(xid_file + ".tmp", "w") as f:
+                f.write(line)
+            os.rename(xid_file + ".tmp", xid_file)
+            wait_for(lambda: not os.path.exists(xid_file), 5)
+        wait_for(lambda: "watching NVML critical Xid events" in log_text(), 5)
+        xid("1 13\n")   # an application's fault: the GPU is fine
+        xid("2 79\n")   # fallen off the bus
+        nv_upd = next_update(s3)
+        s3.cancel()
+        c3.close()
+    finally:
+        nv.send_signal(signal.SIGTERM)
+        nv_code = nv.wait(10)
+    nv_health = {d.ID: d.health for d in nv_upd.devices} if nv_upd else {}
+    check("nvml_discovery_lists_the_fake_library_gpus",
+          sorted(d.ID for d in nv_first.devices) == fake_ids, nv_first)
+    check("a_critical_xid_marks_that_gpu_unhealthy_and_an_application_xid_does_not",
+          nv_health == {fake_ids[0]: "Healthy", fake_ids[1]: "Healthy", fake_ids[2]: "Unhealthy",
+                        fake_ids[3]: "Healthy"} and nv_code == 0, (nv_health, nv_code))
+
     check("without_an_api_server_a_pods_file_feeds_the_cache_and_is_re_read",
           first_static == gpus(3) and second_static == gpus(6) and static_code == 0,
           (first_static, second_static, static_code))

@@ -799,6 +799,81 @@ score_evaluate_rejects_empty_and_out_of_range_sets(void **state)
         assert_int_equal(score_best_ring(c, &past, NULL, NULL), -EINVAL);
 }
 
+static void
+score_top_lists_the_best_first_then_runner_ups_in_rank_order(void **state)
+{
+        CLEANUP(topo_unrefp) struct topo *t = load_file("dgx1-v100-sxm2-oneflow.txt");
+        CLEANUP(score_class_unrefp) struct score_class *c = score_class_new(t, NULL);
+        struct score_request req = { .count = 4 };
+        struct topo_mask free = mask_bits(0xee);
+        struct score_choice top[8], best;
+        int n;
+
+        assert_int_equal(score_best(c, &free, &req, &best, NULL), 0);
+        n = score_top(c, &free, &req, top, ELEMENTSOF(top), NULL);
+        assert_int_equal(n, 8);
+        assert_true(topo_mask_equal(&top[0].set, &best.set));
+        for (int i = 1; i < n; i++) {
+                assert_false(topo_mask_equal(&top[i].set, &top[i - 1].set));
+                assert_true(top[i].busbw_gbps <= top[i - 1].busbw_gbps + 1e-9);
+        }
+        /* k = 0 asks for nothing; a bad request is refused */
+        assert_int_equal(score_top(c, &free, &req, top, 0, NULL), 0);
+        req.count = 0;
+        assert_int_equal(score_top(c, &free, &req, top, 4, NULL), -EINVAL);
+}
+
+static void
+score_never_places_on_unhealthy_gpus(void **state)
+{
+        CLEANUP(topo_unrefp) struct topo *t = uniform(4, (struct cell)NV(4), "NVIDIA A100-SXM4-80GB",
+                                                     NULL, false);
+        CLEANUP(score_class_unrefp) struct score_class *c = NULL;
+        struct score_request req = { .count = 2 };
+        struct topo_mask free;
+        struct score_choice x;
+        const char *why = NULL;
+
+        t->gpus[0].healthy = false;
+        t->gpus[2].healthy = false;
+        c = score_class_new(t, NULL);
+        topo_mask_fill(&free, 4);
+        assert_int_equal(score_best(c, &free, &req, &x, NULL), 0);
+        assert_true(x.set.w[0] == 0xa);
+        req.count = 3;
+        assert_int_equal(score_best(c, &free, &req, &x, &why), -ENOSPC);
+        assert_non_null(strstr(why, "healthy"));
+}
+
+static void
+score_class_refuses_a_mix_over_its_cap(void **state)
+{
+        CLEANUP(topo_unrefp) struct topo *t = uniform(2, (struct cell)NV(4), "NVIDIA A100-SXM4-80GB",
+                                                     NULL, false);
+        struct score_config cfg;
+        struct score_class *c;
+
+        score_config_default(&cfg);
+        cfg.n_sizes = SCORE_MAX_SIZES + 1;
+        assert_null(score_class_new(t, &cfg));
+        cfg.n_sizes = 4;
+        cfg.weight_of[1] = -1;
+        assert_null(score_class_new(t, &cfg));
+        cfg.weight_of[1] = NAN;
+        assert_null(score_class_new(t, &cfg));
+        cfg.weight_of[1] = 0.2;
+        cfg.size_of[2] = 0;
+        assert_null(score_class_new(t, &cfg));
+        cfg.n_sizes = 1; /* only 2-GPU jobs matter */
+        cfg.size_of[0] = 2;
+        cfg.weight_of[0] = 1.0;
+        c = score_class_new(t, &cfg);
+        assert_non_null(c);
+        assert_ptr_equal(score_class_ref(c), c);
+        assert_null(score_class_unref(c));
+        assert_null(score_class_unref(c));
+}
+
 int
 main(void)
 {
@@ -821,6 +896,9 @@ main(void)
                 cmocka_unit_test(score_memo_is_shared_safely_between_threads),
                 cmocka_unit_test(score_memo_stays_bounded),
                 cmocka_unit_test(score_evaluate_rejects_empty_and_out_of_range_sets),
+                cmocka_unit_test(score_top_lists_the_best_first_then_runner_ups_in_rank_order),
+                cmocka_unit_test(score_never_places_on_unhealthy_gpus),
+                cmocka_unit_test(score_class_refuses_a_mix_over_its_cap),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bench: the offline placement simulator behind `topofit bench`.  Replays a job trace on a
+ * cluster of real node topologies under several placement policies and measures what the
+ * placement costs in modeled bus bandwidth, queueing and fragmentation.
+ *
+ * Layers, each usable alone: trace formats (our CSV and converters for public traces), a
+ * seeded synthetic generator, a cluster spec parser, GPU pickers (first free, the NVIDIA
+ * device plugin's pair-score best effort, exhaustive), the event-driven simulator, and the
+ * report.  The simulator core is pure: time, seeds and the clock used for decisions per
+ * second are parameters; file and process I/O live in bench-main.c only.  docs/benchmark.md
+ * documents the formats, the policies and the time model.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/buf.h"
+#include "../scoring/score.h"
+
+#define BENCH_MAX_TRACE_BYTES (256u << 20) /* any trace file, before parsing */
+#define BENCH_MAX_SPEC_BYTES (64u << 10)   /* cluster spec file */
+#define BENCH_MAX_LINE 4096                /* one CSV row or spec line */
+#define BENCH_MAX_JOBS 2000000             /* jobs in one trace */
+#define BENCH_MAX_NODE_TYPES 32            /* lines in a cluster spec */
+#define BENCH_MAX_NODES 20000              /* nodes in a cluster */
+#define BENCH_MAX_NAME 64                  /* node type names (NUL included) */
+#define BENCH_MAX_PATH 512                 /* topology paths in a spec (NUL included) */
+#define BENCH_MAX_DURATION_S (365.0 * 86400) /* one job's duration */
+#define BENCH_PARTITION_MAX_VISITS 4000000 /* pair-score picker: partitions per decision */
+#define BENCH_EXHAUSTIVE_MAX_SETS 200000   /* exhaustive search: candidate sets per decision */
+#define BENCH_MEMO_BITS 16                 /* per-policy decision memo: 2^bits slots */
+#define BENCH_MAX_SERIES 400000            /* allocation-over-time samples kept */
+#define BENCH_BIG_JOB 8                    /* fragmentation: GPUs of the job a node must host */
+#define BENCH_SERIES_POINTS 600            /* series.csv: samples per policy, about */
+#define BENCH_CDF_STEP 0.002               /* cdf.csv: smallest fraction step kept */
+
+/* Where a parser stopped: 1-based line (0 when not applicable) and a sentence. */
+struct bench_error {
+        unsigned line;
+        char msg[240];
+};
+
+/* --- jobs and traces ----------------------------------------------------------------- */
+
+struct bench_job {
+        double arrival;  /* seconds from the trace's start, >= 0 */
+        double duration; /* seconds of run time at ideal placement, > 0 */
+        unsigned gpus;   /* GPUs on one node, >= 1 */
+        double comm;     /* fraction of step time spent in all-reduce, 0..1 */
+};
+
+/* A caller-owned list of jobs: bench_trace_init()/bench_trace_release(). */
+struct bench_trace {
+        struct bench_job *jobs;
+        size_t n;
+        size_t alloc;
+        size_t n_skipped; /* converter rows that are not GPU jobs (documented per format) */
+};
+
+void bench_trace_init(struct bench_trace *t);
+void bench_trace_release(struct bench_trace *t);
+/* Appends a copy of *j; -E2BIG past BENCH_MAX_JOBS, -ENOMEM. */
+int bench_trace_add(struct bench_trace *t, const struct bench_job *j);
+/* Sorts by arrival (stable: equal arrivals keep their order) and shifts arrivals so the
+ * first is 0.  Converters call it; the CSV parser requires sorted input instead. */
+void bench_trace_normalize(struct bench_trace *t);
+
+enum bench_trace_format {
+        BENCH_TRACE_CSV,        /* ours: arrival_s,duration_s,gpus,comm_fraction */
+        BENCH_TRACE_PAI2020,    /* Alibaba cluster-trace-gpu-v2020 pai_task_table.csv */
+        BENCH_TRACE_OPENB2023,  /* Alibaba cluster-trace-gpu-v2023 openb_pod_list*.csv */
+        BENCH_TRACE_PHILLY,     /* Microsoft Philly cluster_job_log (JSON) */
+        _BENCH_TRACE_MAX,
+        _BENCH_TRACE_INVALID = -EINVAL,
+};
+const char *bench_trace_format_to_string(enum bench_trace_format f);
+enum bench_trace_format bench_trace_format_from_string(const char *s);
+
+/* What converters assume where the public traces say nothing. */
+struct bench_convert_opts {
+        double comm;        /* communication fraction given to multi-GPU jobs (1-GPU: 0) */
+        unsigned max_gpus;  /* jobs asking more GPUs than this are skipped (counted) */
+};
+void bench_convert_opts_default(struct bench_convert_opts *o);
+
+/* Parses text[0..len) in format f and appends the jobs to *t (converters then normalize).
+ * Returns the number of jobs appended, or -EINVAL (malformed input: err->line names the
+ * 1-based line, err->msg says what is wrong), -E2BIG (over a cap), -ENOMEM.  On failure *t
+ * keeps what it held before the call. */
+int bench_trace_parse(enum bench_trace_format f, const char *text, size_t len,
+                      const struct bench_convert_opts *opts, struct bench_trace *t,
+                      struct bench_error *err);
+
+/* Writes *t in our CSV format, header included. */
+int bench_trace_write_csv(const struct bench_trace *t, struct buf *out);
+
+/* --- synthetic generator ------------------------------------------------------------- */
+
+#define BENCH_GEN_MAX_SIZES 8
+
+/* Defaults (bench_gen_config_default) follow the published size mixes of the Philly,
+ * Helios and PAI studies: most jobs ask for 1 GPU; multi-GPU jobs mostly for 2, 4 or 8.
+ * Durations are log-normal (heavy tail), arrivals Poisson at the rate that offers `load`
+ * of the cluster's GPU-seconds. */
+struct bench_gen_config {
+        uint64_t seed;
+        unsigned n_jobs;
+        unsigned cluster_gpus;    /* sets the arrival rate with load */
+        double load;              /* offered load, fraction of cluster GPU time, > 0 */
+        unsigned n_sizes;
+        unsigned size_of[BENCH_GEN_MAX_SIZES];
+        double weight_of[BENCH_GEN_MAX_SIZES];
+        double duration_median_s; /* log-normal median */
+        double duration_sigma;    /* log-normal sigma */
+        double duration_min_s;
+        double duration_max_s;
+        double comm_min;          /* multi-GPU jobs: comm fraction uniform in [min, max] */
+        double comm_max;
+};
+void bench_gen_config_default(struct bench_gen_config *c);
+
+/* Appends cfg->n_jobs jobs to *t; the same config always gives the same jobs.  -EINVAL for a
+ * bad config (no sizes, weights not positive, load <= 0, ...), -E2BIG, -ENOMEM. */
+int bench_generate(const struct bench_gen_config *cfg, struct bench_trace *t);
+
+/* --- cluster spec ------------------------------------------------------------------------ */
+
+/* One spec line: "<type-name> <count> <topology-path> [gpu-model]" ('#' starts a comment,
+ * blank lines are ignored).  The optional GPU model (the rest of the line, e.g. "Tesla
+ * V100-SXM2-16GB") is applied to GPUs whose model the topology file does not name, which
+ * sets their NVLink generation and PCIe speed in the scoring model. */
+struct bench_spec_line {
+        char name[BENCH_MAX_NAME];
+        unsigned count;
+        char path[BENCH_MAX_PATH]; /* as written; relative paths are the caller's business */
+        char model[TOPO_ID_MAX];   /* "" when not given */
+};
+
+struct bench_spec {
+        unsigned n;
+        struct bench_spec_line lines[BENCH_MAX_NODE_TYPES];
+};
+
+/* Parses a cluster spec.  0, or -EINVAL with err (line and reason), -E2BIG over a cap. */
+int bench_spec_parse(const char *text, size_t len, struct bench_spec *ret, struct bench_error *err);
+
+/* --- GPU pickers (pure; no allocation; write into caller storage) ---------------------- */
+
+/* Pair score of the NVIDIA device plugin's best-effort policy: 100 per NVLink plus the PCIe
+ * relation (PIX 50, PXB 40, PHB 30, NODE 20, SYS 10; same-board 60 is not modeled).  Our
+ * model stores one relation per pair, so an NVLink pair's PCIe part is inferred from NUMA:
+ * NODE (20) on one known NUMA node, SYS (10) otherwise.  XGMI links count as NVLinks. */
+unsigned bench_pair_score(const struct topo *t, unsigned i, unsigned j);
+
+/* The first `count` free GPUs by index (the device plugin without topology).
+ * 0 and *ret, or -ENOSPC. */
+int bench_pick_first(const struct topo *t, const struct topo_mask *free, unsigned count,
+                     struct topo_mask *ret);
+
+/* The device plugin's best-effort picker, from its documented rules: pad the free GPUs to a
+ * multiple of count, find the partition into sets of `count` with the highest sum of set
+ * scores (set score = sum of its pair scores), then return that partition's highest
+ * scoring full set.  Ties keep the first found in enumeration order (sets anchored at the
+ * lowest remaining GPU, completed in ascending combinations).  Stops after
+ * BENCH_PARTITION_MAX_VISITS partitions with the best so far.  0 and *ret, or -ENOSPC. */
+int bench_pick_pairscore(const struct topo *t, const struct topo_mask *free, unsigned count,
+                         struct topo_mask *ret);
+
+/* Exhaustive search: the free set of `count` GPUs with the highest modeled bus bandwidth
+ * (score_evaluate), ties to fewer NUMA nodes, then the first in ascending combination
+ * order.  0, *ret and *ret_gbps; -ENOSPC; -E2BIG when C(free, count) exceeds
+ * BENCH_EXHAUSTIVE_MAX_SETS. */
+int bench_pick_exhaustive(const struct score_class *c, const struct topo_mask *free,
+                          unsigned count, struct topo_mask *ret, double *ret_gbps);
+
+/* --- the simulator -------------------------------------------------------------------- */
+
+enum bench_policy {
+        BENCH_POLICY_K8S_DEFAULT,        /* least allocated node, first free GPUs */
+        BENCH_POLICY_K8S_BESTEFFORT,     /* least allocated node, pair-score picker */
+        BENCH_POLICY_BINPACK_BESTEFFORT, /* most allocated node, pair-score picker */
+        BENCH_POLICY_TOPOFIT,            /* the extender's decision path (ext-core) */
+        BENCH_POLICY_ORACLE,             /* best ratio node by exhaustive search */
+        _BENCH_POLICY_MAX,
+        _BENCH_POLICY_INVALID = -EINVAL,
+};
+const char *bench_policy_to_string(enum bench_policy p);
+enum bench_policy bench_policy_from_string(const char *s);
+
+/* One node type of a loaded cluster.  The caller owns topo and cls (one reference each). */
+struct bench_node_type {
+        char name[BENCH_MAX_NAME];
+        unsigned count;
+        struct topo *topo;
+        struct score_class *cls;
+};
+
+struct bench_cluster {
+        unsigned n_types;
+        struct bench_node_type types[BENCH_MAX_NODE_TYPES];
+};
+
+/* True for a node whose GPUs are joined by direct NVLink/XGMI links that do not reach every
+ * pair (DGX-1 hybrid cube mesh, NVLink bridge pairs): where the set choice matters most. */
+bool bench_topo_is_nvlink_mesh(const struct topo *t);
+
+/* What happened to one job. */
+struct bench_job_result {
+        unsigned job;        /* index in the trace */
+        unsigned gpus;
+        int node;            /* -1: never placed (larger than every node) */
+        unsigned type;       /* node type index */
+        struct topo_mask set;
+        double arrival, start, finish;
+        double busbw_gbps;   /* modeled bus bandwidth of the set (0 for 1 GPU) */
+        double ideal_gbps;   /* best for this size on an empty node of this type */
+        double best_gbps;    /* best achievable on this node's free GPUs at decision time */
+        bool best;           /* busbw within 1e-9 relative of best_gbps */
+        bool p2p;            /* every ring hop can use direct peer-to-peer */
+        bool mesh;           /* placed on an NVLink-mesh node */
+};
+
+/* One sample of the allocation over time (at each event time). */
+struct bench_sample {
+        double t;
+        unsigned allocated; /* GPUs in use */
+        unsigned stranded;  /* free GPUs on nodes that cannot host a BENCH_BIG_JOB job now */
+        unsigned queued;    /* jobs waiting */
+};
+
+/* Decision time for decisions per second: a monotonic clock in seconds supplied by the
+ * program (NULL: not measured, decisions_per_s stays 0).  Keeps the core free of clocks. */
+typedef double (*bench_clock_fn)(void);
+
+struct bench_run {
+        enum bench_policy policy;
+        unsigned n_jobs;
+        struct bench_job_result *results; /* n_jobs, in trace order */
+        struct bench_sample *series;
+        size_t n_series;
+        size_t series_alloc;
+        unsigned cluster_gpus;
+        unsigned n_rejected;    /* jobs larger than every node */
+        unsigned n_unplaced;    /* jobs still queued when nothing ran or arrived any more
+                                 * (a policy that refuses a job that fits): 0 when sound */
+        uint64_t decisions;     /* placement attempts, successful or not */
+        double decision_s;      /* seconds in placement attempts (clock given) */
+        double makespan;        /* last finish - first arrival */
+        double alloc_gpu_s;     /* integral of allocated GPUs over [0, makespan] */
+        double stranded_gpu_s;  /* integral of stranded free GPUs over [0, makespan] */
+};
+
+/* Runs the trace on the cluster under policy.  The trace must be sorted by arrival
+ * (bench_trace_normalize or our CSV).  Deterministic: ties break by time, then job
+ * index, then node index, then GPU index.  0 and *ret (bench_run_release() it), -EINVAL,
+ * -ENOMEM, or the policy's error (-ENOTSUP: topofit without its library). */
+int bench_simulate(const struct bench_cluster *cl, const struct bench_trace *trace,
+                   enum bench_policy policy, bench_clock_fn clock, struct bench_run *ret);
+void bench_run_release(struct bench_run *r);
+
+/* The time model: run time at ideal placement stretched by the communication share,
+ * duration * (1 + comm * (ideal / achieved - 1)).  achieved <= 0 or ideal <= 0 (1 GPU)
+ * leaves the duration as is. */
+double bench_stretch(double duration, double comm, double ideal_gbps, double achieved_gbps);
+
+/* --- metrics and report ------------------------------------------------------------- */
+
+#define BENCH_REPORT_SIZES 4 /* queueing delay columns: 1, 2, 4, 8 GPUs */
+
+struct bench_summary {
+        enum bench_policy policy;
+        unsigned n_multi;          /* placed multi-GPU jobs */
+        double best_frac;          /* of them, on their node's best achievable set */
+        double ratio_p50, ratio_p10; /* busbw / ideal over multi-GPU jobs */
+        unsigned n_unmodeled;      /* multi-GPU jobs whose size has no modeled ideal (0 GB/s) */
+        double nop2p_frac;         /* of them, without direct peer-to-peer */
+        double mesh_busbw_p50[2];  /* median busbw (GB/s) of 2- and 4-GPU jobs on mesh nodes */
+        double mesh_busbw_p10[2];  /* and their 10th percentile */
+        unsigned mesh_n[2];
+        double qdelay_p50[BENCH_REPORT_SIZES], qdelay_p95[BENCH_REPORT_SIZES];
+        unsigned qdelay_n[BENCH_REPORT_SIZES];
+        double makespan_h;
+        double alloc_mean;         /* time-averaged allocated GPUs / cluster GPUs */
+        double stranded_mean;      /* time-averaged stranded free GPUs / cluster GPUs */
+        double decisions_per_s;
+};
+
+/* Percentile p (0..100) of v[0..n) by linear interpolation; sorts v.  0 when n == 0. */
+double bench_percentile(double *v, size_t n, double p);
+
+int bench_summarize(const struct bench_run *r, struct bench_summary *ret);
+
+/* The markdown table of all runs' summaries. */
+int bench_report_markdown(const struct bench_summary *s, size_t n, struct buf *out);
+/* summary.csv, jobs.csv (per job and policy), series.csv (allocation over time, thinned
+ * to about BENCH_SERIES_POINTS samples per policy). */
+int bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *out);
+int bench_report_jobs_csv(const struct bench_run *runs, size_t n, struct buf *out);
+int bench_report_series_csv(const struct bench_run *runs, size_t n, struct buf *out);
+/* cdf.csv: policy,series,x,fraction rows, the empirical CDFs of queueing delay (minutes)
+ * per job size ("qdelay1", ...) and of busbw / ideal for multi-GPU jobs ("ratio"). */
+int bench_report_cdf_csv(const struct bench_run *runs, size_t n, struct buf *out);
+/* A gnuplot script that turns the CSVs above (in the current directory) into SVG charts. */
+int bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out);
+
+/* The `topofit bench` command line: argv[0] is the command name.  Returns an exit code. */
+int bench_main(int argc, char **argv);
