@@ -1,18 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The cluster cache: one thread per watched resource (nodes, pods) runs LIST then WATCH
- * from the list's resourceVersion, forever: 410 (as status or ERROR event), an oversized
- * or malformed event => relist; a broken stream => re-watch from the last version; every
- * failure => exponential backoff with jitter, sleeping on a condition so shutdown is quick.
- *
- * Lock discipline: `lock` guards the stores, the generation, the stats and the cached
- * snapshot; it is held only to apply one event or swap in a relisted store, or to copy
- * object pointers (O(n) reference increments, no allocation per object) when a snapshot is
- * built: pods are kept grouped by node and sorted inside each group as changes arrive, so
- * that copy is the whole build apart from sorting the nodes, which happens outside it.  Objects (kube__obj) are immutable
- * and refcounted: a store holds one reference, each snapshot one more, so a snapshot stays
- * valid after the store moved on.  `build_lock` makes concurrent readers build one snapshot
- * per generation, not one each.  The change callback runs with no lock held.
+ * The cluster cache: a thread per resource runs LIST, then WATCH from the list's version,
+ * forever; 410 (status or ERROR event) or a lost event => relist; a broken stream => resume
+ * from the last version; every failure => jittered exponential backoff (an interruptible
+ * sleep).  `lock` guards stores, generation, stats and the cached snapshot, held only to
+ * apply one event, swap in a relisted store, or copy object pointers for a snapshot (pods
+ * stay grouped by node and sorted as they change, so no sort of pods is ever needed).
+ * Objects are immutable and refcounted (the store holds one reference, each snapshot one),
+ * so a snapshot outlives changes and its cache.  `build_lock` gives one build per
+ * generation.  The change callback runs with no lock held.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -628,11 +624,11 @@ jitter(unsigned ms)
 {
         /* +-25%: spreads the reconnects of many clients after a server restart. */
         unsigned span = ms / 2;
-        return ms - ms / 4 + (span ? (unsigned)(random() % (span + 1)) : 0);
+        return ms - ms / 4 + kube__jitter(span);
 }
 
 static void
-note_error(struct kube_cache *c, int r, bool relist)
+note_error(struct kube_cache *c, int r)
 {
         pthread_mutex_lock(&c->lock);
         c->stats.errors++;
@@ -666,7 +662,7 @@ resource_thread(void *userdata)
                                 page_size /= 2; /* a page over KUBE_MAX_BODY: smaller pages */
                         if (r < 0) {
                                 store_release(&fresh);
-                                note_error(c, r, true);
+                                note_error(c, r);
                                 if (sleep_or_stop(c, jitter(backoff)))
                                         break;
                                 backoff = MIN(backoff * 2, c->opts.backoff_max_ms);
@@ -717,7 +713,7 @@ resource_thread(void *userdata)
                 if (r == -E2BIG || r == -EBADMSG)
                         need_list = true; /* an event was lost: relist to converge */
                 if (r < 0)
-                        note_error(c, r, need_list);
+                        note_error(c, r);
                 /* Quick clean ends, errors: back off so we never busy-loop. */
                 if (sleep_or_stop(c, jitter(backoff)))
                         break;

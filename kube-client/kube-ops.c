@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <limits.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "kube-http.h"
@@ -47,6 +50,31 @@ const char *
 kube_patch_type_to_string(enum kube_patch_type t)
 {
         return t >= 0 && t < _KUBE_PATCH_MAX ? patch_type_table[t] : NULL;
+}
+
+unsigned
+kube__jitter(unsigned n)
+{
+        static uint64_t state; /* atomic; 0 = not seeded yet */
+        uint64_t x = __atomic_load_n(&state, __ATOMIC_RELAXED), next, zero = 0;
+
+        if (x == 0) {
+                uint64_t seed = 0;
+                if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+                        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+                /* Whoever seeds first wins; the others see its seed. */
+                __atomic_compare_exchange_n(&state, &zero, seed | 1, false, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED);
+                x = __atomic_load_n(&state, __ATOMIC_RELAXED);
+        }
+        do {
+                next = x;
+                next ^= next << 13; /* xorshift64: never reaches 0 from non-zero */
+                next ^= next >> 7;
+                next ^= next << 17;
+        } while (!__atomic_compare_exchange_n(&state, &x, next, false, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        return n == UINT_MAX ? (unsigned)next : (unsigned)(next % ((uint64_t)n + 1));
 }
 
 int
@@ -306,7 +334,7 @@ kube_watch(struct kube_client *c, const char *collection, const struct kube_watc
         if (timeout == 0) {
                 /* Jitter spreads reconnects of many clients (as client-go does). */
                 unsigned span = KUBE_WATCH_TIMEOUT_MAX_SEC - KUBE_WATCH_TIMEOUT_MIN_SEC;
-                timeout = KUBE_WATCH_TIMEOUT_MIN_SEC + (unsigned)(random() % (span + 1));
+                timeout = KUBE_WATCH_TIMEOUT_MIN_SEC + kube__jitter(span);
         }
         snprintf(tbuf, sizeof(tbuf), "%u", timeout);
         buf_init(&path, KUBE_MAX_PATH);

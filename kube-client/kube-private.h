@@ -43,6 +43,10 @@ int kube__buf_put_query(struct buf *b, const char *s);
 
 DEFINE_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
+/* A uniform value in [0, n] for jitter; seeded per process from getrandom(), so replicas
+ * started together do not reconnect in step.  Thread-safe. */
+unsigned kube__jitter(unsigned n);
+
 /* Decoders (kube-decode.c): a cJSON object into one allocation holding the struct and its
  * strings.  gpu_resources is NULL-terminated, labels NULL-terminated (may be NULL).
  * Return 0, -EINVAL (missing name / uid / wrong types: *ret_why), -ENOMEM. */

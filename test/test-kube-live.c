@@ -7,6 +7,7 @@
  * 401, and TLS with a CA and client certificates (a throwaway PKI from gen-certs.sh).
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -910,6 +911,62 @@ requests_identify_as_topofit_and_reuse_connections(void **state)
 }
 
 static void
+a_cache_against_a_dead_server_backs_off_instead_of_spinning(void **state)
+{
+        struct kube_client *c = client_plain(1); /* nothing listens on port 1 */
+        struct kube_cache_options o;
+        struct kube_cache *cache = NULL;
+        struct kube_cache_stats st;
+
+        kube_cache_options_init(&o);
+        o.backoff_initial_ms = 50;
+        o.backoff_max_ms = 400;
+        o.watch_nodes = false;
+        assert_int_equal(kube_cache_new(c, &o, &cache), 0);
+        /* 50, 100, 200, 400, 400 ... ms (+-25%): a handful of attempts in 1.5 s, not
+         * thousands, and never synced. */
+        assert_int_equal(kube_cache_wait_synced(cache, 1500), -ETIMEDOUT);
+        assert_false(kube_cache_synced(cache));
+        kube_cache_stats(cache, &st);
+        assert_true(st.errors >= 3);
+        assert_true(st.errors <= 12);
+        assert_int_equal(st.last_error, -ECONNREFUSED);
+        kube_cache_free(cache);
+        kube_client_free(c);
+}
+
+static void *
+cancel_later(void *userdata)
+{
+        sleep_ms(200);
+        atomic_store((atomic_bool *)userdata, true);
+        return NULL;
+}
+
+static void
+a_watch_is_cancelled_from_another_thread(void **state)
+{
+        atomic_bool cancel = false;
+        struct watch_count wc = { 0 };
+        struct kube_error err = { 0 };
+        char *rv = current_rv(), *start = strdup(rv);
+        struct kube_watch_options o = {
+                .resource_version = start,
+                .timeout_seconds = 60,
+                .cancel = &cancel,
+        };
+        pthread_t t;
+
+        assert_int_equal(pthread_create(&t, NULL, cancel_later, &cancel), 0);
+        assert_int_equal(kube_watch(client, "/api/v1/nodes", &o, count_event, &wc, &rv, &err),
+                         -ECANCELED);
+        pthread_join(t, NULL);
+        assert_non_null(strstr(err.message, "cancel"));
+        free(rv);
+        free(start);
+}
+
+static void
 a_server_that_is_down_is_econnrefused(void **state)
 {
         struct kube_client *c = client_plain(1); /* nothing listens on port 1 */
@@ -942,6 +999,8 @@ main(void)
                 cmocka_unit_test(in_cluster_token_rotation_is_picked_up_after_a_401),
                 cmocka_unit_test(tls_with_a_ca_and_client_certificates),
                 cmocka_unit_test(requests_identify_as_topofit_and_reuse_connections),
+                cmocka_unit_test(a_cache_against_a_dead_server_backs_off_instead_of_spinning),
+                cmocka_unit_test(a_watch_is_cancelled_from_another_thread),
                 cmocka_unit_test(a_server_that_is_down_is_econnrefused),
         };
         signal(SIGPIPE, SIG_IGN);

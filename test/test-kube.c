@@ -529,6 +529,23 @@ enum_tables_round_trip(void **state)
                             "application/json-patch+json");
 }
 
+static void
+jitter_stays_in_range_and_varies(void **state)
+{
+        bool seen[11] = { false };
+        unsigned distinct = 0;
+
+        for (int i = 0; i < 2000; i++) {
+                unsigned v = kube__jitter(10);
+                assert_true(v <= 10);
+                seen[v] = true;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(seen); i++)
+                distinct += seen[i];
+        assert_int_equal(distinct, 11);
+        assert_int_equal(kube__jitter(0), 0);
+}
+
 int
 main(void)
 {
@@ -545,6 +562,7 @@ main(void)
                 cmocka_unit_test(base64_decoder_cases),
                 cmocka_unit_test(query_values_are_percent_encoded),
                 cmocka_unit_test(enum_tables_round_trip),
+                cmocka_unit_test(jitter_stays_in_range_and_varies),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
