@@ -291,7 +291,7 @@ t_extender_down_blocks() {
         # Nothing else happens in this cluster, so this also shows kube-scheduler 1.20's own
         # retry: a pod that failed on an extender error waits in the unschedulable queue
         # until the periodic flush (after 60 s, checked every 30 s).
-        e2e_wait 100 "gx-2 bound" e2e_pod_bound gx-2 || fail "gx-2 was not placed after the extender came back"
+        e2e_wait 120 "gx-2 bound" e2e_pod_bound gx-2 || fail "gx-2 was not placed after the extender came back"
 }
 
 # --- topofit ----------------------------------------------------------------------------------

@@ -167,6 +167,8 @@ EOF
 
 # Sets E2E_BIN (kube-apiserver, kube-scheduler, kubectl), building them on first use.
 e2e_bins() {
+        # The packages too (etcd, python3-yaml): a cached build skips the setup call.
+        TOPOFIT_SETUP_E2E=1 "$E2E_TOP/scripts/setup" >&2 || return 1
         E2E_BIN=$("$E2E_TOP/scripts/e2e-build" | tail -1) || return 1
         export PATH="$E2E_BIN:$PATH"
 }
