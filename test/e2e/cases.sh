@@ -129,7 +129,7 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
                     print(a.split("=", 1)[0])
 PY
                 ); do
-                        grep -q -- "$flag[ =,]" <<<"$help" ||
+                        grep -q -- "${flag}[ =,]" <<<"$help" ||
                                 { fail "$name passes $flag, which $bin --help does not list"; return; }
                 done
         done
