@@ -13,15 +13,16 @@ e2e_plain_nodes() {
         done
 }
 
-# e2e_gpu_pod NAME COUNT [PLACEMENT] [NODE] [GPUS_ANNOTATION] [GROUP]: a pod asking for
-# COUNT GPUs in its limits (one container), labelled topofit-e2e=GROUP (default scenario).
+# e2e_gpu_pod NAME COUNT [PLACEMENT] [NODE] [GPUS_ANNOTATION] [GROUP] [PRIORITY_CLASS]: a pod
+# asking for COUNT GPUs in its limits (one container), labelled topofit-e2e=GROUP (default
+# scenario).
 # With NODE it is created already bound there (an existing workload), with GPUS_ANNOTATION
 # as its topofit.io/gpus.
 e2e_gpu_pod() {
         local name=$1 count=$2 placement=${3:-} node=${4:-} gpus=${5:-} group=${6:-scenario}
-        python3 - "$name" "$count" "$placement" "$node" "$gpus" "$group" <<'PY' |
+        python3 - "$name" "$count" "$placement" "$node" "$gpus" "$group" "${7:-}" <<'PY' |
 import json, sys
-name, count, placement, node, gpus, group = sys.argv[1:7]
+name, count, placement, node, gpus, group, prio = sys.argv[1:8]
 ann = {}
 if placement:
     ann["topofit.io/placement"] = placement
@@ -33,6 +34,8 @@ spec = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
         "terminationGracePeriodSeconds": 0}
 if node:
     spec["nodeName"] = node
+if prio:
+    spec["priorityClassName"] = prio
 pod = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": name, "namespace": "default", "labels": {"topofit-e2e": group},
                     "annotations": ann},
