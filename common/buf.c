@@ -146,9 +146,8 @@ buf_steal(struct buf *b, size_t *ret_len)
 {
         char *d;
 
-        if (!b->data && buf_reserve(b, 0) < 0)
-                return NULL;
-        if (!b->data) /* cap 0 and nothing yet */
+        /* Nothing appended yet: allocate the terminator so callers always get a string. */
+        if (!b->data && buf_append(b, "", 0) < 0)
                 return NULL;
         d = b->data;
         if (ret_len)

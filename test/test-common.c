@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -82,6 +83,22 @@ buf_escapes_json_strings(void **state)
 }
 
 static void
+buf_steal_of_empty_buffer_is_a_string(void **state)
+{
+        struct buf b;
+        size_t n = 99;
+        char *s;
+
+        buf_init(&b, 16);
+        s = buf_steal(&b, &n);
+        assert_non_null(s);
+        assert_int_equal(n, 0);
+        assert_string_equal(s, "");
+        free(s);
+        buf_release(&b);
+}
+
+static void
 str_trim_stops_at_content(void **state)
 {
         const char *s = " \t x y \r\n";
@@ -100,6 +117,7 @@ main(void)
                 cmocka_unit_test(str_to_double_rejects_non_numbers),
                 cmocka_unit_test(buf_refuses_to_pass_its_cap),
                 cmocka_unit_test(buf_escapes_json_strings),
+                cmocka_unit_test(buf_steal_of_empty_buffer_is_a_string),
                 cmocka_unit_test(str_trim_stops_at_content),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
