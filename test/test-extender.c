@@ -16,40 +16,10 @@
 #include <pthread.h>
 #include <cmocka.h>
 
+#include "test-util.h"
+
 #include "ext-core.h"
 #include "str.h"
-
-static char *
-read_path(const char *path, size_t *ret_len)
-{
-        FILE *f = fopen(path, "re");
-        char *data = NULL;
-        long n;
-
-        assert_non_null(f);
-        assert_int_equal(fseek(f, 0, SEEK_END), 0);
-        n = ftell(f);
-        assert_true(n >= 0);
-        rewind(f);
-        data = malloc((size_t)n + 1);
-        assert_non_null(data);
-        assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
-        data[n] = 0;
-        fclose(f);
-        if (ret_len)
-                *ret_len = (size_t)n;
-        return data;
-}
-
-static char *
-read_shared(const char *rel, size_t *ret_len)
-{
-        const char *shared = getenv("TOPOFIT_SHARED");
-        char path[4096];
-
-        snprintf(path, sizeof(path), "%s/%s", shared ? shared : "../shared", rel);
-        return read_path(path, ret_len);
-}
 
 /* The topofit.io/topology annotation of a real matrix, via the topology codec. */
 static char *
@@ -60,7 +30,7 @@ annotation_of(const char *topology_file)
         size_t len, jlen;
 
         snprintf(rel, sizeof(rel), "topologies/%s", topology_file);
-        text = read_shared(rel, &len);
+        text = test_read_shared(rel, &len);
         assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
         assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
         topo_unref(t);
@@ -94,7 +64,7 @@ codec_decodes_filter_fixtures_in_both_modes(void **state)
                 struct ext_args a;
                 const char *why = NULL;
                 size_t len;
-                char *json = read_shared(cases[i].file, &len);
+                char *json = test_read_shared(cases[i].file, &len);
 
                 assert_int_equal(ext_args_decode(json, len, &cfg, &a, &why), 0);
                 assert_int_equal(a.node_names, cases[i].node_names);
@@ -132,7 +102,7 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         };
         struct buf out;
         size_t len;
-        char *json = read_shared("fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
+        char *json = test_read_shared("fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
 
         ext_config_default(&cfg);
         assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
@@ -164,7 +134,7 @@ codec_echoes_full_nodes_verbatim(void **state)
         struct ext_verdict v[3] = { { .r = 0 }, { .r = 0 }, { .r = 0 } };
         struct buf out;
         size_t len;
-        char *json = read_shared("fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
+        char *json = test_read_shared("fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
         const char *nodes_in = strstr(json, "\"Nodes\":") + strlen("\"Nodes\":");
         const char *nodes_end = strstr(json, ",\"NodeNames\":null}");
         const char *tail = ",\"NodeNames\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},"
@@ -209,7 +179,7 @@ codec_decodes_binding_fixtures(void **state)
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct ext_binding b;
                 size_t len;
-                char *json = read_shared(cases[i].file, &len);
+                char *json = test_read_shared(cases[i].file, &len);
 
                 assert_int_equal(ext_binding_decode(json, len, &b, NULL), 0);
                 assert_string_equal(b.pod_name, cases[i].pod);
