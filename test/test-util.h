@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Scaffolding the cmocka tests share: paths under the shared material ($TOPOFIT_SHARED, set
- * by test/meson.build; ../shared when a binary is run by hand) and whole-file reads that
- * fail the test, not crash it.  Header only; include it after <cmocka.h> and link
+ * by test/meson.build; ../shared when a binary is run by hand), and whole-file reads and
+ * writes that fail the test, not crash it.  Header only; include it after <cmocka.h> and link
  * common_io_dep.
  */
 #pragma once
@@ -48,4 +48,18 @@ test_read_shared(const char *rel, size_t *ret_len)
         char path[4096];
 
         return test_read_path(test_shared_path(rel, path, sizeof(path)), ret_len);
+}
+
+/* Writes text to dir/name (created or truncated); fails the test when it cannot. */
+static inline void
+test_write_file(const char *dir, const char *name, const char *text)
+{
+        char path[4096];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "we");
+        assert_non_null(f);
+        assert_true(fputs(text, f) >= 0);
+        assert_int_equal(fclose(f), 0);
 }
