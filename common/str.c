@@ -103,6 +103,17 @@ str_ndup(const char *s, size_t len)
         return d;
 }
 
+int
+str_table_index(const char *const *table, size_t n, const char *s)
+{
+        if (!s)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (table[i] && strcmp(table[i], s) == 0)
+                        return (int)i;
+        return -EINVAL;
+}
+
 bool
 str_has_prefix(const char *s, const char *prefix)
 {

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "str.h"
+
 static const char *const placement_names[_EXT_PLACEMENT_MAX] = {
         [EXT_PLACEMENT_BEST_EFFORT] = "best-effort",
         [EXT_PLACEMENT_NVLINK_REQUIRED] = "nvlink-required",
@@ -39,10 +41,7 @@ ext_placement_to_string(enum ext_placement p)
 enum ext_placement
 ext_placement_from_string(const char *s)
 {
-        for (int i = 0; i < _EXT_PLACEMENT_MAX; i++)
-                if (s && strcmp(s, placement_names[i]) == 0)
-                        return (enum ext_placement)i;
-        return _EXT_PLACEMENT_INVALID;
+        return (enum ext_placement)str_table_index(placement_names, _EXT_PLACEMENT_MAX, s);
 }
 
 unsigned
@@ -65,10 +64,7 @@ ext_unannotated_to_string(enum ext_unannotated u)
 enum ext_unannotated
 ext_unannotated_from_string(const char *s)
 {
-        for (int i = 0; i < _EXT_UNANNOTATED_MAX; i++)
-                if (s && strcmp(s, unannotated_names[i]) == 0)
-                        return (enum ext_unannotated)i;
-        return _EXT_UNANNOTATED_INVALID;
+        return (enum ext_unannotated)str_table_index(unannotated_names, _EXT_UNANNOTATED_MAX, s);
 }
 
 void

@@ -112,6 +112,22 @@ str_trim_stops_at_content(void **state)
 }
 
 static void
+str_table_index_finds_names_and_refuses_the_rest(void **state)
+{
+        static const char *const table[] = { "alpha", NULL, "gamma", "" };
+        static const struct {
+                const char *s;
+                int want;
+        } cases[] = {
+                { "alpha", 0 }, { "gamma", 2 }, { "", 3 },
+                { "beta", -EINVAL }, { "Alpha", -EINVAL }, { "gamm", -EINVAL }, { NULL, -EINVAL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_int_equal(str_table_index(table, ELEMENTSOF(table), cases[i].s), cases[i].want);
+}
+
+static void
 file_read_capped_reads_whole_files_and_refuses_past_the_cap(void **state)
 {
         static const struct {
@@ -174,6 +190,7 @@ main(void)
                 cmocka_unit_test(buf_escapes_json_strings),
                 cmocka_unit_test(buf_steal_of_empty_buffer_is_a_string),
                 cmocka_unit_test(str_trim_stops_at_content),
+                cmocka_unit_test(str_table_index_finds_names_and_refuses_the_rest),
                 cmocka_unit_test(file_read_capped_reads_whole_files_and_refuses_past_the_cap),
                 cmocka_unit_test(file_read_capped_reports_a_missing_file_as_enoent),
         };
