@@ -687,16 +687,19 @@ put_uint(struct buf *out, unsigned v)
         return buf_append(out, d, format_uint(d, v));
 }
 
-/* {"node":"reason",...} of the verdicts that match want_unresolvable. */
+/* {"node":"reason",...} of the failed verdicts; with only_unresolvable, of those that no
+ * preemption can fix.  FailedNodes carries every failed node, unresolvable ones too:
+ * kube-scheduler 1.20 has no FailedAndUnresolvableNodes field and would drop them without a
+ * reason, while 1.21+ lets FailedAndUnresolvableNodes take precedence for a node in both. */
 static int
-failed_map(const struct ext_args *a, const struct ext_verdict *v, bool want_unresolvable,
+failed_map(const struct ext_args *a, const struct ext_verdict *v, bool only_unresolvable,
            struct buf *out)
 {
         bool first = true;
         int r = buf_puts(out, "{");
 
         for (size_t i = 0; r >= 0 && i < a->n; i++) {
-                if (v[i].r == 0 || ext_verdict_unresolvable(&v[i]) != want_unresolvable)
+                if (v[i].r == 0 || (only_unresolvable && !ext_verdict_unresolvable(&v[i])))
                         continue;
                 if (!first)
                         r = buf_puts(out, ",");

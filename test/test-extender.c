@@ -110,7 +110,8 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
         assert_string_equal(out.data,
                             "{\"Nodes\":null,\"NodeNames\":[\"gpu-node-1\"],"
-                            "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\"},"
+                            "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\","
+                            "\"gpu-node-3\":\"no GPU set of this node can meet the placement\"},"
                             "\"FailedAndUnresolvableNodes\":{\"gpu-node-3\":\"no GPU set of this "
                             "node can meet the placement\"},\"Error\":\"\"}");
         buf_reset(&out);
