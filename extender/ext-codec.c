@@ -663,28 +663,13 @@ put_string(struct buf *out, const char *s)
         return r < 0 ? r : buf_append(out, "\"", 1);
 }
 
-/* Writes v's decimal digits to dst (room for 10), without printf; returns how many. */
-static size_t
-format_uint(char *dst, unsigned v)
-{
-        char d[16];
-        size_t n = sizeof(d);
-
-        do {
-                d[--n] = (char)('0' + v % 10);
-                v /= 10;
-        } while (v && n > 0);
-        memcpy(dst, d + n, sizeof(d) - n);
-        return sizeof(d) - n;
-}
-
 /* Appends a small non-negative integer without printf. */
 static int
 put_uint(struct buf *out, unsigned v)
 {
-        char d[16];
+        char d[STR_UINT_DIGITS];
 
-        return buf_append(out, d, format_uint(d, v));
+        return buf_append(out, d, str_format_uint(d, v));
 }
 
 /* {"node":"reason",...} of the failed verdicts; with only_unresolvable, of those that no
@@ -822,7 +807,7 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                         p = mempcpy(p, host, sizeof(host) - 1);
                         p = mempcpy(p, a->names[i], len);
                         p = mempcpy(p, mid, sizeof(mid) - 1);
-                        p += format_uint(p, score);
+                        p += str_format_uint(p, score);
                         *p++ = '}';
                         r = buf_append(out, item, (size_t)(p - item));
                         continue;

@@ -112,6 +112,26 @@ str_trim_stops_at_content(void **state)
 }
 
 static void
+str_format_uint_writes_plain_decimal_digits(void **state)
+{
+        static const struct {
+                unsigned v;
+                const char *want;
+        } cases[] = {
+                { 0, "0" }, { 7, "7" }, { 10, "10" }, { 1000, "1000" }, { 4294967295u, "4294967295" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char out[STR_UINT_DIGITS + 1];
+                size_t n = str_format_uint(out, cases[i].v);
+
+                assert_int_equal(n, strlen(cases[i].want));
+                out[n] = '\0';
+                assert_string_equal(out, cases[i].want);
+        }
+}
+
+static void
 str_table_index_finds_names_and_refuses_the_rest(void **state)
 {
         static const char *const table[] = { "alpha", NULL, "gamma", "" };
@@ -190,6 +210,7 @@ main(void)
                 cmocka_unit_test(buf_escapes_json_strings),
                 cmocka_unit_test(buf_steal_of_empty_buffer_is_a_string),
                 cmocka_unit_test(str_trim_stops_at_content),
+                cmocka_unit_test(str_format_uint_writes_plain_decimal_digits),
                 cmocka_unit_test(str_table_index_finds_names_and_refuses_the_rest),
                 cmocka_unit_test(file_read_capped_reads_whole_files_and_refuses_past_the_cap),
                 cmocka_unit_test(file_read_capped_reports_a_missing_file_as_enoent),
