@@ -702,6 +702,12 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         assert_int_equal(next->generation, c->generation + 1);
         assert_int_equal(next->n_pods, c->n_pods + 1);
         assert_true(topo_mask_test(&ext_cluster_find_node(next, "pcie")->used, 5));
+        /* The new pod is findable on its node, and the pods stay sorted by uid. */
+        assert_non_null(ext_cluster_find_pod(next, "new"));
+        assert_ptr_equal(&next->nodes[ext_cluster_find_pod(next, "new")->node],
+                         ext_cluster_find_node(next, "pcie"));
+        for (size_t i = 1; i < next->n_pods; i++)
+                assert_true(strcmp(next->pods[i - 1].uid, next->pods[i].uid) < 0);
         /* The old snapshot is untouched. */
         assert_false(topo_mask_test(&ext_cluster_find_node(c, "pcie")->used, 5));
         assert_ptr_equal(ext_cluster_find_node(next, "pcie")->cls,
