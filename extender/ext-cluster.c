@@ -550,9 +550,12 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->n_classes = c->n_classes;
         memcpy(next->index, c->index, c->index_size * sizeof(*next->index));
         next->index_size = c->index_size;
-        memcpy(next->pods, c->pods, at * sizeof(*next->pods));
+        /* c->pods is NULL in a snapshot without pods: no copy then. */
+        if (c->n_pods > 0) {
+                memcpy(next->pods, c->pods, at * sizeof(*next->pods));
+                memcpy(next->pods + at + 1, c->pods + at, (c->n_pods - at) * sizeof(*next->pods));
+        }
         next->pods[at] = pod;
-        memcpy(next->pods + at + 1, c->pods + at, (c->n_pods - at) * sizeof(*next->pods));
         next->n_pods = c->n_pods + 1;
         for (size_t k = 0; k < ELEMENTSOF(pod.gpus.w); k++)
                 next->nodes[pod.node].used.w[k] |= pod.gpus.w[k];

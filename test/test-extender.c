@@ -718,6 +718,24 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
                          -ENOENT);
         ext_cluster_unref(next);
         ext_cluster_unref(c);
+
+        /* The first pod of a snapshot that has none (static mode's first bind). */
+        {
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                struct ext_cluster *empty = NULL;
+
+                assert_non_null(b);
+                assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &empty), 0);
+                assert_int_equal(empty->n_pods, 0);
+                assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set,
+                                                      &next), 0);
+                assert_int_equal(next->n_pods, 1);
+                assert_non_null(ext_cluster_find_pod(next, "first"));
+                assert_true(topo_mask_test(&ext_cluster_find_node(next, "bare")->used, 5));
+                ext_cluster_unref(next);
+                ext_cluster_unref(empty);
+        }
 }
 
 static void
