@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/file.h"
 #include "../common/str.h"
 #include "../topology/hwloc/topo-hwloc.h"
 
@@ -31,55 +32,6 @@
 #define BENCH_DEFAULT_SPEC "bench/default-cluster.spec"
 
 extern char **environ;
-
-/* Reads a whole file of at most max bytes into a malloc()ed, NUL-terminated buffer. */
-static int
-read_file(const char *path, size_t max, char **ret, size_t *ret_len)
-{
-        CLEANUP(freep) char *data = NULL;
-        size_t len = 0, alloc = 0;
-        FILE *f = fopen(path, "re");
-
-        if (!f)
-                return -errno;
-        for (;;) {
-                size_t got;
-
-                if (len + 65536 + 1 > alloc) {
-                        size_t na = alloc ? alloc * 2 : 131072;
-                        char *p;
-
-                        if (alloc > max + 1) {
-                                fclose(f);
-                                return -E2BIG;
-                        }
-                        p = realloc(data, na);
-                        if (!p) {
-                                fclose(f);
-                                return -ENOMEM;
-                        }
-                        data = p;
-                        alloc = na;
-                }
-                got = fread(data + len, 1, 65536, f);
-                len += got;
-                if (len > max) {
-                        fclose(f);
-                        return -E2BIG;
-                }
-                if (got < 65536)
-                        break;
-        }
-        if (ferror(f)) {
-                fclose(f);
-                return -EIO;
-        }
-        fclose(f);
-        data[len] = '\0';
-        *ret = TAKE_PTR(data);
-        *ret_len = len;
-        return 0;
-}
 
 static int
 write_file(const char *dir, const char *name, const struct buf *b)
@@ -130,7 +82,7 @@ load_topology(const char *path, const char *model, struct topo **ret)
         size_t len;
         int r;
 
-        r = read_file(path, TOPO_MAX_XML_BYTES, &text, &len);
+        r = file_read_capped(path, TOPO_MAX_XML_BYTES, &text, &len);
         if (r < 0) {
                 fprintf(stderr, "topofit bench: %s: %s\n", path, strerror(-r));
                 return r;
@@ -163,7 +115,7 @@ load_cluster(const char *spec_path, struct bench_cluster *ret)
         size_t len;
         int r;
 
-        r = read_file(spec_path, BENCH_MAX_SPEC_BYTES, &text, &len);
+        r = file_read_capped(spec_path, BENCH_MAX_SPEC_BYTES, &text, &len);
         if (r < 0) {
                 fprintf(stderr, "topofit bench: %s: %s\n", spec_path, strerror(-r));
                 return r;
@@ -399,7 +351,7 @@ load_trace(const struct options *o, unsigned gpus, struct bench_trace *t)
                         fprintf(stderr, "topofit bench: bad generator settings\n");
                 return r;
         }
-        r = read_file(o->trace, BENCH_MAX_TRACE_BYTES, &text, &len);
+        r = file_read_capped(o->trace, BENCH_MAX_TRACE_BYTES, &text, &len);
         if (r < 0) {
                 fprintf(stderr, "topofit bench: %s: %s\n", o->trace, strerror(-r));
                 return r;

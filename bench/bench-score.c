@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "file.h"
 #include "score.h"
 
 #define BENCH_COLD_ROUNDS 200   /* fresh classes per topology */
@@ -42,22 +43,20 @@ now_ns(void)
 static struct topo *
 load(const char *name, const char *model)
 {
-        static char text[TOPO_MAX_TEXT_BYTES];
         const char *shared = getenv("TOPOFIT_SHARED");
         struct topo_error err = { 0 };
         struct topo *t = NULL;
+        CLEANUP(freep) char *text = NULL;
         char path[512];
         size_t len;
-        FILE *f;
+        int r;
 
         snprintf(path, sizeof(path), "%s/topologies/%s", shared ? shared : "../shared", name);
-        f = fopen(path, "re");
-        if (!f) {
-                fprintf(stderr, "bench-score: %s: %m (set TOPOFIT_SHARED)\n", path);
+        r = file_read_capped(path, TOPO_MAX_TEXT_BYTES, &text, &len);
+        if (r < 0) {
+                fprintf(stderr, "bench-score: %s: %s (set TOPOFIT_SHARED)\n", path, strerror(-r));
                 exit(1);
         }
-        len = fread(text, 1, sizeof(text), f);
-        fclose(f);
         if (topo_parse_any(text, len, &t, &err) < 0) {
                 fprintf(stderr, "bench-score: %s:%u: %s\n", path, err.line, err.msg);
                 exit(1);

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/str.h"
+
 static const char *const policy_names[_BENCH_POLICY_MAX] = {
         [BENCH_POLICY_K8S_DEFAULT] = "k8s-default",
         [BENCH_POLICY_K8S_BESTEFFORT] = "k8s-besteffort",
@@ -32,10 +34,7 @@ bench_policy_to_string(enum bench_policy p)
 enum bench_policy
 bench_policy_from_string(const char *s)
 {
-        for (int i = 0; s && i < _BENCH_POLICY_MAX; i++)
-                if (strcmp(s, policy_names[i]) == 0)
-                        return (enum bench_policy)i;
-        return _BENCH_POLICY_INVALID;
+        return (enum bench_policy)str_table_index(policy_names, _BENCH_POLICY_MAX, s);
 }
 
 double

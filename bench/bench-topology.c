@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "file.h"
 #include "topo-hwloc.h"
 #include "topo.h"
 
@@ -30,26 +31,10 @@ now_ns(void)
 static char *
 read_file(const char *dir, const char *rel, size_t *ret_len)
 {
-        char path[4096];
-        FILE *f;
-        long n;
-        char *buf = NULL;
+        char path[4096], *text;
 
         snprintf(path, sizeof(path), "%s/%s", dir, rel);
-        f = fopen(path, "rb");
-        if (!f)
-                return NULL;
-        if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= (long)BENCH_MAX_FILE &&
-            fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-            fread(buf, 1, (size_t)n, f) == (size_t)n) {
-                buf[n] = '\0';
-                *ret_len = (size_t)n;
-        } else {
-                free(buf);
-                buf = NULL;
-        }
-        fclose(f);
-        return buf;
+        return file_read_capped(path, BENCH_MAX_FILE, &text, ret_len) < 0 ? NULL : text;
 }
 
 typedef int (*parse_fn)(const char *, size_t, struct topo **, struct topo_error *);

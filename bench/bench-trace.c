@@ -133,10 +133,7 @@ bench_trace_format_to_string(enum bench_trace_format f)
 enum bench_trace_format
 bench_trace_format_from_string(const char *s)
 {
-        for (int i = 0; s && i < _BENCH_TRACE_MAX; i++)
-                if (strcmp(s, format_names[i]) == 0)
-                        return (enum bench_trace_format)i;
-        return _BENCH_TRACE_INVALID;
+        return (enum bench_trace_format)str_table_index(format_names, _BENCH_TRACE_MAX, s);
 }
 
 void

@@ -24,6 +24,7 @@
 
 #include "demo-http.h"
 #include "ext-core.h"
+#include "file.h"
 #include "str.h"
 
 #define BENCH_MAX_NODES 10000
@@ -32,6 +33,7 @@
 #define BENCH_CLIENT_THREADS 2
 #define BENCH_NODE_PAD_BYTES 11500 /* managedFields-like filler: full Node objects ~10 KB */
 #define BENCH_MAX_BODY (64u << 20)
+#define BENCH_MAX_CLUSTER_FILE (512u << 20) /* the in-process run's cluster.json */
 
 static const char *const classes[] = {
         "dgx-h100-12nic-talos.txt",
@@ -78,17 +80,13 @@ static char *
 annotation_of(const char *shared, const char *file)
 {
         char path[4096], *json = NULL;
-        static char text[1 << 20];
+        CLEANUP(freep) char *text = NULL;
         struct topo *t = NULL;
         size_t n, jlen;
-        FILE *f;
 
         snprintf(path, sizeof(path), "%s/topologies/%s", shared, file);
-        f = fopen(path, "re");
-        if (!f)
+        if (file_read_capped(path, TOPO_MAX_TEXT_BYTES, &text, &n) < 0)
                 return NULL;
-        n = fread(text, 1, sizeof(text), f);
-        fclose(f);
         if (topo_parse_any(text, n, &t, NULL) < 0)
                 return NULL;
         if (topo_to_annotation(t, &json, &jlen) < 0)
@@ -268,24 +266,18 @@ in_process(const char *cluster_path, const struct buf *filter, const struct buf 
         struct ext_config cfg;
         struct ext_cluster *c = NULL;
         struct ext_ledger *l;
-        struct buf file, out;
+        struct buf out;
         uint64_t *lat[2];
-        char chunk[65536];
+        char *file;
         size_t n;
-        FILE *f;
-        int r = 0;
+        int r;
 
         ext_config_default(&cfg);
-        buf_init(&file, 512u << 20);
-        f = fopen(cluster_path, "re");
-        if (!f)
-                return -errno;
-        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-                r = buf_append(&file, chunk, n);
-        fclose(f);
-        if (r >= 0)
-                r = ext_cluster_decode(file.data, file.len, &cfg, NULL, 1, &c, NULL);
-        buf_release(&file);
+        r = file_read_capped(cluster_path, BENCH_MAX_CLUSTER_FILE, &file, &n);
+        if (r >= 0) {
+                r = ext_cluster_decode(file, n, &cfg, NULL, 1, &c, NULL);
+                free(file);
+        }
         if (r < 0)
                 return r;
         l = ext_ledger_new(&cfg);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "file.h"
 #include "topo-hwloc.h"
 
 int
@@ -17,47 +18,23 @@ cli_load_topology(const char *path, struct topo **ret)
         CLEANUP(freep) char *text = NULL;
         struct topo_error err = { 0 };
         struct topo *t = NULL;
-        size_t len = 0, alloc = 0;
-        FILE *f;
+        size_t len = 0;
         int r;
 
-        f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
-        if (!f) {
-                fprintf(stderr, "topofit: %s: %m\n", path);
-                return -errno;
-        }
-        for (;;) {
-                if (len == alloc) {
-                        if (alloc >= TOPO_MAX_XML_BYTES + 1)
-                                break;
-                        size_t na = MIN(MAX(alloc * 2, (size_t)65536), (size_t)TOPO_MAX_XML_BYTES + 1);
-                        char *p = realloc(text, na + 1);
-                        if (!p) {
-                                if (f != stdin)
-                                        fclose(f);
-                                fprintf(stderr, "topofit: %s: out of memory\n", path);
-                                return -ENOMEM;
-                        }
-                        text = p;
-                        alloc = na;
-                }
-                size_t got = fread(text + len, 1, alloc - len, f);
-                len += got;
-                if (got == 0)
-                        break;
-        }
-        r = ferror(f) ? -EIO : 0;
-        if (f != stdin)
-                fclose(f);
-        if (r < 0) {
-                fprintf(stderr, "topofit: %s: read error\n", path);
+        r = file_read_capped(path, TOPO_MAX_XML_BYTES, &text, &len);
+        if (r == -E2BIG) {
+                fprintf(stderr, "topofit: %s: larger than %u bytes\n", path, TOPO_MAX_XML_BYTES);
                 return r;
         }
-        if (len > TOPO_MAX_XML_BYTES) {
-                fprintf(stderr, "topofit: %s: larger than %u bytes\n", path, TOPO_MAX_XML_BYTES);
-                return -E2BIG;
+        if (r == -ENOMEM || r == -EIO) {
+                fprintf(stderr, "topofit: %s: %s\n", path,
+                        r == -ENOMEM ? "out of memory" : "read error");
+                return r;
         }
-        text[len] = '\0';
+        if (r < 0) {
+                fprintf(stderr, "topofit: %s: %s\n", path, strerror(-r));
+                return r;
+        }
         r = topo_parse_any(text, len, &t, &err);
         if (r == -EPROTONOSUPPORT) {
                 err = (struct topo_error){ 0 };

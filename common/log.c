@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "str.h"
+
 static atomic_int log_level = LOG_LEVEL_INFO;
 
 static const char *const level_names[_LOG_LEVEL_MAX] = {
@@ -31,10 +33,7 @@ log_level_to_string(enum log_level l)
 enum log_level
 log_level_from_string(const char *s)
 {
-        for (int i = 0; i < _LOG_LEVEL_MAX; i++)
-                if (s && strcmp(s, level_names[i]) == 0)
-                        return (enum log_level)i;
-        return _LOG_LEVEL_INVALID;
+        return (enum log_level)str_table_index(level_names, _LOG_LEVEL_MAX, s);
 }
 
 void

@@ -103,6 +103,31 @@ str_ndup(const char *s, size_t len)
         return d;
 }
 
+size_t
+str_format_uint(char *dst, unsigned v)
+{
+        char tmp[STR_UINT_DIGITS];
+        size_t n = 0;
+
+        do
+                tmp[n++] = (char)('0' + v % 10);
+        while ((v /= 10) > 0);
+        for (size_t i = 0; i < n; i++)
+                dst[i] = tmp[n - 1 - i];
+        return n;
+}
+
+int
+str_table_index(const char *const *table, size_t n, const char *s)
+{
+        if (!s)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (table[i] && strcmp(table[i], s) == 0)
+                        return (int)i;
+        return -EINVAL;
+}
+
 bool
 str_has_prefix(const char *s, const char *prefix)
 {

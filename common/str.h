@@ -25,6 +25,15 @@ int str_copy(char *dst, size_t size, const char *src, size_t len);
 /* strndup that caps at max bytes: NULL on OOM. */
 char *str_ndup(const char *s, size_t len);
 
+/* Writes the decimal digits of v to dst (at most STR_UINT_DIGITS bytes, no NUL) without
+ * printf, for encoders that run per node or per matrix cell; returns how many. */
+#define STR_UINT_DIGITS 10
+size_t str_format_uint(char *dst, unsigned v);
+
+/* The index of s in table[0..n) (NULL entries never match), or -EINVAL when s is NULL or
+ * absent: the body of every enum's x_from_string(), whose _X_INVALID is -EINVAL. */
+int str_table_index(const char *const *table, size_t n, const char *s);
+
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_eq_n(const char *s, size_t len, const char *lit);
 

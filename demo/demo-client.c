@@ -16,6 +16,7 @@
 
 #include "demo-http.h"
 #include "ext-core.h"
+#include "file.h"
 #include "str.h"
 
 #define DEMO_MAX_ANSWER (16u << 20)
@@ -43,28 +44,6 @@ struct model {
         struct ext_cluster *c;
         struct topo_mask *used; /* per node: GPUs taken so far (initial pods + placed ones) */
 };
-
-static char *
-read_file(const char *path, size_t *ret_len)
-{
-        FILE *f = fopen(path, "re");
-        struct buf b;
-        char chunk[65536];
-        size_t n;
-        int r = 0;
-
-        if (!f)
-                return NULL;
-        buf_init(&b, DEMO_MAX_CLUSTER_BYTES);
-        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-                r = buf_append(&b, chunk, n);
-        fclose(f);
-        if (r < 0) {
-                buf_release(&b);
-                return NULL;
-        }
-        return buf_steal(&b, ret_len);
-}
 
 /* The Pod object as the scheduler sends it (what matters of it: metadata, spec, status). */
 static int
@@ -375,8 +354,8 @@ main(int argc, char **argv)
                 return 2;
         }
         ext_config_default(&cfg);
-        json = read_file(argv[2], &len);
-        if (!json || ext_cluster_decode(json, len, &cfg, NULL, 1, &m.c, &why) < 0) {
+        if (file_read_capped(argv[2], DEMO_MAX_CLUSTER_BYTES, &json, &len) < 0 ||
+            ext_cluster_decode(json, len, &cfg, NULL, 1, &m.c, &why) < 0) {
                 fprintf(stderr, "demo: cannot load %s: %s\n", argv[2], why ? why : "unreadable");
                 return 1;
         }

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "ext-core.h"
+#include "file.h"
 
 #define DEMO_MAX_FILE_BYTES (1u << 20)
 
@@ -41,28 +42,6 @@ static const struct demo_pod {
         { "running-infer-1", "node-c-hgx-a100x4", "0" },
 };
 
-static char *
-read_file(const char *path, size_t *ret_len)
-{
-        FILE *f = fopen(path, "re");
-        struct buf b;
-        char chunk[65536];
-        size_t n;
-        int r = 0;
-
-        if (!f)
-                return NULL;
-        buf_init(&b, DEMO_MAX_FILE_BYTES);
-        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-                r = buf_append(&b, chunk, n);
-        fclose(f);
-        if (r < 0) {
-                buf_release(&b);
-                return NULL;
-        }
-        return buf_steal(&b, ret_len);
-}
-
 static int
 emit_node(struct buf *out, const char *shared, const struct demo_node *d, char **ret_annotation)
 {
@@ -73,8 +52,7 @@ emit_node(struct buf *out, const char *shared, const struct demo_node *d, char *
         int r;
 
         snprintf(path, sizeof(path), "%s/topologies/%s", shared, d->file);
-        text = read_file(path, &len);
-        if (!text) {
+        if (file_read_capped(path, DEMO_MAX_FILE_BYTES, &text, &len) < 0) {
                 fprintf(stderr, "demo-gen: cannot read %s\n", path);
                 return -ENOENT;
         }

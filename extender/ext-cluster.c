@@ -482,52 +482,83 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         return 0;
 }
 
+/* Static mode binds through here, so it copies c as it is rather than rebuilding it: the
+ * nodes (new class references), name index and class list are copied unchanged, the pods
+ * are copied with the new one inserted at its sorted place, and only its node's used mask
+ * changes.  O(nodes + pods) memory copies, no re-sorting or re-hashing. */
 int
 ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, const char *uid,
                      const char *namespace, const char *name, const char *node,
                      const struct topo_mask *gpus, struct ext_cluster **ret)
 {
-        CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *b = NULL;
-        int r;
+        struct ext_cluster *next;
+        const struct ext_node *n;
+        struct ext_pod pod = { .node = -1 };
+        size_t at, lo = 0, hi;
 
+        (void)cfg;
+        (void)namespace;
+        (void)name;
         if (ext_cluster_find_pod(c, uid))
                 return -EEXIST;
-        if (!ext_cluster_find_node(c, node))
+        n = ext_cluster_find_node(c, node);
+        if (!n)
                 return -ENOENT;
-        b = ext_cluster_builder_new(cfg, c);
-        if (!b)
+        if (!uid || strnlen(uid, EXT_UID_MAX) == 0 || strnlen(uid, EXT_UID_MAX) >= EXT_UID_MAX)
+                return -EINVAL;
+        if (c->n_pods >= EXT_MAX_PODS)
+                return -E2BIG;
+
+        str_copy(pod.uid, sizeof(pod.uid), uid, strlen(uid));
+        pod.node = (int)(n - c->nodes);
+        if (gpus)
+                pod.gpus = *gpus;
+        for (unsigned g = n->n_gpus; g < TOPO_MAX_GPUS; g++)
+                topo_mask_unset(&pod.gpus, g);
+        /* Where the uid sorts (it is not there: find_pod said so). */
+        hi = c->n_pods;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (strcmp(c->pods[mid].uid, uid) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        at = lo;
+
+        next = calloc(1, sizeof(*next));
+        if (!next)
                 return -ENOMEM;
-        /* Copy nodes with their classes (new references), used masks recomputed. */
-        r = grow((void **)&b->nodes, &b->alloc_nodes, c->n_nodes, sizeof(*b->nodes));
-        if (r < 0)
-                return r;
+        next->n_ref = 1;
+        next->generation = c->generation + 1;
+        next->nodes = malloc(MAX(c->n_nodes, (size_t)1) * sizeof(*next->nodes));
+        next->pods = malloc((c->n_pods + 1) * sizeof(*next->pods));
+        next->classes = malloc(MAX(c->n_classes, (size_t)1) * sizeof(*next->classes));
+        next->index = malloc(c->index_size * sizeof(*next->index));
+        if (!next->nodes || !next->pods || !next->classes || !next->index) {
+                cluster_free(next); /* n_nodes and n_classes are 0: nothing to unref */
+                return -ENOMEM;
+        }
         for (size_t i = 0; i < c->n_nodes; i++) {
-                b->nodes[i] = c->nodes[i];
-                b->nodes[i].used = (struct topo_mask){ 0 };
-                score_class_ref(b->nodes[i].cls);
-                b->n_nodes++;
+                next->nodes[i] = c->nodes[i];
+                score_class_ref(next->nodes[i].cls);
         }
-        r = grow((void **)&b->classes, &b->alloc_classes, c->n_classes, sizeof(*b->classes));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < c->n_classes; i++) {
-                const struct topo *t = score_class_topo(c->classes[i]);
-
-                b->classes[b->n_classes++] = (struct class_slot){
-                        .hash = topo_class_hash(t), .n_gpus = t->n_gpus,
-                        .cls = score_class_ref(c->classes[i]) };
+        next->n_nodes = c->n_nodes;
+        for (size_t i = 0; i < c->n_classes; i++)
+                next->classes[i] = score_class_ref(c->classes[i]);
+        next->n_classes = c->n_classes;
+        memcpy(next->index, c->index, c->index_size * sizeof(*next->index));
+        next->index_size = c->index_size;
+        /* c->pods is NULL in a snapshot without pods: no copy then. */
+        if (c->n_pods > 0) {
+                memcpy(next->pods, c->pods, at * sizeof(*next->pods));
+                memcpy(next->pods + at + 1, c->pods + at, (c->n_pods - at) * sizeof(*next->pods));
         }
-        for (size_t i = 0; i < c->n_pods; i++) {
-                const struct ext_pod *p = &c->pods[i];
-
-                r = ext_cluster_builder_add_pod(b, p->uid, NULL, NULL,
-                                                p->node >= 0 ? c->nodes[p->node].name : NULL,
-                                                &p->gpus);
-                if (r < 0)
-                        return r;
-        }
-        r = ext_cluster_builder_add_pod(b, uid, namespace, name, node, gpus);
-        if (r < 0)
-                return r;
-        return ext_cluster_builder_finish(TAKE_PTR(b), c->generation + 1, ret);
+        next->pods[at] = pod;
+        next->n_pods = c->n_pods + 1;
+        for (size_t k = 0; k < ELEMENTSOF(pod.gpus.w); k++)
+                next->nodes[pod.node].used.w[k] |= pod.gpus.w[k];
+        *ret = next;
+        return 0;
 }

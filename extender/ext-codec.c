@@ -471,9 +471,10 @@ find_member(const char *p, const char *end, const char *key)
         }
 }
 
-/* Records each element of Nodes.items; false when the walk disagrees with n. */
+/* Records each element of Nodes.items in raw[]/raw_len[] (n entries); false when the walk
+ * disagrees with n.  Only the filter answer needs them, so only its encoder walks the body. */
 static bool
-node_spans(const char *json, size_t len, struct ext_args *a)
+node_spans(const char *json, size_t len, size_t n, const char **raw, size_t *raw_len)
 {
         const char *end = json + len, *p = find_member(json, end, "Nodes");
         size_t i = 0;
@@ -486,15 +487,15 @@ node_spans(const char *json, size_t len, struct ext_args *a)
         while (p < end && *p != ']') {
                 const char *v = skip_value(p, end);
 
-                if (i >= a->n)
+                if (i >= n)
                         return false;
-                a->raw[i] = p;
-                a->raw_len[i++] = (size_t)(v - p);
+                raw[i] = p;
+                raw_len[i++] = (size_t)(v - p);
                 p = skip_ws(v, end);
                 if (p < end && *p == ',')
                         p = skip_ws(p + 1, end);
         }
-        return i == a->n;
+        return i == n;
 }
 
 void
@@ -506,8 +507,6 @@ ext_args_release(struct ext_args *a)
         free(a->topo_json);
         free(a->topo_len);
         free(a->gpu_capacity);
-        free(a->raw);
-        free(a->raw_len);
         arena_free(a->doc);
         *a = (struct ext_args){ 0 };
 }
@@ -626,19 +625,8 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
                                 goto fail;
                         a.names[a.n++] = (char *)name;
                 }
-                a.raw = malloc(MAX(a.n, (size_t)1) * sizeof(*a.raw));
-                a.raw_len = malloc(MAX(a.n, (size_t)1) * sizeof(*a.raw_len));
-                if (!a.raw || !a.raw_len) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                if (!node_spans(json, len, &a)) {
-                        /* Cannot happen with a document cJSON accepted; print instead. */
-                        free(a.raw);
-                        free(a.raw_len);
-                        a.raw = NULL;
-                        a.raw_len = NULL;
-                }
+                a.json = json;
+                a.json_len = len;
         }
         *ret = a;
         return 0;
@@ -679,14 +667,9 @@ put_string(struct buf *out, const char *s)
 static int
 put_uint(struct buf *out, unsigned v)
 {
-        char d[16];
-        size_t n = sizeof(d);
+        char d[STR_UINT_DIGITS];
 
-        do {
-                d[--n] = (char)('0' + v % 10);
-                v /= 10;
-        } while (v && n > 0);
-        return buf_append(out, d + n, sizeof(d) - n);
+        return buf_append(out, d, str_format_uint(d, v));
 }
 
 /* {"node":"reason",...} of the failed verdicts; with only_unresolvable, of those that no
@@ -738,9 +721,18 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                         r = buf_puts(out, "]");
         } else {
                 const cJSON *items = get(get(((struct arena *)a->doc)->root, "Nodes"), "items");
+                CLEANUP(freep) const char **raw = malloc(MAX(a->n, (size_t)1) * sizeof(*raw));
+                CLEANUP(freep) size_t *raw_len = malloc(MAX(a->n, (size_t)1) * sizeof(*raw_len));
                 const cJSON *node;
                 size_t i = 0;
 
+                if (!raw || !raw_len)
+                        return -ENOMEM;
+                if (!node_spans(a->json, a->json_len, a->n, raw, raw_len)) {
+                        /* Cannot happen with a document cJSON accepted; print instead. */
+                        free(raw);
+                        raw = NULL;
+                }
                 r = buf_puts(out, "{\"Nodes\":{\"metadata\":{},\"items\":[");
                 cJSON_ArrayForEach(node, items) {
                         char *s;
@@ -752,9 +744,9 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                         if (!first)
                                 r = buf_puts(out, ",");
                         first = false;
-                        if (a->raw) {
+                        if (raw) {
                                 if (r >= 0)
-                                        r = buf_append(out, a->raw[i - 1], a->raw_len[i - 1]);
+                                        r = buf_append(out, raw[i - 1], raw_len[i - 1]);
                                 continue;
                         }
                         s = cJSON_PrintUnformatted(node);
@@ -804,12 +796,20 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                 size_t len = strlen(a->names[i]);
                 char item[EXT_NAME_MAX + 32];
 
-                /* One append per entry for the usual plain name. */
+                /* One append per entry for the usual plain name, assembled without printf
+                 * (a formatted print per node was the largest cost of this loop). */
                 if (len < EXT_NAME_MAX && plain(a->names[i], len)) {
-                        int k = snprintf(item, sizeof(item), "%s{\"Host\":\"%s\",\"Score\":%u}",
-                                         i > 0 ? "," : "", a->names[i], score);
+                        static const char host[] = "{\"Host\":\"", mid[] = "\",\"Score\":";
+                        char *p = item;
 
-                        r = buf_append(out, item, (size_t)k);
+                        if (i > 0)
+                                *p++ = ',';
+                        p = mempcpy(p, host, sizeof(host) - 1);
+                        p = mempcpy(p, a->names[i], len);
+                        p = mempcpy(p, mid, sizeof(mid) - 1);
+                        p += str_format_uint(p, score);
+                        *p++ = '}';
+                        r = buf_append(out, item, (size_t)(p - item));
                         continue;
                 }
                 if (i > 0)

@@ -285,8 +285,8 @@ struct ext_args {
         size_t *topo_len;
         unsigned *gpu_capacity;
         void *doc;         /* private: the decoded document, to echo Nodes back */
-        const char **raw;  /* private: Nodes mode, each Node's bytes in the request body */
-        size_t *raw_len;
+        const char *json;  /* private: Nodes mode, the request body (borrowed), whose Node */
+        size_t json_len;   /* objects the filter answer copies verbatim */
 };
 /* In Nodes mode the result points into json (to echo the Node objects back verbatim):
  * keep json alive and unchanged until the answer is encoded. */

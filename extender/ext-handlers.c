@@ -174,10 +174,12 @@ ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct
 }
 
 /* Resolves the request's nodes: cached view by name, or (Nodes mode) the Node objects the
- * scheduler sent when the view does not have them.  extra[] holds those; release them. */
+ * scheduler sent when the view does not have them.  *extra holds those, allocated at the
+ * first such node (usually never: the view has them all); release them and free it.
+ * -ENOMEM when that allocation fails. */
 static int
 resolve_nodes(struct ext_state *s, const struct ext_cluster *c, const struct ext_args *a,
-              const struct ext_node **nodes, struct ext_node *extra, size_t *ret_n_extra)
+              const struct ext_node **nodes, struct ext_node **extra, size_t *ret_n_extra)
 {
         size_t n_extra = 0;
 
@@ -185,10 +187,15 @@ resolve_nodes(struct ext_state *s, const struct ext_cluster *c, const struct ext
                 nodes[i] = ext_cluster_find_node(c, a->names[i]);
                 if (nodes[i] || a->node_names)
                         continue;
-                if (ext_node_init(&extra[n_extra], &s->cfg, a->names[i], a->topo_json[i],
+                if (!*extra) {
+                        *extra = malloc((a->n - i) * sizeof(**extra));
+                        if (!*extra)
+                                return -ENOMEM;
+                }
+                if (ext_node_init(&(*extra)[n_extra], &s->cfg, a->names[i], a->topo_json[i],
                                   a->topo_len[i], a->gpu_capacity[i], NULL) < 0)
                         continue; /* stays NULL: "not in the cluster view" */
-                nodes[i] = &extra[n_extra++];
+                nodes[i] = &(*extra)[n_extra++];
         }
         *ret_n_extra = n_extra;
         return 0;
@@ -263,13 +270,11 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         (void)ext_pending_remember(s, &a.req);
         /* Every entry is written before it is read: no need to clear them. */
         nodes = malloc(MAX(a.n, (size_t)1) * sizeof(*nodes));
-        extra = a.node_names ? malloc(sizeof(*extra)) : malloc(MAX(a.n, (size_t)1) * sizeof(*extra));
         v = malloc(MAX(a.n, (size_t)1) * sizeof(*v));
-        if (!nodes || !extra || !v) {
+        if (!nodes || !v || resolve_nodes(s, c, &a, nodes, &extra, &n_extra) < 0) {
                 ext_args_release(&a);
                 return error_body(out, "out of memory"), 503;
         }
-        resolve_nodes(s, c, &a, nodes, extra, &n_extra);
         if (verb == EXT_VERB_FILTER)
                 fits = ext_filter(c, s->ledger, &s->cfg, &a.req, nodes, a.n, ext_now_ns(), v);
         else

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ext-server.h"
+#include "file.h"
 #include "log.h"
 #include "str.h"
 #include "topofit-version.h"
@@ -256,29 +257,23 @@ load_config(struct options *o, const char *path)
 static int
 load_cluster(struct ext_state *s, const char *path)
 {
-        FILE *f = fopen(path, "re");
         struct ext_cluster *c = NULL;
         const char *why = NULL;
-        struct buf b;
-        char chunk[65536];
-        size_t n;
-        int r = 0;
+        char *text = NULL;
+        size_t len;
+        int r;
 
-        if (!f) {
-                log_error("cannot open the cluster file", "path=%s errno=%d", path, errno);
-                return -errno;
-        }
-        buf_init(&b, EXT_MAX_CLUSTER_BYTES);
-        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-                r = buf_append(&b, chunk, n);
-        fclose(f);
-        if (r < 0) {
-                buf_release(&b);
+        r = file_read_capped(path, EXT_MAX_CLUSTER_BYTES, &text, &len);
+        if (r == -E2BIG) {
                 log_error("the cluster file is too large", "path=%s", path);
                 return r;
         }
-        r = ext_cluster_decode(b.data ? b.data : "", b.len, &s->cfg, NULL, 1, &c, &why);
-        buf_release(&b);
+        if (r < 0) {
+                log_error("cannot open the cluster file", "path=%s errno=%d", path, -r);
+                return r;
+        }
+        r = ext_cluster_decode(text, len, &s->cfg, NULL, 1, &c, &why);
+        free(text);
         if (r < 0) {
                 log_error("the cluster file is not usable", "path=%s reason=\"%s\"", path,
                           why ? why : "out of memory");

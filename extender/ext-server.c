@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "file.h"
 #include "log.h"
 #include "str.h"
 
@@ -187,23 +188,20 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 static int
 read_pem(const char *path, char **ret, const char **ret_why)
 {
-        FILE *f = fopen(path, "re");
-        struct buf b;
-        char chunk[4096];
-        size_t n;
-        int r = 0;
+        char *text = NULL;
+        size_t len;
+        int r;
 
-        if (!f)
-                return set_why(ret_why, "cannot open a TLS file"), -errno;
-        buf_init(&b, EXT_MAX_PEM_BYTES);
-        while (r >= 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-                r = buf_append(&b, chunk, n);
-        fclose(f);
-        if (r < 0 || b.len == 0) {
-                buf_release(&b);
-                return set_why(ret_why, "a TLS file is empty or too large"), r < 0 ? r : -EINVAL;
+        r = file_read_capped(path, EXT_MAX_PEM_BYTES, &text, &len);
+        if (r == -E2BIG || r == -ENOMEM)
+                return set_why(ret_why, "a TLS file is empty or too large"), r;
+        if (r < 0)
+                return set_why(ret_why, "cannot open a TLS file"), r;
+        if (len == 0) {
+                free(text);
+                return set_why(ret_why, "a TLS file is empty or too large"), -EINVAL;
         }
-        *ret = buf_steal(&b, NULL);
+        *ret = text;
         return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "str.h"
+
 static const char *const placement_names[_EXT_PLACEMENT_MAX] = {
         [EXT_PLACEMENT_BEST_EFFORT] = "best-effort",
         [EXT_PLACEMENT_NVLINK_REQUIRED] = "nvlink-required",
@@ -39,10 +41,7 @@ ext_placement_to_string(enum ext_placement p)
 enum ext_placement
 ext_placement_from_string(const char *s)
 {
-        for (int i = 0; i < _EXT_PLACEMENT_MAX; i++)
-                if (s && strcmp(s, placement_names[i]) == 0)
-                        return (enum ext_placement)i;
-        return _EXT_PLACEMENT_INVALID;
+        return (enum ext_placement)str_table_index(placement_names, _EXT_PLACEMENT_MAX, s);
 }
 
 unsigned
@@ -65,10 +64,7 @@ ext_unannotated_to_string(enum ext_unannotated u)
 enum ext_unannotated
 ext_unannotated_from_string(const char *s)
 {
-        for (int i = 0; i < _EXT_UNANNOTATED_MAX; i++)
-                if (s && strcmp(s, unannotated_names[i]) == 0)
-                        return (enum ext_unannotated)i;
-        return _EXT_UNANNOTATED_INVALID;
+        return (enum ext_unannotated)str_table_index(unannotated_names, _EXT_UNANNOTATED_MAX, s);
 }
 
 void
@@ -187,9 +183,12 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
 static const char *const why_unknown_node = "the node is not in the extender's cluster view";
 
 /* Nodes of one topology class with the same free GPUs get the same verdict: one request
- * decides each distinct (class, annotated, free) once.  A fixed-size table, so the memory
- * is bounded; when it is full the rest is decided node by node. */
+ * decides each distinct (class, annotated, free) once.  An open-addressing table of a power
+ * of two slots, about twice the request's nodes and at most EXT_REQUEST_MEMO_SLOTS, so its
+ * memory is bounded and a small request does not clear a large table; when it is full the
+ * rest is decided node by node. */
 #define EXT_REQUEST_MEMO_SLOTS 4096
+#define EXT_REQUEST_MEMO_MIN_NODES 9 /* below this, deciding each node costs less */
 
 struct memo_slot {
         const struct score_class *cls; /* NULL: empty */
@@ -198,25 +197,43 @@ struct memo_slot {
         size_t verdict; /* index into the request's verdicts */
 };
 
-static size_t
+struct memo {
+        struct memo_slot *slots;
+        size_t mask; /* slots - 1 */
+};
+
+/* A table sized for n nodes; .slots NULL when n is small or memory is short. */
+static struct memo
+memo_new(size_t n)
+{
+        size_t size = 16;
+
+        if (n < EXT_REQUEST_MEMO_MIN_NODES)
+                return (struct memo){ 0 };
+        while (size < 2 * n && size < EXT_REQUEST_MEMO_SLOTS)
+                size *= 2;
+        return (struct memo){ .slots = calloc(size, sizeof(struct memo_slot)), .mask = size - 1 };
+}
+
+static uint64_t
 memo_hash(const struct ext_node *node, const struct topo_mask *free)
 {
         uint64_t h = (uint64_t)(uintptr_t)node->cls * 0x9e3779b97f4a7c15ull ^ node->annotated;
 
         for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
                 h = (h ^ free->w[k]) * 0x100000001b3ull;
-        return (size_t)(h ^ (h >> 29)) & (EXT_REQUEST_MEMO_SLOTS - 1);
+        return h ^ (h >> 29);
 }
 
 /* The slot for (node, free): a match, an empty slot to fill, or NULL when the probe
  * found neither within a short run (then decide directly). */
 static struct memo_slot *
-memo_find(struct memo_slot *memo, const struct ext_node *node, const struct topo_mask *free)
+memo_find(const struct memo *memo, const struct ext_node *node, const struct topo_mask *free)
 {
-        size_t k = memo_hash(node, free);
+        size_t k = (size_t)memo_hash(node, free) & memo->mask;
 
-        for (unsigned probe = 0; probe < 16; probe++, k = (k + 1) & (EXT_REQUEST_MEMO_SLOTS - 1)) {
-                struct memo_slot *m = &memo[k];
+        for (unsigned probe = 0; probe < 16; probe++, k = (k + 1) & memo->mask) {
+                struct memo_slot *m = &memo->slots[k];
 
                 if (!m->cls || (m->cls == node->cls && m->annotated == node->annotated &&
                                 topo_mask_equal(&m->free, free)))
@@ -230,7 +247,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
               uint64_t now_ns, bool with_priority, struct ext_verdict *ret)
 {
-        struct memo_slot *memo = n > 8 ? calloc(EXT_REQUEST_MEMO_SLOTS, sizeof(*memo)) : NULL;
+        struct memo memo = memo_new(n);
         bool holds = !ext__ledger_maybe_empty(l);
         int fits = 0;
 
@@ -263,8 +280,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         continue;
                 }
                 free = ret[i].free;
-                if (memo && nodes[i]->cls)
-                        m = memo_find(memo, nodes[i], &free);
+                if (memo.slots && nodes[i]->cls)
+                        m = memo_find(&memo, nodes[i], &free);
                 if (m && m->cls)
                         ret[i] = ret[m->verdict];
                 else {
@@ -277,7 +294,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 if (ret[i].r == 0)
                         fits++;
         }
-        free(memo);
+        free(memo.slots);
         return fits;
 }
 

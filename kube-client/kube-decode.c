@@ -274,9 +274,10 @@ kube_pod_phase_to_string(enum kube_pod_phase p)
 enum kube_pod_phase
 kube_pod_phase_from_string(const char *s)
 {
-        for (int i = 0; s && i < _KUBE_POD_PHASE_MAX; i++)
-                if (strcmp(s, phase_table[i]) == 0)
-                        return (enum kube_pod_phase)i;
+        int i = str_table_index(phase_table, _KUBE_POD_PHASE_MAX, s);
+
+        if (i >= 0)
+                return (enum kube_pod_phase)i;
         /* A pod without status yet is Pending; text we do not know is Unknown. */
         return s ? KUBE_POD_UNKNOWN : KUBE_POD_PENDING;
 }

@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "kube-http.h"
+#include "str.h"
 
 static const char *const event_type_table[_KUBE_EVENT_MAX] = {
         [KUBE_EVENT_ADDED] = "ADDED",
@@ -34,10 +35,7 @@ kube_event_type_to_string(enum kube_event_type t)
 enum kube_event_type
 kube_event_type_from_string(const char *s)
 {
-        for (int i = 0; s && i < _KUBE_EVENT_MAX; i++)
-                if (strcmp(s, event_type_table[i]) == 0)
-                        return (enum kube_event_type)i;
-        return _KUBE_EVENT_INVALID;
+        return (enum kube_event_type)str_table_index(event_type_table, _KUBE_EVENT_MAX, s);
 }
 
 static const char *const patch_type_table[_KUBE_PATCH_MAX] = {

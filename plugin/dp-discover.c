@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/buf.h"
+#include "../common/file.h"
 #include "../common/str.h"
 #include "dp.h"
 #if __has_include("../topology/hwloc/topo-hwloc.h")
@@ -82,33 +83,6 @@ dp_device_id(const struct topo *t, unsigned i, char buf[static TOPO_ID_MAX])
 }
 
 /* --- files and child processes -------------------------------------------------------- */
-
-static int
-dp__read_file(const char *path, size_t cap, char **ret, size_t *ret_len)
-{
-        struct buf b;
-        char chunk[65536];
-        FILE *f = fopen(path, "re");
-        size_t n;
-        int r = 0;
-
-        if (!f)
-                return -errno;
-        buf_init(&b, cap);
-        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && r == 0)
-                r = buf_append(&b, chunk, n);
-        if (r == 0 && ferror(f))
-                r = -EIO;
-        fclose(f);
-        if (r == 0 && !b.data)
-                r = buf_append(&b, "", 0);
-        if (r < 0) {
-                buf_release(&b);
-                return r;
-        }
-        *ret = buf_steal(&b, ret_len);
-        return 0;
-}
 
 static int64_t
 dp__now_ms(void)
@@ -196,7 +170,7 @@ dp__from_file(const char *path, struct topo **ret, struct dp_discover_report *re
         size_t len;
         int r;
 
-        r = dp__read_file(path, TOPO_MAX_XML_BYTES, &text, &len);
+        r = file_read_capped(path, TOPO_MAX_XML_BYTES, &text, &len);
         if (r < 0) {
                 dp__note(rep, "file: cannot read %s: %s", path, strerror(-r));
                 return r;
@@ -693,7 +667,7 @@ dp__from_hwloc(const char *xml_path, struct topo **ret, struct dp_discover_repor
         if (xml_path) {
                 CLEANUP(freep) char *text = NULL;
                 size_t len;
-                r = dp__read_file(xml_path, TOPO_MAX_XML_BYTES, &text, &len);
+                r = file_read_capped(xml_path, TOPO_MAX_XML_BYTES, &text, &len);
                 if (r >= 0)
                         r = topo_hwloc_load_xml(text, len, ret, &err);
         } else {

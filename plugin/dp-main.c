@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/buf.h"
+#include "../common/file.h"
 #include "../common/log.h"
 #include "../common/str.h"
 #include "../kube-client/kube.h"
@@ -133,7 +134,6 @@ pods_file_refresh_locked(struct dp_daemon *d)
         CLEANUP(freep) char *text = NULL;
         const char *why = NULL;
         struct stat st;
-        FILE *f;
         size_t len;
         int r;
 
@@ -141,17 +141,12 @@ pods_file_refresh_locked(struct dp_daemon *d)
                 return;
         if (st.st_mtim.tv_sec == d->pods_mtime.tv_sec && st.st_mtim.tv_nsec == d->pods_mtime.tv_nsec)
                 return;
-        if ((size_t)st.st_size > DP_MAX_PODS_FILE_BYTES) {
+        r = file_read_capped(d->o.pods_file, DP_MAX_PODS_FILE_BYTES, &text, &len);
+        if (r == -E2BIG) {
                 log_error("pods file too large", "path=%s", d->o.pods_file);
                 return;
         }
-        f = fopen(d->o.pods_file, "re");
-        if (!f)
-                return;
-        text = calloc(1, (size_t)st.st_size + 1);
-        len = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
-        fclose(f);
-        if (!text)
+        if (r < 0)
                 return;
         r = dp_cache_load_podlist(&d->cache, text, len, &why);
         if (r < 0) {

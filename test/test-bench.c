@@ -15,6 +15,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "test-util.h"
+
 #include "bench.h"
 
 /* --- literal topologies ------------------------------------------------------------------ */
@@ -480,21 +482,14 @@ pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix(void **state)
 {
         /* The real file carries CPU affinity but no NUMA column, so every NVLink pair gets
          * the cross-CPU 10 points: the partitions tie at 970 and the first still wins. */
-        const char *shared = getenv("TOPOFIT_SHARED");
-        char path[4096], text[16384];
+        CLEANUP(freep) char *text = NULL;
         struct topo *t = NULL;
         struct topo_error err = { 0 };
         struct topo_mask free = mask_of("1,2,3,5,6,7", 8), set;
         size_t len;
-        FILE *f;
 
-        snprintf(path, sizeof(path), "%s/topologies/dgx1-v100-sxm2-oneflow.txt",
-                 shared ? shared : "../shared");
-        f = fopen(path, "re");
-        assert_non_null(f);
-        len = fread(text, 1, sizeof(text), f);
-        fclose(f);
-        assert_true(len > 0 && len < sizeof(text));
+        text = test_read_shared("topologies/dgx1-v100-sxm2-oneflow.txt", &len);
+        assert_true(len > 0);
         assert_int_equal(topo_parse_any(text, len, &t, &err), 0);
         assert_int_equal(bench_pick_pairscore(t, &free, 4, &set), 0);
         assert_mask(&set, "1,2,3,5");

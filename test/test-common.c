@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "buf.h"
+#include "file.h"
 #include "str.h"
 
 static void
@@ -109,6 +111,95 @@ str_trim_stops_at_content(void **state)
         assert_memory_equal(s, "x y", 3);
 }
 
+static void
+str_format_uint_writes_plain_decimal_digits(void **state)
+{
+        static const struct {
+                unsigned v;
+                const char *want;
+        } cases[] = {
+                { 0, "0" }, { 7, "7" }, { 10, "10" }, { 1000, "1000" }, { 4294967295u, "4294967295" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char out[STR_UINT_DIGITS + 1];
+                size_t n = str_format_uint(out, cases[i].v);
+
+                assert_int_equal(n, strlen(cases[i].want));
+                out[n] = '\0';
+                assert_string_equal(out, cases[i].want);
+        }
+}
+
+static void
+str_table_index_finds_names_and_refuses_the_rest(void **state)
+{
+        static const char *const table[] = { "alpha", NULL, "gamma", "" };
+        static const struct {
+                const char *s;
+                int want;
+        } cases[] = {
+                { "alpha", 0 }, { "gamma", 2 }, { "", 3 },
+                { "beta", -EINVAL }, { "Alpha", -EINVAL }, { "gamm", -EINVAL }, { NULL, -EINVAL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_int_equal(str_table_index(table, ELEMENTSOF(table), cases[i].s), cases[i].want);
+}
+
+static void
+file_read_capped_reads_whole_files_and_refuses_past_the_cap(void **state)
+{
+        static const struct {
+                size_t size; /* bytes written to the file */
+                size_t cap;
+                int want;    /* 0: read back whole */
+        } cases[] = {
+                { 0, 16, 0 },
+                { 5, 16, 0 },
+                { 16, 16, 0 },
+                { 17, 16, -E2BIG },
+                { 200000, 200000, 0 },      /* several 64 KiB chunks, exactly at the cap */
+                { 200001, 200000, -E2BIG }, /* one byte past it, in the last chunk */
+                { 300000, 70000, -E2BIG },  /* stops early, well before the end */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char path[] = "/tmp/topofit-test-common-XXXXXX";
+                char *want = malloc(cases[i].size + 1), *got = (char *)"untouched";
+                size_t len = 12345;
+                int fd = mkstemp(path);
+
+                assert_non_null(want);
+                assert_true(fd >= 0);
+                for (size_t k = 0; k < cases[i].size; k++)
+                        want[k] = (char)('a' + k % 23);
+                assert_int_equal(write(fd, want, cases[i].size), (ssize_t)cases[i].size);
+                close(fd);
+                assert_int_equal(file_read_capped(path, cases[i].cap, &got, &len), cases[i].want);
+                if (cases[i].want == 0) {
+                        assert_int_equal(len, cases[i].size);
+                        assert_memory_equal(got, want, cases[i].size);
+                        assert_int_equal(got[len], '\0');
+                        free(got);
+                } else {
+                        assert_string_equal(got, "untouched");
+                        assert_int_equal(len, 12345);
+                }
+                unlink(path);
+                free(want);
+        }
+}
+
+static void
+file_read_capped_reports_a_missing_file_as_enoent(void **state)
+{
+        char *got = NULL;
+
+        assert_int_equal(file_read_capped("/nonexistent/topofit/file", 16, &got, NULL), -ENOENT);
+        assert_null(got);
+}
+
 int
 main(void)
 {
@@ -119,6 +210,10 @@ main(void)
                 cmocka_unit_test(buf_escapes_json_strings),
                 cmocka_unit_test(buf_steal_of_empty_buffer_is_a_string),
                 cmocka_unit_test(str_trim_stops_at_content),
+                cmocka_unit_test(str_format_uint_writes_plain_decimal_digits),
+                cmocka_unit_test(str_table_index_finds_names_and_refuses_the_rest),
+                cmocka_unit_test(file_read_capped_reads_whole_files_and_refuses_past_the_cap),
+                cmocka_unit_test(file_read_capped_reports_a_missing_file_as_enoent),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,40 +16,10 @@
 #include <pthread.h>
 #include <cmocka.h>
 
+#include "test-util.h"
+
 #include "ext-core.h"
 #include "str.h"
-
-static char *
-read_path(const char *path, size_t *ret_len)
-{
-        FILE *f = fopen(path, "re");
-        char *data = NULL;
-        long n;
-
-        assert_non_null(f);
-        assert_int_equal(fseek(f, 0, SEEK_END), 0);
-        n = ftell(f);
-        assert_true(n >= 0);
-        rewind(f);
-        data = malloc((size_t)n + 1);
-        assert_non_null(data);
-        assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
-        data[n] = 0;
-        fclose(f);
-        if (ret_len)
-                *ret_len = (size_t)n;
-        return data;
-}
-
-static char *
-read_shared(const char *rel, size_t *ret_len)
-{
-        const char *shared = getenv("TOPOFIT_SHARED");
-        char path[4096];
-
-        snprintf(path, sizeof(path), "%s/%s", shared ? shared : "../shared", rel);
-        return read_path(path, ret_len);
-}
 
 /* The topofit.io/topology annotation of a real matrix, via the topology codec. */
 static char *
@@ -60,7 +30,7 @@ annotation_of(const char *topology_file)
         size_t len, jlen;
 
         snprintf(rel, sizeof(rel), "topologies/%s", topology_file);
-        text = read_shared(rel, &len);
+        text = test_read_shared(rel, &len);
         assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
         assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
         topo_unref(t);
@@ -94,7 +64,7 @@ codec_decodes_filter_fixtures_in_both_modes(void **state)
                 struct ext_args a;
                 const char *why = NULL;
                 size_t len;
-                char *json = read_shared(cases[i].file, &len);
+                char *json = test_read_shared(cases[i].file, &len);
 
                 assert_int_equal(ext_args_decode(json, len, &cfg, &a, &why), 0);
                 assert_int_equal(a.node_names, cases[i].node_names);
@@ -132,7 +102,7 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         };
         struct buf out;
         size_t len;
-        char *json = read_shared("fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
+        char *json = test_read_shared("fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
 
         ext_config_default(&cfg);
         assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
@@ -165,7 +135,7 @@ codec_echoes_full_nodes_verbatim(void **state)
         struct ext_verdict v[3] = { { .r = 0 }, { .r = 0 }, { .r = 0 } };
         struct buf out;
         size_t len;
-        char *json = read_shared("fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
+        char *json = test_read_shared("fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
         const char *nodes_in = strstr(json, "\"Nodes\":") + strlen("\"Nodes\":");
         const char *nodes_end = strstr(json, ",\"NodeNames\":null}");
         const char *tail = ",\"NodeNames\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},"
@@ -210,7 +180,7 @@ codec_decodes_binding_fixtures(void **state)
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct ext_binding b;
                 size_t len;
-                char *json = read_shared(cases[i].file, &len);
+                char *json = test_read_shared(cases[i].file, &len);
 
                 assert_int_equal(ext_binding_decode(json, len, &b, NULL), 0);
                 assert_string_equal(b.pod_name, cases[i].pod);
@@ -732,6 +702,12 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         assert_int_equal(next->generation, c->generation + 1);
         assert_int_equal(next->n_pods, c->n_pods + 1);
         assert_true(topo_mask_test(&ext_cluster_find_node(next, "pcie")->used, 5));
+        /* The new pod is findable on its node, and the pods stay sorted by uid. */
+        assert_non_null(ext_cluster_find_pod(next, "new"));
+        assert_ptr_equal(&next->nodes[ext_cluster_find_pod(next, "new")->node],
+                         ext_cluster_find_node(next, "pcie"));
+        for (size_t i = 1; i < next->n_pods; i++)
+                assert_true(strcmp(next->pods[i - 1].uid, next->pods[i].uid) < 0);
         /* The old snapshot is untouched. */
         assert_false(topo_mask_test(&ext_cluster_find_node(c, "pcie")->used, 5));
         assert_ptr_equal(ext_cluster_find_node(next, "pcie")->cls,
@@ -742,6 +718,24 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
                          -ENOENT);
         ext_cluster_unref(next);
         ext_cluster_unref(c);
+
+        /* The first pod of a snapshot that has none (static mode's first bind). */
+        {
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                struct ext_cluster *empty = NULL;
+
+                assert_non_null(b);
+                assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &empty), 0);
+                assert_int_equal(empty->n_pods, 0);
+                assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set,
+                                                      &next), 0);
+                assert_int_equal(next->n_pods, 1);
+                assert_non_null(ext_cluster_find_pod(next, "first"));
+                assert_true(topo_mask_test(&ext_cluster_find_node(next, "bare")->used, 5));
+                ext_cluster_unref(next);
+                ext_cluster_unref(empty);
+        }
 }
 
 static void

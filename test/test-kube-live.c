@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "test-util.h"
+
 #include "kube-private.h"
 #include "str.h"
 
@@ -41,19 +43,6 @@ source_root(void)
 {
         const char *s = getenv("TOPOFIT_SOURCE_ROOT");
         return s ? s : ".";
-}
-
-static void
-write_file(const char *name, const char *text)
-{
-        char path[512];
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-        f = fopen(path, "w");
-        assert_non_null(f);
-        fputs(text, f);
-        fclose(f);
 }
 
 static void
@@ -133,7 +122,7 @@ client_plain(int port)
                  "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
                  "contexts:\n- name: t\n  context: {cluster: fake}\n"
                  "clusters:\n- name: fake\n  cluster: {server: 'http://127.0.0.1:%d'}\n", port);
-        write_file("kubeconfig-plain", text);
+        test_write_file(tmpdir, "kubeconfig-plain", text);
         snprintf(path, sizeof(path), "%s/kubeconfig-plain", tmpdir);
         if (kube_config_load(path, &cfg, &why) < 0)
                 fail_msg("kubeconfig: %s", why);
@@ -772,7 +761,7 @@ in_cluster_token_rotation_is_picked_up_after_a_401(void **state)
         gen_certs();
         snprintf(dir, sizeof(dir), "%s/sa", tmpdir);
         mkdir(dir, 0700);
-        write_file("sa/token", "token-one\n");
+        test_write_file(tmpdir, "sa/token", "token-one\n");
         snprintf(tokpath, sizeof(tokpath), "%s/token", dir);
         snprintf(ca, sizeof(ca), "cp '%s/pki/ca.crt' '%s/ca.crt'", tmpdir, dir);
         assert_int_equal(system(ca), 0);
@@ -792,7 +781,7 @@ in_cluster_token_rotation_is_picked_up_after_a_401(void **state)
         assert_int_equal(kube_get(c, "/api/v1/nodes", &j, &err), 0);
         cJSON_Delete(j);
         /* The kubelet rotates the projected token: the server now wants the new one. */
-        write_file("sa/token.new", "token-two\n");
+        test_write_file(tmpdir, "sa/token.new", "token-two\n");
         char mv[1500];
         snprintf(mv, sizeof(mv), "mv '%s/sa/token.new' '%s'", tmpdir, tokpath);
         assert_int_equal(system(mv), 0);
@@ -805,7 +794,7 @@ in_cluster_token_rotation_is_picked_up_after_a_401(void **state)
         /* With a re-read before every request a rotation never costs a 401. */
         kube_client_free(c);
         cfg = NULL;
-        write_file("sa/token.new", "token-three\n");
+        test_write_file(tmpdir, "sa/token.new", "token-three\n");
         assert_int_equal(system(mv), 0);
         assert_int_equal(kube_config_in_cluster(dir, &cfg, &why), 0);
         kube_config_set_token_refresh(cfg, 0); /* re-read before every request */
@@ -873,7 +862,7 @@ tls_with_a_ca_and_client_certificates(void **state)
                         snprintf(text + n, sizeof(text) - (size_t)n,
                                  "    client-certificate: pki/client.crt\n"
                                  "    client-key: pki/client.key\n");
-                write_file("kubeconfig-tls", text);
+                test_write_file(tmpdir, "kubeconfig-tls", text);
                 snprintf(path, sizeof(path), "%s/kubeconfig-tls", tmpdir);
                 if (kube_config_from_kubeconfig(path, NULL, &cfg, &why) < 0)
                         fail_msg("%s: kubeconfig: %s", t->name, why);

@@ -16,35 +16,24 @@
 
 #include <cmocka.h>
 
+#include "test-util.h"
+
 #include "buf.h"
 #include "kube-private.h"
 #include "str.h"
 
 static char tmpdir[] = "/tmp/test-kube-XXXXXX";
 
-static void
-write_file(const char *name, const char *text)
-{
-        char path[512];
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-        f = fopen(path, "w");
-        assert_non_null(f);
-        fputs(text, f);
-        fclose(f);
-}
-
 static int
 setup(void **state)
 {
         if (!mkdtemp(tmpdir))
                 return -1;
-        write_file("ca.crt", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
-        write_file("client.crt", "CERT\n");
-        write_file("client.key", "KEY\n");
-        write_file("token", "  tok-from-file\n");
-        write_file("empty", "");
+        test_write_file(tmpdir, "ca.crt", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        test_write_file(tmpdir, "client.crt", "CERT\n");
+        test_write_file(tmpdir, "client.key", "KEY\n");
+        test_write_file(tmpdir, "token", "  tok-from-file\n");
+        test_write_file(tmpdir, "empty", "");
         return 0;
 }
 
@@ -185,7 +174,7 @@ kubeconfig_cases_parse_or_fail_clearly(void **state)
                 const char *why = NULL;
                 int r;
 
-                write_file("kubeconfig", t->yaml);
+                test_write_file(tmpdir, "kubeconfig", t->yaml);
                 r = kube_config_from_kubeconfig(path, NULL, &c, &why);
                 if (r != t->ret)
                         fail_msg("%s: returned %d (%s), expected %d", t->name, r, why ? why : "",
@@ -219,7 +208,7 @@ kubeconfig_inline_data_is_base64_decoded(void **state)
         struct kube_config *c = NULL;
 
         snprintf(path, sizeof(path), "%s/kubeconfig", tmpdir);
-        write_file("kubeconfig", kc_cases[1].yaml);
+        test_write_file(tmpdir, "kubeconfig", kc_cases[1].yaml);
         assert_int_equal(kube_config_from_kubeconfig(path, NULL, &c, NULL), 0);
         assert_int_equal(c->ca_len, 5);
         assert_memory_equal(c->ca_pem, "hello", 5);
@@ -235,7 +224,7 @@ kubeconfig_context_argument_overrides_current_context(void **state)
         struct kube_config *c = NULL;
 
         snprintf(path, sizeof(path), "%s/kubeconfig", tmpdir);
-        write_file("kubeconfig",
+        test_write_file(tmpdir, "kubeconfig",
                    "current-context: a\ncontexts:\n- name: a\n  context: {cluster: ca}\n"
                    "- name: b\n  context: {cluster: cb}\nclusters:\n"
                    "- name: ca\n  cluster: {server: 'https://a'}\n"
@@ -294,14 +283,14 @@ in_cluster_cases_configure_or_fail_clearly(void **state)
                 assert_int_equal(mkdir(dir, 0700), 0);
                 if (t->token) {
                         snprintf(cmd, sizeof(cmd), "sa%zu/token", i);
-                        write_file(cmd, "sa-token\n");
+                        test_write_file(tmpdir, cmd, "sa-token\n");
                 }
                 if (t->ca) {
                         snprintf(cmd, sizeof(cmd), "sa%zu/ca.crt", i);
-                        write_file(cmd, "PEM");
+                        test_write_file(tmpdir, cmd, "PEM");
                 }
                 snprintf(cmd, sizeof(cmd), "sa%zu/namespace", i);
-                write_file(cmd, "kube-system");
+                test_write_file(tmpdir, cmd, "kube-system");
                 if (t->host)
                         setenv("KUBERNETES_SERVICE_HOST", t->host, 1);
                 else

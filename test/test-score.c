@@ -18,6 +18,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "test-util.h"
+
 #include "score.h"
 
 #define NV(n) { TOPO_LINK_NVLINK, n }
@@ -68,20 +70,14 @@ uniform(unsigned n, struct cell c, const char *model, const int *numa, bool nvsw
 static struct topo *
 load_file(const char *name)
 {
-        char path[512];
-        const char *shared = getenv("TOPOFIT_SHARED");
+        char rel[512];
+        CLEANUP(freep) char *text = NULL;
         struct topo *t = NULL;
         struct topo_error err = { 0 };
-        FILE *f;
-        static char text[TOPO_MAX_TEXT_BYTES];
         size_t len;
 
-        snprintf(path, sizeof(path), "%s/topologies/%s", shared ? shared : "../shared", name);
-        f = fopen(path, "re");
-        if (!f)
-                return NULL;
-        len = fread(text, 1, sizeof(text), f);
-        fclose(f);
+        snprintf(rel, sizeof(rel), "topologies/%s", name);
+        text = test_read_shared(rel, &len);
         if (topo_parse_any(text, len, &t, &err) < 0)
                 return NULL;
         return t;
@@ -597,7 +593,6 @@ cross_check(const char *what, struct topo *t, const uint64_t *masks, size_t n_ma
 static void
 score_best_matches_brute_force_on_every_real_matrix(void **state)
 {
-        const char *shared = getenv("TOPOFIT_SHARED");
         char dir_path[512];
         uint64_t masks[256];
         unsigned eight = 0, small = 0;
@@ -606,8 +601,7 @@ score_best_matches_brute_force_on_every_real_matrix(void **state)
 
         for (unsigned m = 0; m < 256; m++)
                 masks[m] = m;
-        snprintf(dir_path, sizeof(dir_path), "%s/topologies", shared ? shared : "../shared");
-        dir = opendir(dir_path);
+        dir = opendir(test_shared_path("topologies", dir_path, sizeof(dir_path)));
         assert_non_null(dir);
         while ((de = readdir(dir))) {
                 size_t len = strlen(de->d_name);

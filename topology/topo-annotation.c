@@ -22,21 +22,6 @@
 
 /* --- writing ------------------------------------------------------------------------------- */
 
-/* Appends the decimal digits of v to out; returns the new end. */
-static char *
-put_uint(char *out, unsigned v)
-{
-        char tmp[12];
-        size_t n = 0;
-
-        do
-                tmp[n++] = (char)('0' + v % 10);
-        while ((v /= 10) > 0);
-        while (n > 0)
-                *out++ = tmp[--n];
-        return out;
-}
-
 /* One link code: NAME[count][w<weight>][h<hops>], e.g. "NV18", "XGMIw15h1", "SYS".  Built
  * by hand: this runs n^2 times per annotation and printf dominated the encoder. */
 static int
@@ -52,14 +37,14 @@ put_cell(struct buf *b, const struct topo_pair *p)
         memcpy(code, name, nl);
         o = code + nl;
         if (p->links)
-                o = put_uint(o, p->links);
+                o += str_format_uint(o, p->links);
         if (p->weight) {
                 *o++ = 'w';
-                o = put_uint(o, p->weight);
+                o += str_format_uint(o, p->weight);
         }
         if (p->hops) {
                 *o++ = 'h';
-                o = put_uint(o, p->hops);
+                o += str_format_uint(o, p->hops);
         }
         return buf_append(b, code, (size_t)(o - code));
 }

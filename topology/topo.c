@@ -339,17 +339,6 @@ static const char *const cpu_link_names[_TOPO_CPU_LINK_MAX] = {
         [TOPO_CPU_LINK_POWER_XBUS] = "power-xbus", [TOPO_CPU_LINK_ARM_C2C] = "arm-c2c",
 };
 
-static int
-lookup(const char *const *names, int n, const char *s)
-{
-        if (!s)
-                return -EINVAL;
-        for (int i = 0; i < n; i++)
-                if (names[i] && streq(names[i], s))
-                        return i;
-        return -EINVAL;
-}
-
 const char *
 topo_link_to_string(enum topo_link l)
 {
@@ -359,7 +348,7 @@ topo_link_to_string(enum topo_link l)
 enum topo_link
 topo_link_from_string(const char *s)
 {
-        return (enum topo_link)lookup(link_names, _TOPO_LINK_MAX, s);
+        return (enum topo_link)str_table_index(link_names, _TOPO_LINK_MAX, s);
 }
 
 const char *
@@ -371,7 +360,7 @@ topo_vendor_to_string(enum topo_vendor v)
 enum topo_vendor
 topo_vendor_from_string(const char *s)
 {
-        return (enum topo_vendor)lookup(vendor_names, _TOPO_VENDOR_MAX, s);
+        return (enum topo_vendor)str_table_index(vendor_names, _TOPO_VENDOR_MAX, s);
 }
 
 const char *
@@ -383,7 +372,7 @@ topo_mig_to_string(enum topo_mig m)
 enum topo_mig
 topo_mig_from_string(const char *s)
 {
-        return (enum topo_mig)lookup(mig_names, _TOPO_MIG_MAX, s);
+        return (enum topo_mig)str_table_index(mig_names, _TOPO_MIG_MAX, s);
 }
 
 const char *
@@ -395,7 +384,7 @@ topo_cpu_link_to_string(enum topo_cpu_link c)
 enum topo_cpu_link
 topo_cpu_link_from_string(const char *s)
 {
-        return (enum topo_cpu_link)lookup(cpu_link_names, _TOPO_CPU_LINK_MAX, s);
+        return (enum topo_cpu_link)str_table_index(cpu_link_names, _TOPO_CPU_LINK_MAX, s);
 }
 
 bool
