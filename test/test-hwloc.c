@@ -258,7 +258,8 @@ hwloc_rejects_hostile_xml(void **state)
                  "bad attribute value"},
                 {"end tag that does not match", "<topology version=\"2.0\"></object>", 0,
                  -EINVAL, "does not match"},
-                {"element that is not closed", "<topology version=\"2.0\"><object type=\"Misc\">", 0,
+                {"element that is not closed",
+                 "<topology version=\"2.0\"><object type=\"Misc\">", 0,
                  -EINVAL, "not closed"},
                 {"attribute given twice (fuzz crash)",
                  "<topology><object type=\"Machine\" cpuset=\"1\" complete_cpuset=\"1\" "

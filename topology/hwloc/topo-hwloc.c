@@ -434,15 +434,15 @@ static const struct {
         {1ul << 1, 0}, /* Memory (v2: Block) */
 };
 
-/* hwloc 2.9's XML readers trust their input: its built-in (nolibxml) reader dereferences
- * NULL on a tag that is cut short (`<topologyversion="2.0`), and hwloc_topology_load()
- * does on an object that has some of cpuset, complete_cpuset, nodeset and complete_nodeset
- * but not all four.
- * Both found by test/fuzz/fuzz-hwloc.  So the XML is checked here first, strictly and in
- * one bounded pass: well-formed (balanced, named end tags, double-quoted attributes, known
- * entities only, no internal DTD subset, nesting at most XML_MAX_DEPTH), and every
- * <object>'s sets all four or none and bitmaps, and its os_index (which PU and NUMANode objects
- * must have) at most XML_MAX_OS_INDEX, its type one of xml_object_types.  Real exports pass; hwloc sees nothing else. */
+/* hwloc 2.9's XML readers trust their input (test/fuzz/README.md lists what fuzz-hwloc
+ * found): its built-in reader dereferences NULL on a tag cut short, hwloc_topology_load()
+ * on an object with some but not all of cpuset, complete_cpuset, nodeset and
+ * complete_nodeset, a PU without os_index costs a 512 MiB bitmap.  So the XML is checked
+ * here first, strictly and in one bounded pass: well-formed (balanced, matching end tags,
+ * double-quoted attributes given once, known entities only, no internal DTD subset,
+ * nesting at most XML_MAX_DEPTH), and per <object>: a type from xml_object_types, the four
+ * sets all or none and each a bitmap, an os_index (PU and NUMANode must have one) at most
+ * XML_MAX_OS_INDEX.  Real exports pass; hwloc sees nothing else. */
 #define XML_MAX_DEPTH 128
 #define XML_MAX_ATTRS 32 /* attributes of one tag; hwloc writes at most a dozen */
 /* hwloc sets bit os_index of a PU's cpuset or a NUMA node's nodeset: os_index 4294967295
@@ -593,7 +593,8 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                         p++;
                 attr_len = (size_t)(p - attr);
                 if (!blank || attr_len == 0 || p + 1 >= end || p[0] != '=' || p[1] != '"')
-                        return xml_malformed(err, xml, p, "an attribute that is not name=\"value\"");
+                        return xml_malformed(err, xml, p,
+                                             "an attribute that is not name=\"value\"");
                 value = p + 2;
                 q = memchr(value, '"', (size_t)(end - value));
                 if (!q || !xml_text_ok(value, (size_t)(q - value)))
@@ -643,7 +644,8 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
         if (object && !has_type)
                 return topo__error(err, -EINVAL, 0, 0, "hwloc XML object without a type.");
         if (needs_os_index && !has_os_index)
-                return topo__error(err, -EINVAL, 0, 0, "hwloc XML PU or NUMANode without os_index.");
+                return topo__error(err, -EINVAL, 0, 0,
+                                   "hwloc XML PU or NUMANode without os_index.");
         /* hwloc ORs these into the parent's: an object of the CPU tree carries all four
          * (real exports do), an I/O object none. */
         for (size_t i = 0; i < _XML_SET_MAX; i++)
