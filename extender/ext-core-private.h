@@ -16,9 +16,11 @@ enum ext_hold {
 
 void ext__ledger_lock(struct ext_ledger *l);
 void ext__ledger_unlock(struct ext_ledger *l);
-/* Lock held.  GPUs of node held by pods other than uid (NULL: anyone) at now_ns. */
+/* Lock held.  GPUs of node held by pods other than uid (NULL: anyone) at now_ns, as seen
+ * from a cluster view of generation view_gen (entries that view already shows are left
+ * out; 0 counts every entry). */
 void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
-                             uint64_t now_ns, struct topo_mask *ret);
+                             uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
                                                 const char *node, enum ext_hold hold,

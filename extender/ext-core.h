@@ -203,7 +203,9 @@ DEFINE_CLEANUP_FUNC(struct ext_ledger, ext_ledger_free)
 /* GPUs of node held in the ledger by pods other than uid (NULL: by anyone) at now_ns. */
 void ext_ledger_held(struct ext_ledger *l, const char *node, const char *uid, uint64_t now_ns,
                      struct topo_mask *ret);
-/* Forgets committed entries whose pod the snapshot c now shows, and expired entries. */
+/* Forgets expired entries.  A committed entry whose pod the snapshot c shows is marked with
+ * c's generation: views of that generation or newer stop counting it at once, older views
+ * (requests still in flight) keep counting it, and it goes a grace period later. */
 void ext_ledger_prune(struct ext_ledger *l, const struct ext_cluster *c, uint64_t now_ns);
 /* Drops every entry of uid (a failed binding). */
 void ext_ledger_release(struct ext_ledger *l, const char *uid);

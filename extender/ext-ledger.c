@@ -3,6 +3,12 @@
  * The reservation ledger: (pod UID, node) -> GPU set, tentative (prioritize, short TTL) or
  * committed (bind, held until the cluster view shows the pod or a long TTL passes).  The
  * only mutable state of the extender core, behind one mutex; time is a parameter.
+ * A committed entry outlives the first view that shows its pod: requests still working on an
+ * older view (taken before the bind) must go on seeing the GPUs as held, or they would hand
+ * them out again.  So prune() only marks the entry with that view's generation; a view of
+ * that generation or newer ignores it (it shows the pod, or its later deletion), older views
+ * subtract it, and the entry goes once LEDGER_SEEN_GRACE_NS has passed, far longer than any
+ * request (kube-scheduler's extender timeout is 5 s).
  * Invariant: a pod has at most one entry, and a committed set never overlaps another live
  * entry's set on the same node (ext_bind checks it under this lock).  Entries hang off a
  * fixed table of node-name buckets so lookups for one node cost its entries only.
@@ -16,6 +22,7 @@
 #include "str.h"
 
 #define LEDGER_BUCKETS 1024
+#define LEDGER_SEEN_GRACE_NS (60ull * 1000000000ull)
 
 struct entry {
         struct entry *next;       /* in its node bucket */
@@ -24,6 +31,8 @@ struct entry {
         struct topo_mask set;
         enum ext_hold hold;
         uint64_t expires_ns;
+        uint64_t seen_gen; /* generation of the first view showing the pod; 0: none yet */
+        uint64_t seen_ns;  /* when that view was pruned with */
 };
 
 struct ext_ledger {
@@ -98,7 +107,7 @@ live(const struct entry *e, uint64_t now_ns)
 
 void
 ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
-                        uint64_t now_ns, struct topo_mask *ret)
+                        uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
         topo_mask_clear(ret);
         if (l->n_entries == 0)
@@ -107,6 +116,9 @@ ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                 if (!live(e, now_ns) || strcmp(e->node, node) != 0)
                         continue;
                 if (uid && strcmp(e->uid, uid) == 0)
+                        continue;
+                /* The view already accounts for this pod (or its deletion). */
+                if (e->seen_gen != 0 && view_gen >= e->seen_gen)
                         continue;
                 for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
                         ret->w[k] |= e->set.w[k];
@@ -126,7 +138,7 @@ ext__ledger_find_locked(struct ext_ledger *l, const char *uid, const char *node,
 
 /* Removes the entries for which drop() is true; lock held. */
 static void
-remove_if(struct ext_ledger *l, bool (*drop)(const struct entry *e, const void *arg),
+remove_if(struct ext_ledger *l, bool (*drop)(struct entry *e, const void *arg),
           const void *arg)
 {
         for (size_t b = 0; b < LEDGER_BUCKETS; b++) {
@@ -146,7 +158,7 @@ remove_if(struct ext_ledger *l, bool (*drop)(const struct entry *e, const void *
 }
 
 static bool
-drop_uid(const struct entry *e, const void *arg)
+drop_uid(struct entry *e, const void *arg)
 {
         return strcmp(e->uid, arg) == 0;
 }
@@ -185,7 +197,7 @@ ext_ledger_held(struct ext_ledger *l, const char *node, const char *uid, uint64_
                 struct topo_mask *ret)
 {
         ext__ledger_lock(l);
-        ext__ledger_held_locked(l, node, uid, now_ns, ret);
+        ext__ledger_held_locked(l, node, uid, 0, now_ns, ret);
         ext__ledger_unlock(l);
 }
 
@@ -194,19 +206,29 @@ struct prune_arg {
         uint64_t now_ns;
 };
 
+/* Marks committed entries that the view shows (see the top of the file) and tells which
+ * entries can go: expired ones, and marked ones past the grace period. */
 static bool
-drop_stale(const struct entry *e, const void *arg)
+drop_stale(struct entry *e, const void *arg)
 {
         const struct prune_arg *a = arg;
         const struct ext_pod *p;
 
         if (!live(e, a->now_ns))
                 return true;
-        if (e->hold != EXT_HOLD_COMMITTED || !a->c)
+        if (e->hold != EXT_HOLD_COMMITTED)
                 return false;
-        /* The view shows the pod on that node: its own GPUs now count as used there. */
+        if (e->seen_gen != 0)
+                return a->now_ns - e->seen_ns > LEDGER_SEEN_GRACE_NS;
+        if (!a->c)
+                return false;
+        /* The view shows the pod on that node: its own GPUs count as used there. */
         p = ext_cluster_find_pod(a->c, e->uid);
-        return p && p->node >= 0 && strcmp(a->c->nodes[p->node].name, e->node) == 0;
+        if (p && p->node >= 0 && strcmp(a->c->nodes[p->node].name, e->node) == 0) {
+                e->seen_gen = a->c->generation ? a->c->generation : 1;
+                e->seen_ns = a->now_ns;
+        }
+        return false;
 }
 
 void

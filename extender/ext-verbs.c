@@ -88,12 +88,13 @@ ext_verdict_unresolvable(const struct ext_verdict *v)
 
 /* GPUs of n free for req: healthy, not on a live pod, not held by another pod. */
 static void
-free_gpus_locked(struct ext_ledger *l, const struct ext_request *req, const struct ext_node *n,
-                 uint64_t now_ns, struct topo_mask *ret)
+free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+                 const struct ext_node *n, uint64_t now_ns, struct topo_mask *ret)
 {
         struct topo_mask held;
 
-        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, now_ns, &held);
+        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
+                                now_ns, &held);
         for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
                 ret->w[k] = n->healthy.w[k] & ~n->used.w[k] & ~held.w[k];
 }
@@ -251,7 +252,6 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
         bool holds = !ext__ledger_maybe_empty(l);
         int fits = 0;
 
-        (void)c;
         /* First the free GPUs of every node, in one short critical section (bind rechecks
          * under the lock, so a hold added after it only costs a retry), none while the
          * ledger is empty; ret[i].free carries them to the second pass. */
@@ -263,7 +263,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 if (!nodes[i])
                         continue;
                 if (holds)
-                        free_gpus_locked(l, req, nodes[i], now_ns, free);
+                        free_gpus_locked(c, l, req, nodes[i], now_ns, free);
                 else
                         for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
                                 free->w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
@@ -392,7 +392,7 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
                 ext__ledger_unlock(l);
                 return r < 0 ? (set_why(ret_why, "the committed set is invalid"), r) : 0;
         }
-        free_gpus_locked(l, req, n, now_ns, &free);
+        free_gpus_locked(c, l, req, n, now_ns, &free);
         mine = ext__ledger_find_locked(l, req->uid, n->name, EXT_HOLD_RESERVED, now_ns);
         if (mine && topo_mask_count(mine) == req->count && mask_subset(mine, &free)) {
                 v = (struct ext_verdict){ 0 };
@@ -427,7 +427,7 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                 return -ENOENT;
         }
         ext__ledger_lock(l);
-        free_gpus_locked(l, req, node, now_ns, &free);
+        free_gpus_locked(c, l, req, node, now_ns, &free);
         ext__ledger_unlock(l);
 
         for (size_t i = 0; i < n; i++) {

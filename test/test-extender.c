@@ -688,6 +688,76 @@ bind_never_hands_a_gpu_to_two_pods_under_concurrency(void **state)
         ext_cluster_unref(c);
 }
 
+/* The race the HTTP hammer once caught: a bind's ledger entry was dropped as soon as the
+ * view showed its pod, while a request still working on the view from before the bind saw
+ * those GPUs free and handed them out again. */
+static void
+ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *s0 = NULL, *s1 = NULL, *s2 = NULL;
+        struct ext_ledger *l;
+        struct ext_request a = { .uid = "a", .count = 4 };
+        struct ext_request late = { .uid = "late", .count = 8 };
+        struct ext_request late4 = { .uid = "late4", .count = 4 };
+        struct ext_request next = { .uid = "next", .count = 4 };
+        struct ext_request after = { .uid = "after", .count = 8 };
+        struct score_choice got, a_got;
+        struct topo_mask held;
+        const uint64_t t = 1000;
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_non_null(b);
+        assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &s0), 0);
+        l = ext_ledger_new(&cfg);
+        assert_non_null(l);
+
+        /* a binds on view s0; the next view, s1, shows it and the ledger is pruned with it. */
+        assert_int_equal(ext_bind(s0, l, &cfg, &a, "bare", t, &a_got, NULL), 0);
+        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, &s1), 0);
+        ext_ledger_prune(l, s1, t + 1);
+
+        /* Requests still on s0 must not get a's GPUs. */
+        assert_int_equal(ext_bind(s0, l, &cfg, &late, "bare", t + 2, &got, NULL), -ENOSPC);
+        assert_int_equal(ext_bind(s0, l, &cfg, &late4, "bare", t + 2, &got, NULL), 0);
+        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
+                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        ext_ledger_release(l, "late4");
+
+        /* On s1 the pod counts once, not twice: the other four GPUs are there. */
+        assert_int_equal(ext_bind(s1, l, &cfg, &next, "bare", t + 3, &got, NULL), 0);
+        assert_int_equal(topo_mask_count(&got.set), 4);
+        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
+                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        ext_ledger_release(l, "next");
+
+        /* A newer view without the pod (it was deleted) frees its GPUs at once, not at the
+         * committed TTL. */
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_non_null(b);
+        assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 5, &s2), 0);
+        ext_ledger_prune(l, s2, t + 4);
+        assert_int_equal(ext_bind(s2, l, &cfg, &after, "bare", t + 5, &got, NULL), 0);
+        assert_int_equal(topo_mask_count(&got.set), 8);
+        ext_ledger_release(l, "after");
+
+        /* The marked entry itself goes once no request can still be on an older view. */
+        ext_ledger_held(l, "bare", NULL, t + 6, &held);
+        assert_int_equal(topo_mask_count(&held), 4);
+        ext_ledger_prune(l, s2, t + 6 + 120ull * 1000000000ull);
+        ext_ledger_held(l, "bare", NULL, t + 7 + 120ull * 1000000000ull, &held);
+        assert_int_equal(topo_mask_count(&held), 0);
+
+        ext_ledger_free(l);
+        ext_cluster_unref(s2);
+        ext_cluster_unref(s1);
+        ext_cluster_unref(s0);
+}
+
 static void
 cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
 {
@@ -810,6 +880,7 @@ main(void)
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
+                cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
