@@ -259,7 +259,8 @@ ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats 
         ext__ledger_lock(l);
         for (size_t b = 0; b < LEDGER_BUCKETS && l->n_entries > 0; b++)
                 for (const struct entry *e = l->buckets[b]; e; e = e->next) {
-                        if (!live(e, now_ns))
+                        /* Marked entries are in the current view already (as allocated). */
+                        if (!live(e, now_ns) || e->seen_gen != 0)
                                 continue;
                         if (e->hold == EXT_HOLD_COMMITTED)
                                 s.committed++;
