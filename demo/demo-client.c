@@ -179,13 +179,14 @@ pending_reason(const cJSON *res, size_t n_nodes, char *buf, size_t size)
 {
         const char *why[64];
         unsigned count[64], n = 0;
-        static const char *const maps[] = { "FailedAndUnresolvableNodes", "FailedNodes" };
         size_t len;
 
-        for (size_t m = 0; m < ELEMENTSOF(maps); m++) {
+        /* FailedNodes lists every failed node (the unresolvable ones too, for schedulers
+         * older than 1.21), so it alone gives each node's reason once. */
+        {
                 const cJSON *f;
 
-                cJSON_ArrayForEach(f, cJSON_GetObjectItem(res, maps[m])) {
+                cJSON_ArrayForEach(f, cJSON_GetObjectItem(res, "FailedNodes")) {
                         const char *w = cJSON_GetStringValue(f) ?: "?";
                         unsigned k = 0;
 

@@ -18,7 +18,7 @@ n=0
 fails=0
 ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi; }
 
-echo "1..5"
+echo "1..6"
 "$build/demo/topofit-demo-gen" "$shared" >"$tmp/cluster.json" 2>"$tmp/gen.err"
 cmp -s "$tmp/cluster.json" "$src/demo/cluster.json"
 ok $? "the committed demo cluster is what the generator makes from the shared topologies"
@@ -34,6 +34,8 @@ ok $? "the demo client plays its whole scenario against the extender"
 ok $? "the table has a row for every pod of the scenario"
 grep -A2 "^huge-16" "$tmp/out" | grep -q "pending, 0/6 nodes are available"
 ok $? "a pod no node can hold stays pending with the extender's reason"
+grep -A2 "^huge-16" "$tmp/out" | grep -q " 6 x the node has fewer GPUs than the pod requests"
+ok $? "the pending reason counts each of the 6 nodes once"
 curl -s "http://127.0.0.1:$(cat "$tmp/port")/allocations" | python3 -c '
 import json, sys
 seen = set()

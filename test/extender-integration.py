@@ -5,6 +5,7 @@
 # fixtures in both nodeCacheCapable modes asserting the answers exactly, then a table of
 # hostile inputs, the operational endpoints (metrics through `promtool check metrics`),
 # preemption over HTTP, and a clean stop.  Prints TAP.
+import atexit
 import http.client
 import json
 import os
@@ -33,6 +34,16 @@ def check(name, cond, detail=""):
     results.append((name, bool(cond), detail))
 
 
+RUNNING = set()
+
+
+@atexit.register
+def _stop_leftovers():
+    """A case that raised before its finally (a missing fixture, say) leaves nothing running."""
+    for ext in list(RUNNING):
+        ext.stop()
+
+
 class Extender:
     """One extender process on a free loopback port; stop() leaves nothing running."""
 
@@ -44,6 +55,7 @@ class Extender:
             [BIN, "--cluster", CLUSTER, "--listen", "127.0.0.1:0", "--port-file", port_file,
              "--threads", "4", *args],
             stdout=self.log, stderr=subprocess.STDOUT)
+        RUNNING.add(self)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not os.path.exists(port_file):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -70,11 +82,14 @@ class Extender:
         return 0
 
     def logs(self):
+        if self.log.closed:
+            return getattr(self, "final_log", "")
         self.log.flush()
         self.log.seek(0)
         return self.log.read()
 
     def stop(self):
+        RUNNING.discard(self)
         rc = None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -85,7 +100,11 @@ class Extender:
                 self.proc.wait()
         else:
             rc = self.proc.returncode
-        self.log.close()
+        if not self.log.closed:
+            self.log.flush()
+            self.log.seek(0)
+            self.final_log = self.log.read()
+            self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         return rc
 
