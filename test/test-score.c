@@ -675,7 +675,7 @@ static void
 score_best_matches_brute_force_on_a_dgx2_class_node(void **state)
 {
         CLEANUP(topo_unrefp) struct topo *t = dgx2();
-        uint64_t masks[48], x = 0x2545f4914f6cdd1dull;
+        uint64_t masks[2048], x = 0x2545f4914f6cdd1dull;
 
         /* sampled free masks (xorshift, fixed seed), 6..12 free GPUs so brute force stays quick */
         for (size_t m = 0; m < ELEMENTSOF(masks);) {
