@@ -101,7 +101,7 @@ main(int argc, char **argv)
 {
         static const char *files[] = { "dgx-h100-12nic-talos.txt", "dgx1-v100-sxm2-32gb-4nic-microway.txt",
                                        "rtx4090-8gpu-pcie-server.txt" };
-        const char *dir = argc > 1 ? argv[1] : "../shared/topologies";
+        const char *dir = argc > 1 ? argv[1] : "test/data/topologies";
         unsigned iters = argc > 2 ? (unsigned)atoi(argv[2]) : 20000;
         struct score_config cfg;
 

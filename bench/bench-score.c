@@ -4,7 +4,7 @@
  * empty memo, empty per-set cache; class construction timed separately) and warm (the
  * same decision answered from the memo), for 8-, 16- and 72-GPU nodes.  Links exactly
  * what the extender's decision path links (scoring + topology), reads the real matrices
- * from ../shared/topologies (or $TOPOFIT_SHARED) and builds the 16- and 72-GPU nodes from
+ * from test/data/topologies (or $TOPOFIT_TEST_DATA/topologies) and builds the 16- and 72-GPU nodes from
  * literals.  Prints a markdown table; docs/performance.md quotes it with the command.
  * Occupancy and request sizes come from a fixed-seed xorshift, so runs compare.
  */
@@ -43,7 +43,7 @@ now_ns(void)
 static struct topo *
 load(const char *name, const char *model)
 {
-        const char *shared = getenv("TOPOFIT_SHARED");
+        const char *data = getenv("TOPOFIT_TEST_DATA");
         struct topo_error err = { 0 };
         struct topo *t = NULL;
         CLEANUP(freep) char *text = NULL;
@@ -51,10 +51,10 @@ load(const char *name, const char *model)
         size_t len;
         int r;
 
-        snprintf(path, sizeof(path), "%s/topologies/%s", shared ? shared : "../shared", name);
+        snprintf(path, sizeof(path), "%s/topologies/%s", data ? data : "test/data", name);
         r = file_read_capped(path, TOPO_MAX_TEXT_BYTES, &text, &len);
         if (r < 0) {
-                fprintf(stderr, "bench-score: %s: %s (set TOPOFIT_SHARED)\n", path, strerror(-r));
+                fprintf(stderr, "bench-score: %s: %s (run from the source root or set TOPOFIT_TEST_DATA)\n", path, strerror(-r));
                 exit(1);
         }
         if (topo_parse_any(text, len, &t, &err) < 0) {

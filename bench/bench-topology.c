@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology benchmark: time per call of the parsers and the annotation encoder on real inputs
- * (../shared) and on a synthetic 72-GPU NVSwitch domain.  The extender decodes one annotation
+ * (test/data) and on a synthetic 72-GPU NVSwitch domain.  The extender decodes one annotation
  * per Node it watches, the publisher encodes one per change, so these bound the per-node cost
  * of keeping a cluster view.  Prints one table row per case: median of BENCH_REPS runs of
  * an adaptive number of iterations.  Not a test: nothing here asserts a time.
@@ -151,7 +151,7 @@ main(int argc, char **argv)
                  topo_parse_rocm},
                 {"hwloc XML, DGX-2 (16 GPU, 12 NVSwitch)", "hwloc/nvidiaDGX2.xml", hwloc_parse},
         };
-        const char *dir = argc > 1 ? argv[1] : "../shared";
+        const char *dir = argc > 1 ? argv[1] : "test/data";
         struct topo *big = nvl72();
         char *big_json = NULL;
         size_t big_len = 0;

@@ -77,14 +77,14 @@ rng(void)
 }
 
 static char *
-annotation_of(const char *shared, const char *file)
+annotation_of(const char *data_dir, const char *file)
 {
         char path[4096], *json = NULL;
         CLEANUP(freep) char *text = NULL;
         struct topo *t = NULL;
         size_t n, jlen;
 
-        snprintf(path, sizeof(path), "%s/topologies/%s", shared, file);
+        snprintf(path, sizeof(path), "%s/topologies/%s", data_dir, file);
         if (file_read_capped(path, TOPO_MAX_TEXT_BYTES, &text, &n) < 0)
                 return NULL;
         if (topo_parse_any(text, n, &t, NULL) < 0)
@@ -375,7 +375,7 @@ free_port(void)
         return port;
 }
 
-/* The same requests against the Go peer (../shared/peers/goext): latency over one
+/* The same requests against the Go peer extender (built by scripts/e2e-build): latency over one
  * connection, then throughput; prints its numbers and the ratios to ours. */
 static void
 measure_peer(const char *peer, const struct buf *filter, const struct buf *prio, unsigned requests,

@@ -375,7 +375,7 @@ main(int argc, char **argv)
                 return 1;
         }
 
-        printf("\nThe cluster (%zu nodes, real topologies from ../shared/topologies):\n", m.c->n_nodes);
+        printf("\nThe cluster (%zu nodes, real topologies from test/data/topologies):\n", m.c->n_nodes);
         for (size_t i = 0; i < m.c->n_nodes; i++) {
                 const struct topo *t = score_class_topo(m.c->nodes[i].cls);
                 char used[TOPO_MAX_GPUS * 4];

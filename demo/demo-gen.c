@@ -2,10 +2,10 @@
 /*
  * Generates demo/cluster.json, the demo's built-in cluster: one Node per entry of the table
  * below, each carrying the topofit.io/topology annotation that the topology codec makes
- * from a real `nvidia-smi topo -m` / `rocm-smi --showtopo` output in ../shared/topologies,
+ * from a real `nvidia-smi topo -m` / `rocm-smi --showtopo` output in test/data/topologies,
  * plus a few running pods whose GPUs are recorded in topofit.io/gpus.  A program rather
  * than a hand-written file, so the annotations are exactly what the publisher would write.
- * Usage: topofit-demo-gen SHARED_DIR > demo/cluster.json
+ * Usage: topofit-demo-gen DATA_DIR > demo/cluster.json
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 
 static const struct demo_node {
         const char *name;
-        const char *file;  /* under SHARED_DIR/topologies */
+        const char *file;  /* under DATA_DIR/topologies */
         const char *model; /* for matrices that carry no model name */
 } demo_nodes[] = {
         { "node-a-rtx4090", "rtx4090-8gpu-pcie-server.txt", "NVIDIA GeForce RTX 4090" },
@@ -43,7 +43,7 @@ static const struct demo_pod {
 };
 
 static int
-emit_node(struct buf *out, const char *shared, const struct demo_node *d, char **ret_annotation)
+emit_node(struct buf *out, const char *data_dir, const struct demo_node *d, char **ret_annotation)
 {
         char path[4096], *text, *json = NULL;
         struct topo *t = NULL;
@@ -51,7 +51,7 @@ emit_node(struct buf *out, const char *shared, const struct demo_node *d, char *
         size_t len, jlen;
         int r;
 
-        snprintf(path, sizeof(path), "%s/topologies/%s", shared, d->file);
+        snprintf(path, sizeof(path), "%s/topologies/%s", data_dir, d->file);
         if (file_read_capped(path, DEMO_MAX_FILE_BYTES, &text, &len) < 0) {
                 fprintf(stderr, "demo-gen: cannot read %s\n", path);
                 return -ENOENT;
@@ -140,7 +140,7 @@ main(int argc, char **argv)
         int r = 0;
 
         if (argc != 2) {
-                fprintf(stderr, "Usage: %s SHARED_DIR > cluster.json\n", argv[0]);
+                fprintf(stderr, "Usage: %s DATA_DIR > cluster.json (DATA_DIR holds topologies/: test/data)\n", argv[0]);
                 return 2;
         }
         ext_config_default(&cfg);

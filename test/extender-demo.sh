@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The demo's pieces as a test: the committed demo/cluster.json is what the generator makes
-# from ../shared/topologies, and the scheduler-side client runs its whole scenario against
+# from test/data/topologies, and the scheduler-side client runs its whole scenario against
 # the real extender (every bind accepted, the impossible pods pending with a reason, no
 # GPU handed out twice).  Prints TAP.
 set -uo pipefail
 build=${TOPOFIT_BUILD_ROOT:-build}
 src=${TOPOFIT_SOURCE_ROOT:-.}
-shared=${TOPOFIT_SHARED:-$src/../shared}
+data=${TOPOFIT_TEST_DATA:-$src/test/data}
 tmp=$(mktemp -d)
 pid=
 cleanup() {
@@ -19,9 +19,9 @@ fails=0
 ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi; }
 
 echo "1..6"
-"$build/demo/topofit-demo-gen" "$shared" >"$tmp/cluster.json" 2>"$tmp/gen.err"
+"$build/demo/topofit-demo-gen" "$data" >"$tmp/cluster.json" 2>"$tmp/gen.err"
 cmp -s "$tmp/cluster.json" "$src/demo/cluster.json"
-ok $? "the committed demo cluster is what the generator makes from the shared topologies"
+ok $? "the committed demo cluster is what the generator makes from the real topologies in test/data"
 
 "$build/extender/topofit-extender" --cluster "$src/demo/cluster.json" --listen 127.0.0.1:0 \
         --port-file "$tmp/port" --threads 2 --log-level warn 2>"$tmp/ext.log" &

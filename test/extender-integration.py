@@ -21,9 +21,9 @@ import time
 
 BUILD = os.environ.get("TOPOFIT_BUILD_ROOT", "build")
 SRC = os.environ.get("TOPOFIT_SOURCE_ROOT", ".")
-SHARED = os.environ.get("TOPOFIT_SHARED", os.path.join(SRC, "..", "shared"))
+DATA = os.environ.get("TOPOFIT_TEST_DATA", os.path.join(SRC, "test", "data"))
 BIN = os.path.join(BUILD, "extender", "topofit-extender")
-FIXTURES = os.path.join(SHARED, "fixtures", "kube-scheduler-v1.20")
+FIXTURES = os.path.join(DATA, "kube-scheduler-v1.20")
 CLUSTER = os.path.join(SRC, "test", "data", "extender", "fixture-cluster.json")
 START_TIMEOUT_S = 10
 

@@ -50,7 +50,7 @@ literal_topo(unsigned n, const char *const *cells, const int *numa, const char *
         return t;
 }
 
-/* ../shared/topologies/dgx1-v100-sxm2-oneflow.txt, the DGX-1 hybrid cube mesh. */
+/* test/data/topologies/dgx1-v100-sxm2-oneflow.txt, the DGX-1 hybrid cube mesh. */
 static const char *const dgx1[64] = {
         "X",   "NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS",
         "NV1", "X",   "NV2", "NV1", "SYS", "NV2", "SYS", "SYS",
@@ -488,7 +488,7 @@ pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix(void **state)
         struct topo_mask free = mask_of("1,2,3,5,6,7", 8), set;
         size_t len;
 
-        text = test_read_shared("topologies/dgx1-v100-sxm2-oneflow.txt", &len);
+        text = test_read_data("topologies/dgx1-v100-sxm2-oneflow.txt", &len);
         assert_true(len > 0);
         assert_int_equal(topo_parse_any(text, len, &t, &err), 0);
         assert_int_equal(bench_pick_pairscore(t, &free, 4, &set), 0);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests for the extender core and codec: the real kube-scheduler v1.20 requests in
- * ../shared/fixtures decoded and answered in both nodeCacheCapable modes with exact bytes,
+ * test/data/kube-scheduler-v1.20 decoded and answered in both nodeCacheCapable modes with exact bytes,
  * hostile inputs refused with clean errors, filter / prioritize / bind / preempt semantics
- * on nodes built from real topologies in ../shared/topologies, and a concurrency test that
+ * on nodes built from real topologies in test/data/topologies, and a concurrency test that
  * hammers prioritize and bind from many threads and checks no GPU is committed twice.
  */
 #include <setjmp.h>
@@ -30,7 +30,7 @@ annotation_of(const char *topology_file)
         size_t len, jlen;
 
         snprintf(rel, sizeof(rel), "topologies/%s", topology_file);
-        text = test_read_shared(rel, &len);
+        text = test_read_data(rel, &len);
         assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
         assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
         topo_unref(t);
@@ -48,13 +48,13 @@ codec_decodes_filter_fixtures_in_both_modes(void **state)
                 bool node_names;
                 const char *uid, *name;
         } cases[] = {
-                { "fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", true,
+                { "kube-scheduler-v1.20/nodecache-true/01-filter.json", true,
                   "1b453937-72ba-4adc-8326-2d9a160f5c46", "gpu-pod-2" },
-                { "fixtures/kube-scheduler-v1.20/nodecache-true/02-prioritize.json", true,
+                { "kube-scheduler-v1.20/nodecache-true/02-prioritize.json", true,
                   "1b453937-72ba-4adc-8326-2d9a160f5c46", "gpu-pod-2" },
-                { "fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", false,
+                { "kube-scheduler-v1.20/nodecache-false/01-filter.json", false,
                   "94d65a90-fe66-4b6c-8526-0375a979d84d", "gpu-pod-1" },
-                { "fixtures/kube-scheduler-v1.20/nodecache-false/02-prioritize.json", false,
+                { "kube-scheduler-v1.20/nodecache-false/02-prioritize.json", false,
                   "94d65a90-fe66-4b6c-8526-0375a979d84d", "gpu-pod-1" },
         };
         struct ext_config cfg;
@@ -64,7 +64,7 @@ codec_decodes_filter_fixtures_in_both_modes(void **state)
                 struct ext_args a;
                 const char *why = NULL;
                 size_t len;
-                char *json = test_read_shared(cases[i].file, &len);
+                char *json = test_read_data(cases[i].file, &len);
 
                 assert_int_equal(ext_args_decode(json, len, &cfg, &a, &why), 0);
                 assert_int_equal(a.node_names, cases[i].node_names);
@@ -102,7 +102,7 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         };
         struct buf out;
         size_t len;
-        char *json = test_read_shared("fixtures/kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
+        char *json = test_read_data("kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
 
         ext_config_default(&cfg);
         assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
@@ -135,7 +135,7 @@ codec_echoes_full_nodes_verbatim(void **state)
         struct ext_verdict v[3] = { { .r = 0 }, { .r = 0 }, { .r = 0 } };
         struct buf out;
         size_t len;
-        char *json = test_read_shared("fixtures/kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
+        char *json = test_read_data("kube-scheduler-v1.20/nodecache-false/01-filter.json", &len);
         const char *nodes_in = strstr(json, "\"Nodes\":") + strlen("\"Nodes\":");
         const char *nodes_end = strstr(json, ",\"NodeNames\":null}");
         const char *tail = ",\"NodeNames\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},"
@@ -170,9 +170,9 @@ codec_decodes_binding_fixtures(void **state)
         static const struct {
                 const char *file, *pod, *uid, *node;
         } cases[] = {
-                { "fixtures/kube-scheduler-v1.20/nodecache-true/03-bind.json", "gpu-pod-2",
+                { "kube-scheduler-v1.20/nodecache-true/03-bind.json", "gpu-pod-2",
                   "1b453937-72ba-4adc-8326-2d9a160f5c46", "gpu-node-3" },
-                { "fixtures/kube-scheduler-v1.20/nodecache-false/03-bind.json", "gpu-pod-1",
+                { "kube-scheduler-v1.20/nodecache-false/03-bind.json", "gpu-pod-1",
                   "94d65a90-fe66-4b6c-8526-0375a979d84d", "gpu-node-2" },
         };
         struct buf out;
@@ -180,7 +180,7 @@ codec_decodes_binding_fixtures(void **state)
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct ext_binding b;
                 size_t len;
-                char *json = test_read_shared(cases[i].file, &len);
+                char *json = test_read_data(cases[i].file, &len);
 
                 assert_int_equal(ext_binding_decode(json, len, &b, NULL), 0);
                 assert_string_equal(b.pod_name, cases[i].pod);

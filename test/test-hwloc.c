@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests for topology/hwloc: the real hwloc exports in ../shared/hwloc (DGX-2: 16 V100 behind
+ * Tests for topology/hwloc: the real hwloc exports in test/data/hwloc (DGX-2: 16 V100 behind
  * 12 NVSwitches; POWER8 Minsky: P100 pairs with NVLink to the CPU), hostile XML, and the live
  * machine (which may have no GPU at all: then the clear -ENODEV).
  */
@@ -21,7 +21,7 @@ load(const char *rel)
         struct topo_error err = {0};
         struct topo *t = NULL;
         size_t len = 0;
-        char *xml = read_shared(rel, &len);
+        char *xml = read_test_data(rel, &len);
 
         assert_non_null(xml);
         int r = topo_hwloc_load_xml(xml, len, &t, &err);

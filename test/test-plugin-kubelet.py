@@ -24,10 +24,10 @@ import urllib.request
 from concurrent import futures
 
 SRC = os.environ.get("TOPOFIT_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), ".."))
-SHARED = os.environ.get("TOPOFIT_SHARED", os.path.join(SRC, "..", "shared"))
+DATA = os.environ.get("TOPOFIT_TEST_DATA", os.path.join(SRC, "test", "data"))
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "plugin", "topofit-node")
 FAKE_NVML = sys.argv[2] if len(sys.argv) > 2 else os.path.join(SRC, "build", "test", "fake-nvml.so")
-TOPOLOGY = os.path.join(SHARED, "topologies", "dgx1-v100-sxm2-32gb-4nic-microway.txt")
+TOPOLOGY = os.path.join(DATA, "topologies", "dgx1-v100-sxm2-32gb-4nic-microway.txt")
 NODE = "node-1"
 RESOURCE = "nvidia.com/gpu"
 UUIDS = ["GPU-%08d-1111-2222-3333-44444444444%d" % (i, i) for i in range(8)]

@@ -2,7 +2,7 @@
 /*
  * Unit tests of the plugin's pure parts (the topofit.io/gpus parser, the pod cache and its
  * admission match, the fallback, pod JSON) and of discovery: the real matrices in
- * ../shared/topologies and hwloc XML in ../shared/hwloc through --topology-file, NVML through
+ * test/data/topologies and hwloc XML in test/data/hwloc through --topology-file, NVML through
  * test/fake-nvml.c (a stand-in libnvidia-ml built by this suite), and nvidia-smi through
  * test/data/plugin/fake-nvidia-smi.  The fake kubelet test is test-plugin-kubelet.py.
  */
@@ -391,7 +391,7 @@ assert_round_trips(const struct topo *t)
 static void
 plugin_discovers_every_shared_matrix_and_its_annotation_round_trips(void **state)
 {
-        /* GPU counts from ../shared/topologies/INDEX.md; 0 = a PARTIAL capture whose cut-off
+        /* GPU counts from test/data/topologies/INDEX.md; 0 = a PARTIAL capture whose cut-off
          * matrix must be refused with its position. */
         static const struct {
                 const char *file;
@@ -439,7 +439,7 @@ plugin_discovers_every_shared_matrix_and_its_annotation_round_trips(void **state
                 int r;
 
                 snprintf(rel, sizeof(rel), "topologies/%s", cases[i].file);
-                o.topology_file = path_in("TOPOFIT_SHARED", rel, path, sizeof(path));
+                o.topology_file = path_in("TOPOFIT_TEST_DATA", rel, path, sizeof(path));
                 r = dp_discover(&o, &t, &rep);
                 if (cases[i].gpus == 0) {
                         if (r >= 0)
@@ -477,7 +477,7 @@ plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips(void **state)
                 bool nv = false;
 
                 /* Both ways: as an operator's --topology-file and as the hwloc source. */
-                o.topology_file = path_in("TOPOFIT_SHARED", cases[i].file, path, sizeof(path));
+                o.topology_file = path_in("TOPOFIT_TEST_DATA", cases[i].file, path, sizeof(path));
                 if (dp_discover(&o, &t, &rep) < 0)
                         fail_msg("%s: %s", cases[i].file, rep.notes);
                 assert_int_equal(t->n_gpus, cases[i].gpus);
@@ -621,7 +621,7 @@ plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids(void **state)
         o.nvidia_smi = path_in("TOPOFIT_SOURCE_ROOT", "test/data/plugin/fake-nvidia-smi", smi,
                                sizeof(smi));
         setenv("FAKE_NVSMI_TOPO",
-               path_in("TOPOFIT_SHARED", "topologies/dgx1-v100-sxm2-oneflow.txt", topo, sizeof(topo)),
+               path_in("TOPOFIT_TEST_DATA", "topologies/dgx1-v100-sxm2-oneflow.txt", topo, sizeof(topo)),
                1);
         setenv("FAKE_NVML_FAIL", "1", 1);
         if (dp_discover(&o, &t, &rep) < 0)

@@ -3,7 +3,7 @@
  * Tests for scoring/: the bandwidth model on tiny literal topologies, ring packing, the
  * pinned DGX-1 failure of additive pair scores, constraints and their error codes,
  * tie-breakers, the node priority, the memo under threads, and score_best() against an
- * independent brute force on every matrix of up to 8 GPUs in ../shared/topologies (every
+ * independent brute force on every matrix of up to 8 GPUs in test/data/topologies (every
  * free mask, every request size) and a 16-GPU DGX-2-class NVSwitch node (sampled masks).
  */
 #include <dirent.h>
@@ -77,7 +77,7 @@ load_file(const char *name)
         size_t len;
 
         snprintf(rel, sizeof(rel), "topologies/%s", name);
-        text = test_read_shared(rel, &len);
+        text = test_read_data(rel, &len);
         if (topo_parse_any(text, len, &t, &err) < 0)
                 return NULL;
         return t;
@@ -601,7 +601,7 @@ score_best_matches_brute_force_on_every_real_matrix(void **state)
 
         for (unsigned m = 0; m < 256; m++)
                 masks[m] = m;
-        dir = opendir(test_shared_path("topologies", dir_path, sizeof(dir_path)));
+        dir = opendir(test_data_path("topologies", dir_path, sizeof(dir_path)));
         assert_non_null(dir);
         while ((de = readdir(dir))) {
                 size_t len = strlen(de->d_name);

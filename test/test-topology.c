@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests for topology/: every real matrix in ../shared/topologies (expected shape, spot-checked
+ * Tests for topology/: every real matrix in test/data/topologies (expected shape, spot-checked
  * links, or the expected "damaged post" error), the annotation round trip on each, the
  * 72-GPU size budget, hostile inputs to every parser, and the derived fields, names, masks
  * and fingerprint.
@@ -161,7 +161,7 @@ load_shared(const char *file, int *ret_r, struct topo_error *err)
         struct topo *t = NULL;
 
         snprintf(rel, sizeof(rel), "topologies/%s", file);
-        char *text = read_shared(rel, &len);
+        char *text = read_test_data(rel, &len);
         assert_non_null(text);
         *ret_r = topo_parse_any(text, len, &t, err);
         free(text);
@@ -1025,7 +1025,7 @@ topo_parsers_survive_mutated_real_inputs(void **state)
                 size_t len = 0, jl = 0;
 
                 snprintf(rel, sizeof(rel), "topologies/%s", shared_cases[c].file);
-                char *orig = read_shared(rel, &len);
+                char *orig = read_test_data(rel, &len);
                 assert_non_null(orig);
                 /* The text itself, and (when it loads) its annotation. */
                 char *json = NULL;

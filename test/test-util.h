@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Scaffolding the cmocka tests share: paths under the shared material ($TOPOFIT_SHARED, set
- * by test/meson.build; ../shared when a binary is run by hand), and whole-file reads and
+ * Scaffolding the cmocka tests share: paths under the test data ($TOPOFIT_TEST_DATA, set by
+ * test/meson.build to test/data; ./test/data when a binary is run by hand from the source
+ * root), and whole-file reads and
  * writes that fail the test, not crash it.  Header only; include it after <cmocka.h> and link
  * common_io_dep.
  */
@@ -16,13 +17,13 @@
 /* The largest fixture a test reads (the biggest real scheduler request is a few MiB). */
 #define TEST_MAX_FILE_BYTES (64u << 20)
 
-/* "$TOPOFIT_SHARED/rel" into buf; returns buf. */
+/* "$TOPOFIT_TEST_DATA/rel" into buf; returns buf. */
 static inline const char *
-test_shared_path(const char *rel, char *buf, size_t size)
+test_data_path(const char *rel, char *buf, size_t size)
 {
-        const char *shared = getenv("TOPOFIT_SHARED");
+        const char *dir = getenv("TOPOFIT_TEST_DATA");
 
-        snprintf(buf, size, "%s/%s", shared ? shared : "../shared", rel);
+        snprintf(buf, size, "%s/%s", dir ? dir : "test/data", rel);
         return buf;
 }
 
@@ -41,13 +42,13 @@ test_read_path(const char *path, size_t *ret_len)
         return text;
 }
 
-/* test_read_path() of a file under the shared material ("topologies/x.txt"). */
+/* test_read_path() of a file under the test data ("topologies/x.txt"). */
 static inline char *
-test_read_shared(const char *rel, size_t *ret_len)
+test_read_data(const char *rel, size_t *ret_len)
 {
         char path[4096];
 
-        return test_read_path(test_shared_path(rel, path, sizeof(path)), ret_len);
+        return test_read_path(test_data_path(rel, path, sizeof(path)), ret_len);
 }
 
 /* Writes text to dir/name (created or truncated); fails the test when it cannot. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Test helpers: read a fixture ($TOPOFIT_SHARED or test/data) into memory. */
+/* Test helpers: read a fixture under test/data ($TOPOFIT_TEST_DATA) into memory. */
 #pragma once
 
 #include <stdio.h>
@@ -43,19 +43,9 @@ read_under(const char *env, const char *fallback, const char *rel, size_t *ret_l
         return buf;
 }
 
-/* $TOPOFIT_SHARED/rel: the shared real-world fixtures. */
-static inline char *
-read_shared(const char *rel, size_t *ret_len)
-{
-        return read_under("TOPOFIT_SHARED", "../shared", rel, ret_len);
-}
-
-/* $TOPOFIT_SOURCE_ROOT/test/data/rel: our own fixtures. */
+/* $TOPOFIT_TEST_DATA/rel (test/data, set by test/meson.build): real-world and own fixtures. */
 static inline char *
 read_test_data(const char *rel, size_t *ret_len)
 {
-        char sub[1024];
-
-        snprintf(sub, sizeof(sub), "test/data/%s", rel);
-        return read_under("TOPOFIT_SOURCE_ROOT", ".", sub, ret_len);
+        return read_under("TOPOFIT_TEST_DATA", "test/data", rel, ret_len);
 }

@@ -450,7 +450,7 @@ t_burst_restart() {
         kubectl delete pod -l topofit-e2e=scenario --grace-period=0 --force >/dev/null 2>&1
         e2e_wait 30 "scenario pods gone" e2e_no_pods scenario || { fail "pods did not go away"; return; }
         for i in 1 2 3 4; do
-                e2e_topology_node "burst-$i" "$E2E_SHARED/topologies/hgx-nv18-8gpu-12nic-cpuset-mooncake.txt" ||
+                e2e_topology_node "burst-$i" "$E2E_DATA/topologies/hgx-nv18-8gpu-12nic-cpuset-mooncake.txt" ||
                         { fail "creating burst-$i failed"; return; }
         done
         # The first half arrives and the extender dies (SIGKILL) while it does; the

@@ -386,7 +386,7 @@ e2e_extender() {
         e2e_wait "$E2E_WAIT_S" topofit-extender e2e_extender_healthy
 }
 
-# e2e_goext: the Go peer extender (../shared/peers/goext, built by scripts/e2e-build) on
+# e2e_goext: the Go peer extender (built by scripts/e2e-build) on
 # plain HTTP, filter and prioritize only: the control-plane plumbing check that needs no
 # topofit code.
 e2e_goext() {

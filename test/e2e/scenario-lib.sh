@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Cluster content for the end-to-end scenarios, sourced after lib.sh: GPU Nodes made from
-# the real matrices in ../shared/topologies (annotations produced by `topofit topo
+# the real matrices in test/data/topologies (annotations produced by `topofit topo
 # convert`), pods asking for GPUs, and what the API says happened to them.
 
-E2E_SHARED=${TOPOFIT_SHARED:-$E2E_TOP/../shared}
+E2E_DATA=$E2E_TOP/test/data
 
 # e2e_plain_nodes N: N Nodes of 8 GPUs without a topology annotation.
 e2e_plain_nodes() {
@@ -94,7 +94,7 @@ e2e_topology_node() {
 
 # The scenario nodes: four real machines of different shapes.
 e2e_topology_nodes() {
-        local t=$E2E_SHARED/topologies
+        local t=$E2E_DATA/topologies
         e2e_topology_node dgx1 "$t/dgx1-v100-sxm2-oneflow.txt" &&          # hybrid cube mesh
         e2e_topology_node h100 "$t/hgx-h100-13nic-mlx5ib-eth-penny.txt" && # NVSwitch NV18
         e2e_topology_node hgx4 "$t/hgx-a100-4gpu-sxm4-nv4-della.txt" &&    # 4x A100 all NV4

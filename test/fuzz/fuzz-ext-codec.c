@@ -4,7 +4,7 @@
  * handlers call on a request body gets the same bytes (ExtenderArgs for filter/prioritize,
  * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, a
  * cluster List).  Accepted arguments are encoded back, as the handlers would.  Seeds:
- * ../shared/fixtures/kube-scheduler-v1.20 and test/data/extender.
+ * test/data/kube-scheduler-v1.20 and test/data/extender.
  */
 #include <errno.h>
 #include <stdbool.h>

@@ -3,7 +3,7 @@
  * libFuzzer harness for topo_hwloc_load_xml() (topology/hwloc).  hwloc 2.9's own XML
  * reader leaks on some malformed documents, so this one runs with -detect_leaks=0 (see
  * README.md); crashes, UB and hangs still count.  An accepted topology must round-trip
- * through the annotation writer.  Seeds: ../shared/hwloc and test/data/ (*.xml).
+ * through the annotation writer.  Seeds: test/data/hwloc and test/data/ (*.xml).
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * bytes are parsed with cJSON as kube-ops.c does for a GET or a watch event, then the tree
  * (and each item of a List) goes through kube__decode_node() and kube__decode_pod(), with
  * GPU resource names and kept labels configured as the extender does.
- * Seeds: ../shared/fixtures (Nodes, Pods) and test/data/extender.
+ * Seeds: test/data/kube-scheduler-v1.20 (Nodes, Pods) and test/data/extender.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * libFuzzer harness for topo_parse_annotation() with the round trip the header promises:
  * parse -> topo_to_annotation -> parse gives a topology that topo_equal()s the first, and
  * writing that again gives the same bytes.  Input is capped by the parser itself
- * (TOPO_MAX_ANNOTATION_BYTES).  Seeds: annotations written from ../shared/topologies.
+ * (TOPO_MAX_ANNOTATION_BYTES).  Seeds: annotations written from test/data/topologies.
  */
 #include <stdint.h>
 #include <stdlib.h>

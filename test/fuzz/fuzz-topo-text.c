@@ -3,7 +3,7 @@
  * libFuzzer harness for the text matrix parsers: the same bytes go through
  * topo_parse_nvsmi(), topo_parse_rocm() and topo_parse_any().  A parser may refuse
  * anything, but never crash, hang, leak, or accept a topology that its own annotation
- * writer cannot round-trip.  Seeds: ../shared/topologies.
+ * writer cannot round-trip.  Seeds: test/data/topologies.
  */
 #include <assert.h>
 #include <stdint.h>
