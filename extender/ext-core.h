@@ -2,7 +2,7 @@
 /*
  * extender core: the scheduler extender's decision path as a library without I/O, so the
  * HTTP server (extender/ext-server.c) and the offline simulator (bench/) run the very same
- * code.  Three parts:
+ * code.  Four parts:
  *
  *   - the cluster view: an immutable, refcounted snapshot of nodes (name, topology class,
  *     GPUs used by live pods) and pods (uid, node, GPU set), built to the side with a

@@ -319,7 +319,7 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                 return fits;
         /* scoring's priority compares a set with the best its own node could give; across
          * nodes the bandwidth itself matters too: average it with the set's bandwidth
-         * relative to the best fitting node of this request (docs/pod-annotations.md). */
+         * relative to the best fitting node of this request (docs/annotations.md, "Priority"). */
         for (size_t i = 0; i < n; i++)
                 if (ret[i].r == 0)
                         top = MAX(top, ret[i].choice.busbw_gbps);
