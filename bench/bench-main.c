@@ -4,8 +4,9 @@
  * of bench/ lives here: reading the cluster spec, topology files (text formats through
  * topology/, hwloc XML through its loader library) and traces (each capped by a named
  * constant), the monotonic clock for decisions per second, writing CSV files and
- * the gnuplot script, and running gnuplot.  Subcommands: run (the default), convert (a
- * public trace to our CSV), generate (a synthetic trace to our CSV).
+ * the gnuplot script, and running gnuplot and the go-gpuallocator peer.  Subcommands: run
+ * (the default), convert (a public trace to our CSV), generate (a synthetic trace to our
+ * CSV), peer-besteffort (k8s-besteffort against NVIDIA's own picker, bench-peer.c).
  */
 #include "bench.h"
 
@@ -183,6 +184,7 @@ struct options {
         bool policies[_BENCH_POLICY_MAX];
         struct bench_gen_config gen;
         struct bench_convert_opts conv;
+        const char *peer;
 };
 
 static void
@@ -191,6 +193,7 @@ usage(FILE *f)
         fputs("Usage: topofit bench [run] [OPTIONS]\n"
               "       topofit bench convert --format FORMAT FILE\n"
               "       topofit bench generate [--jobs N] [--seed N] [--load X] [--gpus N]\n"
+              "       topofit bench peer-besteffort --peer PATH TOPOLOGY...\n"
               "\n"
               "Replays a job trace on a cluster of real node topologies under each placement\n"
               "policy and prints a markdown table of the results.  With no options: the\n"
@@ -208,6 +211,9 @@ usage(FILE *f)
               "                     binpack-besteffort, topofit, oracle (default: all)\n"
               "  --out DIR          write summary.csv, jobs.csv, series.csv, plots.gp there\n"
               "  --no-plots         with --out: do not run gnuplot\n"
+              "  --peer PATH        peer-besteffort: bench/peer-gpuallocator's binary (its\n"
+              "                     build script prints the path); compares k8s-besteffort\n"
+              "                     with NVIDIA's go-gpuallocator on every free mask and size\n"
               "  -h, --help         this text\n",
               f);
 }
@@ -227,7 +233,7 @@ static int
 parse_options(int argc, char **argv, struct options *o)
 {
         enum { OPT_CLUSTER = 256, OPT_TRACE, OPT_FORMAT, OPT_COMM, OPT_JOBS, OPT_SEED, OPT_LOAD,
-               OPT_GPUS, OPT_POLICIES, OPT_OUT, OPT_NO_PLOTS };
+               OPT_GPUS, OPT_POLICIES, OPT_OUT, OPT_NO_PLOTS, OPT_PEER };
         static const struct option longopts[] = {
                 { "cluster", required_argument, NULL, OPT_CLUSTER },
                 { "trace", required_argument, NULL, OPT_TRACE },
@@ -240,6 +246,7 @@ parse_options(int argc, char **argv, struct options *o)
                 { "policies", required_argument, NULL, OPT_POLICIES },
                 { "out", required_argument, NULL, OPT_OUT },
                 { "no-plots", no_argument, NULL, OPT_NO_PLOTS },
+                { "peer", required_argument, NULL, OPT_PEER },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -321,6 +328,9 @@ parse_options(int argc, char **argv, struct options *o)
                         break;
                 case OPT_NO_PLOTS:
                         o->plots = false;
+                        break;
+                case OPT_PEER:
+                        o->peer = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -554,6 +564,140 @@ cmd_convert_or_generate(struct options *o, bool convert, int argc, char **argv)
         return r < 0 ? 1 : 0;
 }
 
+/* --- peer-besteffort: NVIDIA's go-gpuallocator against k8s-besteffort ------------------ */
+
+/* Runs the peer with `in` on its stdin (through an unlinked temporary file, so a large input
+ * cannot dead-lock against its output) and reads its stdout into *out, capped. */
+static int
+run_peer(const char *peer, const struct buf *in, struct buf *out)
+{
+        char *argv[] = { (char *)peer, NULL };
+        char tmpl[PATH_MAX];
+        const char *tmpdir = getenv("TMPDIR");
+        posix_spawn_file_actions_t fa;
+        int fd, pipefd[2], r, status;
+        pid_t pid;
+        char chunk[16384];
+        ssize_t n;
+
+        snprintf(tmpl, sizeof(tmpl), "%s/topofit-peer-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+        fd = mkostemp(tmpl, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        unlink(tmpl);
+        if ((in->len && write(fd, in->data, in->len) != (ssize_t)in->len) ||
+            lseek(fd, 0, SEEK_SET) < 0) {
+                close(fd);
+                return -EIO;
+        }
+        if (pipe2(pipefd, O_CLOEXEC) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
+        posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+        r = -posix_spawn(&pid, peer, &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(fd);
+        close(pipefd[1]);
+        if (r < 0) {
+                close(pipefd[0]);
+                return r;
+        }
+        while ((n = read(pipefd[0], chunk, sizeof(chunk))) != 0) {
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 || (r == 0 && buf_append(out, chunk, (size_t)n) < 0))
+                        r = n < 0 ? -errno : -E2BIG; /* keep reading so the peer can exit */
+        }
+        close(pipefd[0]);
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        if (r == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+                r = -EPROTO;
+        return r;
+}
+
+/* `topofit bench peer-besteffort --peer PATH TOPOLOGY...`: every free mask and every size on
+ * each topology of at most BENCH_PEER_MAX_GPUS GPUs, k8s-besteffort against the peer.  Prints
+ * one "topology" line per file, every difference, and the agreement; exit 1 when a choice
+ * differs or a topology cannot be compared, 0 otherwise ("padded" answers, where NVIDIA's
+ * code returns no valid set, are listed and counted but do not fail). */
+static int
+cmd_peer(const char *peer, int argc, char **argv)
+{
+        struct bench_peer_result total = { 0 };
+        unsigned compared = 0, skipped = 0;
+        bool failed = false;
+        struct buf in, out, diffs;
+
+        if (!peer || optind >= argc) {
+                fprintf(stderr, "topofit bench peer-besteffort: expected --peer PATH and topology files\n");
+                return 2;
+        }
+        buf_init(&in, 1u << 20);
+        buf_init(&out, BENCH_PEER_MAX_OUTPUT);
+        buf_init(&diffs, BENCH_PEER_MAX_OUTPUT);
+        printf("# k8s-besteffort against NVIDIA go-gpuallocator's BestEffortPolicy\n\n"
+               "Peer %s; every free mask, every size up to the free count.\n\n", peer);
+        for (int a = optind; a < argc; a++) {
+                CLEANUP(topo_unrefp) struct topo *t = NULL;
+                struct bench_peer_result res;
+                const char *slash = strrchr(argv[a], '/'), *name = slash ? slash + 1 : argv[a];
+                const char *why = NULL;
+                int r;
+
+                if (load_topology(argv[a], NULL, &t) < 0) {
+                        printf("error %s: cannot load\n", name);
+                        failed = true;
+                        continue;
+                }
+                if (t->n_gpus > BENCH_PEER_MAX_GPUS || t->n_gpus == 0) {
+                        printf("skip %s: %u GPUs (compared: 1..%u)\n", name, t->n_gpus,
+                               BENCH_PEER_MAX_GPUS);
+                        skipped++;
+                        continue;
+                }
+                buf_reset(&in);
+                buf_reset(&out);
+                buf_reset(&diffs);
+                r = bench_peer_encode(t, &in);
+                r = r < 0 ? r : run_peer(peer, &in, &out);
+                if (r < 0)
+                        why = strerror(-r);
+                else
+                        r = bench_peer_compare(t, name, out.data ? out.data : "", out.len, &diffs,
+                                               &res, &why);
+                if (r < 0) {
+                        printf("error %s: %s\n", name, why ? why : strerror(-r));
+                        failed = true;
+                        continue;
+                }
+                printf("topology %s: %u GPUs, %u queries, %u agree, %u differ, %u padded\n", name,
+                       t->n_gpus, res.queries, res.agree, res.differ, res.padded);
+                if (diffs.len)
+                        fwrite(diffs.data, 1, diffs.len, stdout);
+                fflush(stdout);
+                compared++;
+                total.queries += res.queries;
+                total.agree += res.agree;
+                total.differ += res.differ;
+                total.padded += res.padded;
+                failed = failed || res.differ > 0;
+        }
+        printf("\nagreement: %u of %u choices (%.2f%%) on %u topologies (%u skipped); %u differ; "
+               "%u padded (NVIDIA's code returns a padding slot, no valid set)\n",
+               total.agree, total.queries,
+               total.queries ? 100.0 * total.agree / total.queries : 0.0, compared, skipped,
+               total.differ, total.padded);
+        buf_release(&in);
+        buf_release(&out);
+        buf_release(&diffs);
+        return failed ? 1 : 0;
+}
+
 int
 bench_main(int argc, char **argv)
 {
@@ -580,6 +724,8 @@ bench_main(int argc, char **argv)
                 }
                 return cmd_run(&o);
         }
+        if (strcmp(cmd, "peer-besteffort") == 0)
+                return cmd_peer(o.peer, argc, argv);
         if (strcmp(cmd, "convert") == 0 || strcmp(cmd, "generate") == 0)
                 return cmd_convert_or_generate(&o, cmd[0] == 'c', argc, argv);
         fprintf(stderr, "topofit bench: unknown command '%s'\n", cmd);

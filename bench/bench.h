@@ -177,6 +177,39 @@ int bench_pick_pairscore(const struct topo *t, const struct topo_mask *free, uns
 int bench_pick_exhaustive(const struct score_class *c, const struct topo_mask *free,
                           unsigned count, struct topo_mask *ret, double *ret_gbps);
 
+/* --- NVIDIA's go-gpuallocator as a peer of k8s-besteffort (bench-peer.c) --------------- */
+
+#define BENCH_PEER_MAX_GPUS 8                /* topologies compared: every mask, every size */
+#define BENCH_PEER_MAX_OUTPUT (4u << 20)     /* the peer's answers for one topology */
+
+/* The go-gpuallocator P2PLink types NVML would report for GPUs i and j, by name
+ * ("P2PLinkSameCPU", "TwoNVLINKLinks"): the PCIe relation, then the NVLink count when there
+ * is one.  An NVLink/XGMI pair's PCIe relation is hidden behind NV# in the matrix and is
+ * read from NUMA as bench_pair_score() does (same known node: SameCPU, else CrossCPU).
+ * Writes up to 2 borrowed static strings into ret; returns how many (0: no link known). */
+unsigned bench_peer_links(const struct topo *t, unsigned i, unsigned j, const char *ret[2]);
+
+/* Appends the peer's input for t to out: "gpus N", one "link I J TYPES" line per pair with
+ * links, then "query FREE SIZE" for every non-empty free mask (ascending) and every size
+ * from 1 to its count.  Returns the number of queries; -E2BIG when t has no GPUs or more
+ * than BENCH_PEER_MAX_GPUS; -ENOMEM/-E2BIG from the buffer. */
+int bench_peer_encode(const struct topo *t, struct buf *out);
+
+struct bench_peer_result {
+        unsigned queries; /* answers compared */
+        unsigned agree;   /* same set */
+        unsigned differ;  /* both gave a set of the size asked, not the same one */
+        unsigned padded;  /* the peer returned padding (nil devices): no valid set */
+};
+
+/* Compares the peer's answers (one "pick I,J,..." line per query of bench_peer_encode(t),
+ * "nil" for a padding slot) with bench_pick_pairscore(), and appends one line per query
+ * that does not agree to diffs: "diff|padded NAME free {..} size K: ours {..}, theirs {..}".
+ * 0 and *ret; -EBADMSG with *ret_why (a static sentence) when the answers do not parse or
+ * their number is wrong; -E2BIG as bench_peer_encode; -ENOMEM/-E2BIG from the buffer. */
+int bench_peer_compare(const struct topo *t, const char *name, const char *answers, size_t len,
+                       struct buf *diffs, struct bench_peer_result *ret, const char **ret_why);
+
 /* --- the simulator -------------------------------------------------------------------- */
 
 enum bench_policy {
