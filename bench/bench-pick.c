@@ -130,8 +130,8 @@ has_full_set(const uint8_t *sets, unsigned len, unsigned k)
 static void partition(struct part *p, unsigned reals, unsigned nils, uint64_t partial);
 
 /* Completes the set anchored at cur[base] with `need` more members chosen from the unused
- * real GPUs above `from` and the nils (nils are interchangeable: only the first unchosen
- * may be taken, which keeps each partition once). */
+ * real GPUs above `from`, or with all the nils at once (nils are interchangeable, so each
+ * partition is produced once). */
 static void
 complete_set(struct part *p, unsigned base, unsigned need, unsigned from, unsigned reals,
              unsigned nils, unsigned nils_taken, uint64_t partial)
@@ -154,12 +154,14 @@ complete_set(struct part *p, unsigned base, unsigned need, unsigned from, unsign
                 p->cur_len--;
                 p->used[i] = false;
         }
-        /* Nils sort after every real GPU, as padding appended to the device list does. */
-        if (nils_taken < nils) {
-                p->cur[p->cur_len++] = NIL;
-                /* After a nil only nils may follow in this set. */
-                complete_set(p, base, need - 1, p->n, reals, nils, nils_taken + 1, partial);
-                p->cur_len--;
+        /* Nils sort after every real GPU, as padding appended to the device list does, and
+         * a set takes all the padding or none (go-gpuallocator's iterateGPUPartitions skips
+         * sets with some of it): so the nils go in only when they fill the set exactly. */
+        if (nils_taken == 0 && nils > 0 && need == nils) {
+                for (unsigned a = 0; a < nils; a++)
+                        p->cur[p->cur_len++] = NIL;
+                complete_set(p, base, 0, p->n, reals, nils, nils, partial);
+                p->cur_len -= nils;
         }
 }
 

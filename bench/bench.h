@@ -161,10 +161,12 @@ unsigned bench_pair_score(const struct topo *t, unsigned i, unsigned j);
 int bench_pick_first(const struct topo *t, const struct topo_mask *free, unsigned count,
                      struct topo_mask *ret);
 
-/* The device plugin's best-effort picker, from its documented rules: pad the free GPUs to a
- * multiple of count, find the partition into sets of `count` with the highest sum of set
- * scores (set score = sum of its pair scores), then return that partition's highest
- * scoring full set.  Ties keep the first found in enumeration order (sets anchored at the
+/* The device plugin's best-effort picker (go-gpuallocator's BestEffortPolicy): pad the free
+ * GPUs to a multiple of count, find the partition into sets of `count` with the highest sum
+ * of set scores (set score = sum of its pair scores; the padding all in one set, as
+ * iterateGPUPartitions requires), then return that partition's highest scoring full set
+ * (go-gpuallocator v0.6.0 may return the padded set there; bench peer-besteffort counts
+ * those answers as "padded").  Ties keep the first found in enumeration order (sets anchored at the
  * lowest remaining GPU, completed in ascending combinations).  Stops after
  * BENCH_PARTITION_MAX_VISITS partitions with the best so far.  0 and *ret, or -ENOSPC. */
 int bench_pick_pairscore(const struct topo *t, const struct topo_mask *free, unsigned count,
