@@ -2,9 +2,10 @@
 /*
  * NVIDIA's own best-effort picker as a peer of k8s-besteffort.  Encodes a topology for
  * bench/peer-gpuallocator (go-gpuallocator's BestEffortPolicy behind a line protocol) as
- * the P2PLink lists NVML would hand go-gpuallocator, with one query per free mask and size,
- * and compares the peer's answers with bench_pick_pairscore() query by query.  Pure: text
- * in, text out, into caller-owned buffers; running the peer is bench-main.c's job.
+ * the P2PLink lists NVML would hand go-gpuallocator (bench_p2p_links(), the same view
+ * k8s-besteffort scores), with one query per free mask and size, and compares the peer's
+ * answers with bench_pick_pairscore() query by query.  Pure: text in, text out, into
+ * caller-owned buffers; running the peer is bench-main.c's job.
  */
 #include "bench.h"
 
@@ -12,50 +13,6 @@
 #include <string.h>
 
 #include "../common/str.h"
-
-/* go-gpuallocator's P2PLinkType names (internal/links/device.go), by our PCIe relation. */
-static const char *const pcie_link_name[_TOPO_LINK_MAX] = {
-        [TOPO_LINK_PIX] = "P2PLinkSingleSwitch",
-        [TOPO_LINK_PXB] = "P2PLinkMultiSwitch",
-        [TOPO_LINK_PCIE] = "P2PLinkMultiSwitch", /* rocm-smi PCIe of unknown depth */
-        [TOPO_LINK_PHB] = "P2PLinkHostBridge",
-        [TOPO_LINK_NODE] = "P2PLinkSameCPU",
-        [TOPO_LINK_SYS] = "P2PLinkCrossCPU",
-};
-
-/* ...and by NVLink count, 1..18 (GetNVLink counts the links whose remote end is the peer). */
-static const char *const nvlink_name[] = {
-        NULL,                  "SingleNVLINKLink",     "TwoNVLINKLinks",
-        "ThreeNVLINKLinks",    "FourNVLINKLinks",      "FiveNVLINKLinks",
-        "SixNVLINKLinks",      "SevenNVLINKLinks",     "EightNVLINKLinks",
-        "NineNVLINKLinks",     "TenNVLINKLinks",       "ElevenNVLINKLinks",
-        "TwelveNVLINKLinks",   "ThirteenNVLINKLinks",  "FourteenNVLINKLinks",
-        "FifteenNVLINKLinks",  "SixteenNVLINKLinks",   "SeventeenNVLINKLinks",
-        "EighteenNVLINKLinks",
-};
-
-unsigned
-bench_peer_links(const struct topo *t, unsigned i, unsigned j, const char *ret[2])
-{
-        const struct topo_pair *p;
-        unsigned n = 0;
-
-        if (i == j || i >= t->n_gpus || j >= t->n_gpus)
-                return 0;
-        p = topo_pair(t, i, j);
-        if (p->link == TOPO_LINK_NVLINK || p->link == TOPO_LINK_XGMI) {
-                int a = t->gpus[i].numa, b = t->gpus[j].numa;
-
-                /* GetP2PLink: the matrix shows NV# instead of the PCIe path; NUMA tells it. */
-                ret[n++] = a >= 0 && a == b ? pcie_link_name[TOPO_LINK_NODE]
-                                            : pcie_link_name[TOPO_LINK_SYS];
-                ret[n++] = nvlink_name[MIN(MAX((unsigned)p->links, 1u), ELEMENTSOF(nvlink_name) - 1)];
-                return n;
-        }
-        if (p->link < _TOPO_LINK_MAX && pcie_link_name[p->link])
-                ret[n++] = pcie_link_name[p->link];
-        return n; /* N/A: NewDevices leaves P2PLinkUnknown out */
-}
 
 /* The queries, in the order bench_peer_encode writes them and the peer answers them: every
  * non-empty free mask in ascending order of its bits, every size from 1 to its count. */
@@ -118,13 +75,13 @@ bench_peer_encode(const struct topo *t, struct buf *out)
         r = buf_printf(out, "gpus %u\n", t->n_gpus);
         for (unsigned i = 0; i < t->n_gpus && r >= 0; i++)
                 for (unsigned j = i + 1; j < t->n_gpus && r >= 0; j++) {
-                        const char *l[2];
-                        unsigned n = bench_peer_links(t, i, j, l);
+                        enum bench_p2p l[2];
+                        unsigned n = bench_p2p_links(t, i, j, l);
 
                         if (n == 0)
                                 continue;
-                        r = buf_printf(out, "link %u %u %s%s%s\n", i, j, l[0], n > 1 ? "," : "",
-                                       n > 1 ? l[1] : "");
+                        r = buf_printf(out, "link %u %u %s%s%s\n", i, j, bench_p2p_to_string(l[0]),
+                                       n > 1 ? "," : "", n > 1 ? bench_p2p_to_string(l[1]) : "");
                 }
         for (struct query q = { 0 }; r >= 0 && query_next(t, &q); queries++) {
                 r = buf_puts(out, "query ");

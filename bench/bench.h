@@ -150,10 +150,37 @@ int bench_spec_parse(const char *text, size_t len, struct bench_spec *ret, struc
 
 /* --- GPU pickers (pure; no allocation; write into caller storage) ---------------------- */
 
-/* Pair score of the NVIDIA device plugin's best-effort policy: 100 per NVLink plus the PCIe
- * relation (PIX 50, PXB 40, PHB 30, NODE 20, SYS 10; same-board 60 is not modeled).  Our
- * model stores one relation per pair, so an NVLink pair's PCIe part is inferred from NUMA:
- * NODE (20) on one known NUMA node, SYS (10) otherwise.  XGMI links count as NVLinks. */
+/* The links NVML reports between two GPUs as go-gpuallocator records them
+ * (internal/links P2PLinkType: same order, same values), the input of its pair score. */
+enum bench_p2p {
+        BENCH_P2P_UNKNOWN,       /* left out of Device.Links */
+        BENCH_P2P_CROSS_CPU,     /* SYS: 10 points */
+        BENCH_P2P_SAME_CPU,      /* NODE: 20 */
+        BENCH_P2P_HOST_BRIDGE,   /* PHB: 30 */
+        BENCH_P2P_MULTI_SWITCH,  /* PXB: 40 */
+        BENCH_P2P_SINGLE_SWITCH, /* PIX: 50 */
+        BENCH_P2P_SAME_BOARD,    /* NVML's TOPOLOGY_INTERNAL: 60; no matrix shows it */
+        BENCH_P2P_NVLINK1,       /* n NVLinks to the peer: BENCH_P2P_NVLINK1 + n - 1, 100 n */
+        BENCH_P2P_NVLINK18 = BENCH_P2P_NVLINK1 + 17,
+        _BENCH_P2P_MAX,
+        _BENCH_P2P_INVALID = -EINVAL,
+};
+/* go-gpuallocator's name ("P2PLinkSameCPU", "TwoNVLINKLinks"); NULL out of range. */
+const char *bench_p2p_to_string(enum bench_p2p l);
+
+/* What NVML would report between GPUs i and j, writing up to 2 into ret and returning how
+ * many: the PCIe relation (PIX single switch, PXB and rocm-smi PCIE multiple switches, PHB,
+ * NODE same CPU, SYS cross CPU; N/A none), then for NVLink/XGMI pairs the link count.  Two
+ * things the matrix does not say are inferred: an NVLink pair's PCIe relation is hidden
+ * behind NV#, so it is read from NUMA (same known node: SameCPU, else CrossCPU); and on an
+ * NVSwitch node (t->nvswitch) NVML names the switch as each link's remote end, so
+ * go-gpuallocator's GetNVLink counts no NVLink between GPUs and none is reported.  XGMI
+ * links count as NVLinks (NVIDIA's code never sees AMD GPUs: our extension). */
+unsigned bench_p2p_links(const struct topo *t, unsigned i, unsigned j, enum bench_p2p ret[2]);
+
+/* Pair score of the NVIDIA device plugin's best-effort policy: the sum over
+ * bench_p2p_links() of go-gpuallocator's points (100 per NVLink; PIX 50, PXB 40, PHB 30,
+ * NODE 20, SYS 10). */
 unsigned bench_pair_score(const struct topo *t, unsigned i, unsigned j);
 
 /* The first `count` free GPUs by index (the device plugin without topology).
@@ -184,16 +211,10 @@ int bench_pick_exhaustive(const struct score_class *c, const struct topo_mask *f
 #define BENCH_PEER_MAX_GPUS 8                /* topologies compared: every mask, every size */
 #define BENCH_PEER_MAX_OUTPUT (4u << 20)     /* the peer's answers for one topology */
 
-/* The go-gpuallocator P2PLink types NVML would report for GPUs i and j, by name
- * ("P2PLinkSameCPU", "TwoNVLINKLinks"): the PCIe relation, then the NVLink count when there
- * is one.  An NVLink/XGMI pair's PCIe relation is hidden behind NV# in the matrix and is
- * read from NUMA as bench_pair_score() does (same known node: SameCPU, else CrossCPU).
- * Writes up to 2 borrowed static strings into ret; returns how many (0: no link known). */
-unsigned bench_peer_links(const struct topo *t, unsigned i, unsigned j, const char *ret[2]);
 
 /* Appends the peer's input for t to out: "gpus N", one "link I J TYPES" line per pair with
  * links, then "query FREE SIZE" for every non-empty free mask (ascending) and every size
- * from 1 to its count.  Returns the number of queries; -E2BIG when t has no GPUs or more
+ * from 1 to its count (links by bench_p2p_links()).  Returns the number of queries; -E2BIG when t has no GPUs or more
  * than BENCH_PEER_MAX_GPUS; -ENOMEM/-E2BIG from the buffer. */
 int bench_peer_encode(const struct topo *t, struct buf *out);
 
