@@ -194,6 +194,7 @@ struct options {
         struct bench_gen_config gen;
         struct bench_convert_opts conv;
         const char *peer;
+        unsigned peer_random;
 };
 
 static void
@@ -202,7 +203,7 @@ usage(FILE *f)
         fputs("Usage: topofit bench [run] [OPTIONS]\n"
               "       topofit bench convert --format FORMAT FILE\n"
               "       topofit bench generate [--jobs N] [--seed N] [--load X] [--gpus N]\n"
-              "       topofit bench peer-besteffort --peer PATH TOPOLOGY...\n"
+              "       topofit bench peer-besteffort --peer PATH [--random N] [TOPOLOGY...]\n"
               "\n"
               "Replays a job trace on a cluster of real node topologies under each placement\n"
               "policy and prints a markdown table of the results.  With no options: the\n"
@@ -223,6 +224,7 @@ usage(FILE *f)
               "  --peer PATH        peer-besteffort: bench/peer-gpuallocator's binary (its\n"
               "                     build script prints the path); compares k8s-besteffort\n"
               "                     with NVIDIA's go-gpuallocator on every free mask and size\n"
+              "  --random N         peer-besteffort: also N random 5-8 GPU matrices (--seed)\n"
               "  -h, --help         this text\n",
               f);
 }
@@ -242,7 +244,8 @@ static int
 parse_options(int argc, char **argv, struct options *o)
 {
         enum { OPT_CLUSTER = 256, OPT_TRACE, OPT_FORMAT, OPT_COMM, OPT_JOBS, OPT_SEED, OPT_LOAD,
-               OPT_GPUS, OPT_POLICIES, OPT_OUT, OPT_NO_PLOTS, OPT_PEER };
+               OPT_GPUS, OPT_POLICIES, OPT_OUT, OPT_NO_PLOTS, OPT_PEER,
+               OPT_RANDOM };
         static const struct option longopts[] = {
                 { "cluster", required_argument, NULL, OPT_CLUSTER },
                 { "trace", required_argument, NULL, OPT_TRACE },
@@ -256,6 +259,7 @@ parse_options(int argc, char **argv, struct options *o)
                 { "out", required_argument, NULL, OPT_OUT },
                 { "no-plots", no_argument, NULL, OPT_NO_PLOTS },
                 { "peer", required_argument, NULL, OPT_PEER },
+                { "random", required_argument, NULL, OPT_RANDOM },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -340,6 +344,13 @@ parse_options(int argc, char **argv, struct options *o)
                         break;
                 case OPT_PEER:
                         o->peer = optarg;
+                        break;
+                case OPT_RANDOM:
+                        if (str_to_int64(optarg, strlen(optarg), 1, 100000, &v) < 0) {
+                                fprintf(stderr, "topofit bench: --random takes 1..100000\n");
+                                return -EINVAL;
+                        }
+                        o->peer_random = (unsigned)v;
                         break;
                 case 'h':
                         usage(stdout);
@@ -629,33 +640,79 @@ run_peer(const char *peer, const struct buf *in, struct buf *out)
         return r;
 }
 
-/* `topofit bench peer-besteffort --peer PATH TOPOLOGY...`: every free mask and every size on
- * each topology of at most BENCH_PEER_MAX_GPUS GPUs, k8s-besteffort against the peer.  Prints
- * one "topology" line per file, every difference, and the agreement; exit 1 when a choice
- * differs or a topology cannot be compared, 0 otherwise ("padded" answers, where NVIDIA's
- * code returns no valid set, are listed and counted but do not fail). */
-static int
-cmd_peer(const char *peer, int argc, char **argv)
-{
-        struct bench_peer_result total = { 0 };
-        unsigned compared = 0, skipped = 0;
-        bool failed = false;
+struct peer_run {
+        const char *peer;
         struct buf in, out, diffs;
+        struct bench_peer_result total;
+        unsigned compared, skipped;
+        bool failed;
+};
 
-        if (!peer || optind >= argc) {
-                fprintf(stderr, "topofit bench peer-besteffort: expected --peer PATH and topology files\n");
+/* Compares one topology and prints its "topology" line and its differences, or why not. */
+static void
+peer_one(struct peer_run *pr, const char *name, const struct topo *t)
+{
+        struct bench_peer_result res;
+        const char *why = NULL;
+        int r;
+
+        if (t->n_gpus > BENCH_PEER_MAX_GPUS || t->n_gpus == 0) {
+                printf("skip %s: %u GPUs (compared: 1..%u)\n", name, t->n_gpus, BENCH_PEER_MAX_GPUS);
+                pr->skipped++;
+                return;
+        }
+        buf_reset(&pr->in);
+        buf_reset(&pr->out);
+        buf_reset(&pr->diffs);
+        r = bench_peer_encode(t, &pr->in);
+        r = r < 0 ? r : run_peer(pr->peer, &pr->in, &pr->out);
+        if (r < 0)
+                why = strerror(-r);
+        else
+                r = bench_peer_compare(t, name, pr->out.data ? pr->out.data : "", pr->out.len,
+                                       &pr->diffs, &res, &why);
+        if (r < 0) {
+                printf("error %s: %s\n", name, why ? why : strerror(-r));
+                pr->failed = true;
+                return;
+        }
+        printf("topology %s: %u GPUs, %u queries, %u agree, %u differ, %u padded\n", name,
+               t->n_gpus, res.queries, res.agree, res.differ, res.padded);
+        if (pr->diffs.len)
+                fwrite(pr->diffs.data, 1, pr->diffs.len, stdout);
+        fflush(stdout);
+        pr->compared++;
+        pr->total.queries += res.queries;
+        pr->total.agree += res.agree;
+        pr->total.differ += res.differ;
+        pr->total.padded += res.padded;
+        pr->failed = pr->failed || res.differ > 0;
+}
+
+/* `topofit bench peer-besteffort --peer PATH [--random N [--seed S]] [TOPOLOGY...]`: every
+ * free mask and every size on each topology of at most BENCH_PEER_MAX_GPUS GPUs (and on N
+ * random matrices), k8s-besteffort against the peer.  Prints one "topology" line per
+ * topology, every difference, and the agreement; exit 1 when a choice differs or a topology
+ * cannot be compared, 0 otherwise ("padded" answers, where NVIDIA's code returns no valid
+ * set, are listed and counted but do not fail; files that do not parse are skipped). */
+static int
+cmd_peer(const struct options *o, int argc, char **argv)
+{
+        struct peer_run pr = { .peer = o->peer };
+
+        if (!o->peer || (optind >= argc && o->peer_random == 0)) {
+                fprintf(stderr, "topofit bench peer-besteffort: expected --peer PATH and topology "
+                                "files or --random N\n");
                 return 2;
         }
-        buf_init(&in, 1u << 20);
-        buf_init(&out, BENCH_PEER_MAX_OUTPUT);
-        buf_init(&diffs, BENCH_PEER_MAX_OUTPUT);
+        buf_init(&pr.in, 1u << 20);
+        buf_init(&pr.out, BENCH_PEER_MAX_OUTPUT);
+        buf_init(&pr.diffs, BENCH_PEER_MAX_OUTPUT);
         printf("# k8s-besteffort against NVIDIA go-gpuallocator's BestEffortPolicy\n\n"
-               "Peer %s; every free mask, every size up to the free count.\n\n", peer);
+               "Peer %s; every free mask, every size up to the free count.\n\n", o->peer);
         for (int a = optind; a < argc; a++) {
                 CLEANUP(topo_unrefp) struct topo *t = NULL;
-                struct bench_peer_result res;
                 const char *slash = strrchr(argv[a], '/'), *name = slash ? slash + 1 : argv[a];
-                const char *why = NULL;
                 char msg[sizeof(((struct topo_error *)NULL)->msg) + 64];
                 int r;
 
@@ -663,56 +720,36 @@ cmd_peer(const char *peer, int argc, char **argv)
                 if (r == -EINVAL || r == -EBADMSG) {
                         /* A capture cut off inside the matrix (the PARTIAL files) is no node. */
                         printf("skip %s: does not parse: %s\n", name, msg);
-                        skipped++;
+                        pr.skipped++;
                         continue;
                 }
                 if (r < 0) {
                         printf("error %s: %s\n", name, msg);
-                        failed = true;
+                        pr.failed = true;
                         continue;
                 }
-                if (t->n_gpus > BENCH_PEER_MAX_GPUS || t->n_gpus == 0) {
-                        printf("skip %s: %u GPUs (compared: 1..%u)\n", name, t->n_gpus,
-                               BENCH_PEER_MAX_GPUS);
-                        skipped++;
-                        continue;
+                peer_one(&pr, name, t);
+        }
+        for (unsigned i = 0; i < o->peer_random; i++) {
+                CLEANUP(topo_unrefp) struct topo *t = NULL;
+                char name[64];
+
+                if (bench_peer_random_topo(o->gen.seed, i, &t) < 0) {
+                        pr.failed = true;
+                        break;
                 }
-                buf_reset(&in);
-                buf_reset(&out);
-                buf_reset(&diffs);
-                r = bench_peer_encode(t, &in);
-                r = r < 0 ? r : run_peer(peer, &in, &out);
-                if (r < 0)
-                        why = strerror(-r);
-                else
-                        r = bench_peer_compare(t, name, out.data ? out.data : "", out.len, &diffs,
-                                               &res, &why);
-                if (r < 0) {
-                        printf("error %s: %s\n", name, why ? why : strerror(-r));
-                        failed = true;
-                        continue;
-                }
-                printf("topology %s: %u GPUs, %u queries, %u agree, %u differ, %u padded\n", name,
-                       t->n_gpus, res.queries, res.agree, res.differ, res.padded);
-                if (diffs.len)
-                        fwrite(diffs.data, 1, diffs.len, stdout);
-                fflush(stdout);
-                compared++;
-                total.queries += res.queries;
-                total.agree += res.agree;
-                total.differ += res.differ;
-                total.padded += res.padded;
-                failed = failed || res.differ > 0;
+                snprintf(name, sizeof(name), "random-%llu-%u", (unsigned long long)o->gen.seed, i);
+                peer_one(&pr, name, t);
         }
         printf("\nagreement: %u of %u choices (%.2f%%) on %u topologies (%u skipped); %u differ; "
                "%u padded (NVIDIA's code returns a padding slot, no valid set)\n",
-               total.agree, total.queries,
-               total.queries ? 100.0 * total.agree / total.queries : 0.0, compared, skipped,
-               total.differ, total.padded);
-        buf_release(&in);
-        buf_release(&out);
-        buf_release(&diffs);
-        return failed ? 1 : 0;
+               pr.total.agree, pr.total.queries,
+               pr.total.queries ? 100.0 * pr.total.agree / pr.total.queries : 0.0, pr.compared,
+               pr.skipped, pr.total.differ, pr.total.padded);
+        buf_release(&pr.in);
+        buf_release(&pr.out);
+        buf_release(&pr.diffs);
+        return pr.failed ? 1 : 0;
 }
 
 int
@@ -742,7 +779,7 @@ bench_main(int argc, char **argv)
                 return cmd_run(&o);
         }
         if (strcmp(cmd, "peer-besteffort") == 0)
-                return cmd_peer(o.peer, argc, argv);
+                return cmd_peer(&o, argc, argv);
         if (strcmp(cmd, "convert") == 0 || strcmp(cmd, "generate") == 0)
                 return cmd_convert_or_generate(&o, cmd[0] == 'c', argc, argv);
         fprintf(stderr, "topofit bench: unknown command '%s'\n", cmd);

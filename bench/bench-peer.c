@@ -203,3 +203,44 @@ bench_peer_compare(const struct topo *t, const char *name, const char *answers, 
         *ret = res;
         return 0;
 }
+
+/* splitmix64, as bench-gen.c: one stream per (seed, index). */
+static uint64_t
+mix(uint64_t *s)
+{
+        uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        return z ^ (z >> 31);
+}
+
+int
+bench_peer_random_topo(uint64_t seed, unsigned index, struct topo **ret)
+{
+        static const struct {
+                uint8_t link, links;
+        } kinds[] = {
+                { TOPO_LINK_PIX, 0 },    { TOPO_LINK_PXB, 0 },    { TOPO_LINK_PHB, 0 },
+                { TOPO_LINK_NODE, 0 },   { TOPO_LINK_SYS, 0 },    { TOPO_LINK_NVLINK, 1 },
+                { TOPO_LINK_NVLINK, 2 }, { TOPO_LINK_NVLINK, 4 },
+        };
+        uint64_t s = seed * UINT64_C(0x100000001b3) ^ index;
+        unsigned n = 5 + (unsigned)(mix(&s) % 4);
+        struct topo *t = topo_new(n, 0);
+
+        if (!t)
+                return -ENOMEM;
+        for (unsigned i = 0; i < n; i++)
+                t->gpus[i].numa = (int)(mix(&s) % 2);
+        for (unsigned i = 0; i < n; i++)
+                for (unsigned j = i + 1; j < n; j++) {
+                        unsigned k = (unsigned)(mix(&s) % ELEMENTSOF(kinds));
+
+                        topo_pair_mut(t, i, j)->link = kinds[k].link;
+                        topo_pair_mut(t, i, j)->links = kinds[k].links;
+                        *topo_pair_mut(t, j, i) = *topo_pair_mut(t, i, j);
+                }
+        *ret = t;
+        return 0;
+}

@@ -233,6 +233,13 @@ struct bench_peer_result {
 int bench_peer_compare(const struct topo *t, const char *name, const char *answers, size_t len,
                        struct buf *diffs, struct bench_peer_result *ret, const char **ret_why);
 
+/* A random matrix for the peer comparison, stream `index` of `seed`: 5 to 8 GPUs on NUMA
+ * node 0 or 1, every pair PIX, PXB, PHB, NODE, SYS, NV1, NV2 or NV4 with equal odds (no
+ * NVSwitch).  Real topologies never ask for sets of 3, 5, 6 or 7 with two or more padding
+ * slots, nor make a padded set outscore the full ones; these do.  0 and *ret (the caller
+ * owns one reference), or -ENOMEM. */
+int bench_peer_random_topo(uint64_t seed, unsigned index, struct topo **ret);
+
 /* --- the simulator -------------------------------------------------------------------- */
 
 enum bench_policy {
