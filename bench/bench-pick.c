@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GPU pickers for the baseline policies: the device plugin's first free GPUs, NVIDIA's
- * best-effort pair-score partitioning (re-implemented from its documented rules), and an
+ * best-effort pair-score partitioning (go-gpuallocator's BestEffortPolicy re-implemented from
+ * its code, with NVML's link view; bench-peer.c checks it against the real thing), and an
  * exhaustive search over the scoring model for the oracle.  Pure: they read a borrowed
  * topology or score class and a free mask and write the chosen set into caller storage;
  * no allocation, bounded work (named caps), ties by GPU index.
