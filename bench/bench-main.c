@@ -600,7 +600,8 @@ run_peer(const char *peer, const struct buf *in, struct buf *out)
         char chunk[16384];
         ssize_t n;
 
-        snprintf(tmpl, sizeof(tmpl), "%s/topofit-peer-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+        snprintf(tmpl, sizeof(tmpl), "%s/topofit-peer-XXXXXX",
+                 tmpdir && tmpdir[0] ? tmpdir : "/tmp");
         fd = mkostemp(tmpl, O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -657,7 +658,8 @@ peer_one(struct peer_run *pr, const char *name, const struct topo *t)
         int r;
 
         if (t->n_gpus > BENCH_PEER_MAX_GPUS || t->n_gpus == 0) {
-                printf("skip %s: %u GPUs (compared: 1..%u)\n", name, t->n_gpus, BENCH_PEER_MAX_GPUS);
+                printf("skip %s: %u GPUs (compared: 1..%u)\n", name, t->n_gpus,
+                       BENCH_PEER_MAX_GPUS);
                 pr->skipped++;
                 return;
         }

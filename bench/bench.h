@@ -213,9 +213,9 @@ int bench_pick_exhaustive(const struct score_class *c, const struct topo_mask *f
 
 
 /* Appends the peer's input for t to out: "gpus N", one "link I J TYPES" line per pair with
- * links, then "query FREE SIZE" for every non-empty free mask (ascending) and every size
- * from 1 to its count (links by bench_p2p_links()).  Returns the number of queries; -E2BIG when t has no GPUs or more
- * than BENCH_PEER_MAX_GPUS; -ENOMEM/-E2BIG from the buffer. */
+ * links (bench_p2p_links()), then "query FREE SIZE" for every non-empty free mask (ascending)
+ * and every size from 1 to its count.  Returns the number of queries; -E2BIG when t has no
+ * GPUs or more than BENCH_PEER_MAX_GPUS; -ENOMEM/-E2BIG from the buffer. */
 int bench_peer_encode(const struct topo *t, struct buf *out);
 
 struct bench_peer_result {

@@ -512,7 +512,7 @@ static const char *const mixed7[49] = {
 static const int mixed7_numa[7] = { 0, 1, 0, 1, 0, 1, 0 };
 
 static void
-pairscore_picker_puts_all_padding_in_one_set_as_go_gpuallocator_does(void **state)
+pairscore_picker_keeps_all_padding_in_one_set(void **state)
 {
         struct topo *t = literal_topo(7, mixed7, mixed7_numa, "");
         struct topo_mask free = mask_of("0,1,2,3,4,5,6", 7), set;
@@ -855,7 +855,7 @@ main(void)
                 cmocka_unit_test(generator_is_deterministic_per_seed_and_follows_its_mix),
                 cmocka_unit_test(spec_parser_reads_types_and_rejects_bad_lines),
                 cmocka_unit_test(pair_score_follows_the_device_plugin_points),
-                cmocka_unit_test(pairscore_picker_puts_all_padding_in_one_set_as_go_gpuallocator_does),
+                cmocka_unit_test(pairscore_picker_keeps_all_padding_in_one_set),
                 cmocka_unit_test(pairscore_picker_on_dgx1_with_0_and_4_busy_returns_a_set_without_nvlink_ring),
                 cmocka_unit_test(pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix),
                 cmocka_unit_test(pickers_choose_sets_on_small_literal_topologies),
