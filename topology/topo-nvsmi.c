@@ -613,7 +613,8 @@ esc_sequence(const char *s, size_t len)
         }
         if ((s[1] == '(' || s[1] == ')') && len >= 3 && s[2] > 0x20 && s[2] < 0x7f)
                 return 3; /* character set selection, "\x1b(B" from tput sgr0 */
-        return s[1] >= 0x40 && s[1] <= 0x5f ? 2 : 1;
+        /* Fp, Fe and Fs sequences: ESC 7, ESC M, ESC c ... */
+        return s[1] >= 0x30 && s[1] <= 0x7e ? 2 : 1;
 }
 
 size_t
