@@ -89,10 +89,17 @@ static const struct shared_case {
          .pairs = {{0, 3, "XGMIw15h1"}}, .gpu_at = {{2, 2}, {3, 3}}},
         {"amd-mi300a-4apu-rocm-smi.txt", NULL, 4, 0, 4, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{1, 2, "XGMIw15h1"}}, .gpu_at = {{1, 1}}},
+        {"amd-mi355x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMI"}, {3, 4, "XGMI"}}, .gpu_at = {{5, -1}}},
         {"amd-mi50-4gpu-pcie-rocm-smi.txt", NULL, 4, 0, 1, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{0, 1, "PCIEw40h2"}, {2, 3, "PCIEw40h2"}}, .gpu_at = {{3, 0}}},
         {"aws-p4d-24xlarge-a100-nv12.txt", NULL, 8, 0, 2, true, 3, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV12"}}, .gpu_at = {{4, 1, "24-47,72-95"}}},
+        {"b200-gke-a4-8gpu-8nic-dranet.txt", NULL, 8, 8, 2, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}},
+         .nics_at = {{1, 0, "PIX", "mlx5_1"}, {2, 0, "NODE"}, {7, 7, "PIX", "mlx5_7"}, {7, 0, "SYS"}},
+         .gpu_at = {{6, 1, "56-111,168-223", "NVIDIA B200"}},
+         .model = "NVIDIA B200"},
         {"b300-sxm6-8gpu-9nic-ansi-sglang.txt", NULL, 8, 9, 2, true, 5, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
          .nics_at = {{0, 0, "PXB", "mlx5_10"},
@@ -298,7 +305,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 34);
+        assert_int_equal(loaded, 36);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
