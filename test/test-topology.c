@@ -95,6 +95,14 @@ static const struct shared_case {
          .pairs = {{0, 1, "PCIEw40h2"}, {2, 3, "PCIEw40h2"}}, .gpu_at = {{3, 0}}},
         {"aws-p4d-24xlarge-a100-nv12.txt", NULL, 8, 0, 2, true, 3, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV12"}}, .gpu_at = {{4, 1, "24-47,72-95"}}},
+        {"b200-8gpu-16nic-glued-cells-nccl-tests.txt", NULL, 8, 16, 2, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {2, 5, "NV18"}},
+         .nics_at = {{4, 0, "PXB", "mlx5_4"},
+                     {8, 2, "PXB", "mlx5_8"},
+                     {9, 4, "SYS", "mlx5_9"},
+                     {15, 7, "PXB", "mlx5_15"}},
+         .gpu_at = {{4, 1, "56-111,168-223", "NVIDIA B200"}},
+         .model = "NVIDIA B200"},
         {"b200-gke-a4-8gpu-8nic-dranet.txt", NULL, 8, 8, 2, true, 5, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV18"}},
          .nics_at = {{1, 0, "PIX", "mlx5_1"}, {2, 0, "NODE"}, {7, 7, "PIX", "mlx5_7"}, {7, 0, "SYS"}},
@@ -184,6 +192,14 @@ static const struct shared_case {
          .pairs = {{0, 1, "NODE"}, {3, 4, "SYS"}, {6, 7, "NODE"}},
          .nics_at = {{0, 0, "NODE", "mlx5_0"}, {1, 7, "SYS", "mlx5_1"}},
          .gpu_at = {{4, 1, "128-255,384-511", "NVIDIA GeForce RTX 5090"}}},
+        {"rtx6000-ada-4gpu-4nic-asus-esc8000a-stelline.txt", NULL, 4, 4, 2, false, 0,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NODE"}, {0, 2, "SYS"}, {2, 3, "NODE"}},
+         .nics_at = {{0, 0, "NODE", "mlx5_0"},
+                     {1, 1, "NODE", "mlx5_1"},
+                     {2, 0, "SYS", "mlx5_2"},
+                     {3, 3, "NODE", "mlx5_3"}},
+         .gpu_at = {{2, 1, "32-63", "NVIDIA RTX 6000 Ada Generation"}},
+         .model = "NVIDIA RTX 6000 Ada Generation"},
         {"tesla-k80-x2-mlx4-old-legend.txt", NULL, 4, 1, 0, false, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "PIX"}, {0, 2, "PHB"}, {2, 3, "PIX"}},
          .nics_at = {{0, 0, "PHB", "mlx4_0"}}, .gpu_at = {{3, -1, "0-11"}}},
@@ -305,7 +321,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 36);
+        assert_int_equal(loaded, 38);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
