@@ -140,8 +140,20 @@ static const struct shared_case {
          .nics_at = {{0, 0, "SYS", "mlx5_0"}, {7, 3, "SYS", "mlx5_7"}},
          .gpu_at = {{2, -1, "72-143", "NVIDIA GB200"}},
          .model = "NVIDIA GB200"},
+        {"h100-nvl-4gpu-2pairs-openstack-vm-genestack.txt", NULL, 4, 0, 0, false, 4,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NV12"}, {0, 2, "PHB"}, {2, 3, "NV12"}},
+         .gpu_at = {{3, -1, NULL, "NVIDIA H100 NVL"}},
+         .model = "NVIDIA H100 NVL"},
         {"h100-sxm-4gpu-container-phb.txt", NULL, 4, 8, 1, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "NV18"}}, .nics_at = {{7, 3, "PHB", "mlx5_7"}}},
+        {"h100-sxm-8gpu-12nic-hpe-xd670-noleadtab.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
+         .nics_at = {{0, 0, "PIX", "mlx5_0"},
+                     {1, 0, "PXB", "mlx5_1"},
+                     {4, 0, "NODE", "mlx5_4"},
+                     {11, 0, "SYS", "mlx5_11"}},
+         .gpu_at = {{5, 1, "56-111,168-223", "NVIDIA H100 80GB HBM3"}},
+         .model = "NVIDIA H100 80GB HBM3"},
         {"h20-3e-8gpu-11nic-bond-sglang.txt", NULL, 8, 11, 2, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{1, 6, "NV18"}},
          .nics_at = {{0, 0, "PIX", "mlx5_0"},
@@ -164,6 +176,14 @@ static const struct shared_case {
          .pairs = {{3, 4, "NV18"}},
          .nics_at = {{0, 0, "PIX", "mlx5_0"}, {1, 0, "NODE"}, {9, 7, "PIX", "mlx5_9"}},
          .gpu_at = {{0, 0, ""}, {4, 1, "56"}}},
+        {"h200-hgx-8gpu-12nic-distributedai.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{1, 6, "NV18"}},
+         .nics_at = {{0, 0, "PXB", "mlx5_0"},
+                     {1, 0, "NODE", "mlx5_1"},
+                     {6, 4, "PXB", "mlx5_6"},
+                     {11, 7, "PXB", "mlx5_11"}},
+         .gpu_at = {{3, 0, "0-55,112-167", "NVIDIA H200"}},
+         .model = "NVIDIA H200"},
         {"h800-sxm-8gpu-9nic-sglang.txt", NULL, 8, 9, 2, true, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{1, 6, "NV8"}},
          .nics_at = {{8, 0, "NODE", "mlx5_bond_0"}, {1, 1, "PIX", "mlx5_3"}, {8, 4, "SYS"}}},
@@ -321,7 +341,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 38);
+        assert_int_equal(loaded, 41);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
