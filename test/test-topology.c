@@ -89,6 +89,9 @@ static const struct shared_case {
          .pairs = {{0, 3, "XGMIw15h1"}}, .gpu_at = {{2, 2}, {3, 3}}},
         {"amd-mi300a-4apu-rocm-smi.txt", NULL, 4, 0, 4, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{1, 2, "XGMIw15h1"}}, .gpu_at = {{1, 1}}},
+        {"amd-mi350x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMI"}, {2, 5, "XGMI"}},
+         .gpu_at = {{0, -1, NULL, "AMD Instinct MI350X"}, {7, -1, NULL, "AMD Instinct MI350X"}}},
         {"amd-mi355x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{0, 7, "XGMI"}, {3, 4, "XGMI"}},
          .gpu_at = {{5, -1, NULL, "AMD Instinct MI355X"}}},
@@ -351,7 +354,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 43);
+        assert_int_equal(loaded, 44);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
