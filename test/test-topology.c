@@ -89,12 +89,28 @@ static const struct shared_case {
          .pairs = {{0, 3, "XGMIw15h1"}}, .gpu_at = {{2, 2}, {3, 3}}},
         {"amd-mi300a-4apu-rocm-smi.txt", NULL, 4, 0, 4, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{1, 2, "XGMIw15h1"}}, .gpu_at = {{1, 1}}},
+        {"amd-mi350x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMI"}, {2, 5, "XGMI"}},
+         .gpu_at = {{0, -1, NULL, "AMD Instinct MI350X"}, {7, -1, NULL, "AMD Instinct MI350X"}}},
         {"amd-mi355x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
-         .pairs = {{0, 7, "XGMI"}, {3, 4, "XGMI"}}, .gpu_at = {{5, -1}}},
+         .pairs = {{0, 7, "XGMI"}, {3, 4, "XGMI"}},
+         .gpu_at = {{5, -1, NULL, "AMD Instinct MI355X"}}},
+        {"amd-mi300x-8gpu-xgmi-indented-vllm-dstack.txt", NULL, 8, 0, 2, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMIw15h1"}, {3, 4, "XGMIw15h1"}},
+         .gpu_at = {{3, 0, NULL, "AMD Instinct MI300X"}, {4, 1}},
+         .model = "AMD Instinct MI300X"},
         {"amd-mi50-4gpu-pcie-rocm-smi.txt", NULL, 4, 0, 1, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{0, 1, "PCIEw40h2"}, {2, 3, "PCIEw40h2"}}, .gpu_at = {{3, 0}}},
         {"aws-p4d-24xlarge-a100-nv12.txt", NULL, 8, 0, 2, true, 3, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV12"}}, .gpu_at = {{4, 1, "24-47,72-95"}}},
+        {"b200-8gpu-16nic-glued-cells-nccl-tests.txt", NULL, 8, 16, 2, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {2, 5, "NV18"}},
+         .nics_at = {{4, 0, "PXB", "mlx5_4"},
+                     {8, 2, "PXB", "mlx5_8"},
+                     {9, 4, "SYS", "mlx5_9"},
+                     {15, 7, "PXB", "mlx5_15"}},
+         .gpu_at = {{4, 1, "56-111,168-223", "NVIDIA B200"}},
+         .model = "NVIDIA B200"},
         {"b200-gke-a4-8gpu-8nic-dranet.txt", NULL, 8, 8, 2, true, 5, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV18"}},
          .nics_at = {{1, 0, "PIX", "mlx5_1"}, {2, 0, "NODE"}, {7, 7, "PIX", "mlx5_7"}, {7, 0, "SYS"}},
@@ -132,8 +148,25 @@ static const struct shared_case {
          .nics_at = {{0, 0, "SYS", "mlx5_0"}, {7, 3, "SYS", "mlx5_7"}},
          .gpu_at = {{2, -1, "72-143", "NVIDIA GB200"}},
          .model = "NVIDIA GB200"},
+        {"h100-nvl-4gpu-2pairs-openstack-vm-genestack.txt", NULL, 4, 0, 0, false, 4,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NV12"}, {0, 2, "PHB"}, {2, 3, "NV12"}},
+         .gpu_at = {{3, -1, NULL, "NVIDIA H100 NVL"}},
+         .model = "NVIDIA H100 NVL"},
         {"h100-sxm-4gpu-container-phb.txt", NULL, 4, 8, 1, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "NV18"}}, .nics_at = {{7, 3, "PHB", "mlx5_7"}}},
+        {"h100-sxm5-8gpu-kvm-1nic-indented-vllm-dstack.txt", NULL, 8, 1, 2, true, 4,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
+         .nics_at = {{0, 0, "SYS", "mlx5_0"}, {0, 7, "SYS", "mlx5_0"}},
+         .gpu_at = {{0, 0, "0-103", "NVIDIA H100 80GB HBM3"},
+                    {7, 1, "104-207", "NVIDIA H100 80GB HBM3"}}},
+        {"h100-sxm-8gpu-12nic-hpe-xd670-noleadtab.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
+         .nics_at = {{0, 0, "PIX", "mlx5_0"},
+                     {1, 0, "PXB", "mlx5_1"},
+                     {4, 0, "NODE", "mlx5_4"},
+                     {11, 0, "SYS", "mlx5_11"}},
+         .gpu_at = {{5, 1, "56-111,168-223", "NVIDIA H100 80GB HBM3"}},
+         .model = "NVIDIA H100 80GB HBM3"},
         {"h20-3e-8gpu-11nic-bond-sglang.txt", NULL, 8, 11, 2, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{1, 6, "NV18"}},
          .nics_at = {{0, 0, "PIX", "mlx5_0"},
@@ -156,6 +189,14 @@ static const struct shared_case {
          .pairs = {{3, 4, "NV18"}},
          .nics_at = {{0, 0, "PIX", "mlx5_0"}, {1, 0, "NODE"}, {9, 7, "PIX", "mlx5_9"}},
          .gpu_at = {{0, 0, ""}, {4, 1, "56"}}},
+        {"h200-hgx-8gpu-12nic-distributedai.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{1, 6, "NV18"}},
+         .nics_at = {{0, 0, "PXB", "mlx5_0"},
+                     {1, 0, "NODE", "mlx5_1"},
+                     {6, 4, "PXB", "mlx5_6"},
+                     {11, 7, "PXB", "mlx5_11"}},
+         .gpu_at = {{3, 0, "0-55,112-167", "NVIDIA H200"}},
+         .model = "NVIDIA H200"},
         {"h800-sxm-8gpu-9nic-sglang.txt", NULL, 8, 9, 2, true, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{1, 6, "NV8"}},
          .nics_at = {{8, 0, "NODE", "mlx5_bond_0"}, {1, 1, "PIX", "mlx5_3"}, {8, 4, "SYS"}}},
@@ -184,6 +225,14 @@ static const struct shared_case {
          .pairs = {{0, 1, "NODE"}, {3, 4, "SYS"}, {6, 7, "NODE"}},
          .nics_at = {{0, 0, "NODE", "mlx5_0"}, {1, 7, "SYS", "mlx5_1"}},
          .gpu_at = {{4, 1, "128-255,384-511", "NVIDIA GeForce RTX 5090"}}},
+        {"rtx6000-ada-4gpu-4nic-asus-esc8000a-stelline.txt", NULL, 4, 4, 2, false, 0,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NODE"}, {0, 2, "SYS"}, {2, 3, "NODE"}},
+         .nics_at = {{0, 0, "NODE", "mlx5_0"},
+                     {1, 1, "NODE", "mlx5_1"},
+                     {2, 0, "SYS", "mlx5_2"},
+                     {3, 3, "NODE", "mlx5_3"}},
+         .gpu_at = {{2, 1, "32-63", "NVIDIA RTX 6000 Ada Generation"}},
+         .model = "NVIDIA RTX 6000 Ada Generation"},
         {"tesla-k80-x2-mlx4-old-legend.txt", NULL, 4, 1, 0, false, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "PIX"}, {0, 2, "PHB"}, {2, 3, "PIX"}},
          .nics_at = {{0, 0, "PHB", "mlx4_0"}}, .gpu_at = {{3, -1, "0-11"}}},
@@ -305,7 +354,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 36);
+        assert_int_equal(loaded, 44);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
@@ -684,6 +733,11 @@ topo_nvsmi_gpu_names_reads_smi_and_environment_report_lines(void **state)
                 {"GPU : NVIDIA B200", NULL, NULL, NULL},
                 {"GPU 1:   ", NULL, NULL, NULL},
                 {"GPU0\t X \tNV18", NULL, NULL, NULL},
+                {"    GPU 7: NVIDIA H100 80GB HBM3", "7", "NVIDIA H100 80GB HBM3", ""},
+                {"\tGPU 0,1,2,3,4,5,6,7: AMD Instinct MI355X", "0,1,2,3,4,5,6,7",
+                 "AMD Instinct MI355X", ""},
+                {"       GPU models and configuration: AMD Instinct MI300X", NULL, NULL, NULL},
+                {"GPU 0          : (Topology) Numa Node: 0", NULL, NULL, NULL},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -841,6 +895,54 @@ topo_rocm_rejects_damaged_matrices(void **state)
         cases[n++].msg = "No 'Link Type";
         assert_true(n <= ELEMENTSOF(cases));
         run_hostile(cases, n, topo_parse_rocm);
+}
+
+/* Indented output (markdown code blocks, vLLM's collect_env) and the model lines of sglang's
+ * environment report, as the nvidia-smi parser reads them. */
+static void
+topo_rocm_reads_indented_output_and_model_lines(void **state)
+{
+        static const char text[] =
+                "GPU 0,1: AMD Instinct MI355X\n"
+                "GPU 0,1 Compute Capability: 9.5\n"
+                "       ===== Weight between two GPUs =====\n"
+                "              GPU0         GPU1         \n"
+                "       GPU0   0            15           \n"
+                "       GPU1   15           0            \n"
+                "\n"
+                "       ===== Link Type between two GPUs =====\n"
+                "              GPU0         GPU1\n"
+                "       GPU0   0            XGMI\n"
+                "       GPU1   XGMI         0\n"
+                "       ===== Numa Nodes =====\n"
+                "       GPU[0]\t\t: (Topology) Numa Node: 0\n"
+                "       GPU[1]\t\t: (Topology) Numa Node: 1\n";
+        static const char bad_numa[] = "   === Link Type between two GPUs ===\n"
+                                       "          GPU0  GPU1\n"
+                                       "   GPU0   0     XGMI\n"
+                                       "   GPU1   XGMI  0\n"
+                                       "   === Numa Nodes ===\n"
+                                       "   GPU[7]\t\t: (Topology) Numa Node: 0\n";
+        struct topo_error err = {0};
+        struct topo *t = NULL;
+        char buf[32];
+
+        assert_int_equal(topo_parse_rocm(text, strlen(text), &t, &err), 0);
+        assert_int_equal(t->n_gpus, 2);
+        assert_string_equal(cell(topo_pair(t, 0, 1), buf, sizeof(buf)), "XGMIw15");
+        assert_int_equal(t->gpus[0].numa, 0);
+        assert_int_equal(t->gpus[1].numa, 1);
+        assert_string_equal(t->gpus[0].model, "AMD Instinct MI355X");
+        assert_string_equal(t->gpus[1].model, "AMD Instinct MI355X");
+        topo_unref(t);
+        t = NULL;
+
+        /* Error columns still count the indent: the '7' of GPU[7] is column 8. */
+        assert_int_equal(topo_parse_rocm(bad_numa, strlen(bad_numa), &t, &err), -EINVAL);
+        assert_null(t);
+        assert_non_null(strstr(err.msg, "not in the matrices"));
+        assert_int_equal(err.line, 6);
+        assert_int_equal(err.column, 8);
 }
 
 /* A valid two-GPU annotation with one substitution applied. */
@@ -1400,6 +1502,7 @@ main(void)
                 cmocka_unit_test(topo_nvsmi_reads_current_driver_headers),
                 cmocka_unit_test(topo_nvsmi_nv18_generation_follows_the_model),
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
+                cmocka_unit_test(topo_rocm_reads_indented_output_and_model_lines),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
                 cmocka_unit_test(topo_parsers_refuse_a_null_empty_input),

@@ -13,7 +13,8 @@
  * NIC rows repeat the GPU rows' NIC columns, so trailing ones may be missing; present ones
  * must agree.  Besides the matrix only lines naming GPUs are read ("GPU 0: <model> (UUID:
  * ...)" from `nvidia-smi -L` / `nvlink --status`, "GPU 0,1,2,3: <model>" from sglang and
- * vLLM environment reports; before or after the matrix) and, after it, the NIC Legend.
+ * vLLM environment reports, indented or not; before or after the matrix) and, after it, the
+ * NIC Legend.
   */
 #include <stdlib.h>
 #include <string.h>
@@ -536,6 +537,10 @@ topo__nvsmi_gpu_names(const char *line, size_t len, struct topo_mask *ret_gpus,
         size_t ml, ul = 0;
         struct topo_mask gpus;
 
+        while (len > 0 && (*line == ' ' || *line == '\t')) {
+                line++; /* vLLM's collect_env in an indented code block */
+                len--;
+        }
         if (len < 7 || memcmp(line, "GPU ", 4) != 0)
                 return false;
         colon = memchr(line, ':', len);

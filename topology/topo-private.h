@@ -58,9 +58,10 @@ bool topo__nvsmi_legend_entry(const char *line, size_t len, const char **ret_lab
 
 /* A line that names GPU models by index: `nvidia-smi -L` / `nvlink --status`
  * ("GPU 0: NVIDIA B200 (UUID: GPU-...)") and the environment reports of sglang and vLLM
- * ("GPU 0,1,2,3,4,5,6,7: NVIDIA B300 SXM6 AC").  Indexes are "0" or start with 1-9 (so
- * "GPU 00000000:07:00.0" is not one) and below TOPO_MAX_GPUS.  Returns true and the GPUs,
- * the trimmed model and the UUID (len 0 when absent) as spans of line. */
+ * ("GPU 0,1,2,3,4,5,6,7: NVIDIA B300 SXM6 AC", "GPU 0,1: AMD Instinct MI355X"), after any
+ * leading blanks.  Indexes are "0" or start with 1-9 (so "GPU 00000000:07:00.0" is not one)
+ * and below TOPO_MAX_GPUS.  Returns true and the GPUs, the trimmed model and the UUID (len 0
+ * when absent) as spans of line.  Read by the nvidia-smi and the rocm-smi parsers. */
 bool topo__nvsmi_gpu_names(const char *line, size_t len, struct topo_mask *ret_gpus,
                            const char **ret_model, size_t *ret_model_len, const char **ret_uuid,
                            size_t *ret_uuid_len);
