@@ -497,13 +497,13 @@ t_burst_restart() {
         # from the API.  Pods in flight at the kill fail their filter/bind and are retried.
         # kube-scheduler places a pod in a few milliseconds, faster than any poll here: the
         # kill comes at a fixed delay after the first batch starts arriving.
-        e2e_gpu_pods b 1 25 burst &
+        e2e_gpu_pods_paced b 1 25 burst &
         local creator=$!
         # Mid-burst: once the first few are bound (or after 20 s, whichever comes first).
         e2e_wait 20 "the first burst pods bound" e2e_bound_at_least "${E2E_KILL_AFTER:-3}" burst
         e2e_kill extender
-        wait "$creator" || { fail "creating the first 25 pods failed"; return; }
         bound=$(e2e_bound_count burst)
+        wait "$creator" || { fail "creating the first 25 pods failed"; return; }
         e2e_log "killed the extender with $bound of 50 bound"
         e2e_gpu_pods b 26 50 burst || { fail "creating the last 25 pods failed"; return; }
         sleep 2
@@ -513,8 +513,10 @@ t_burst_restart() {
         e2e_wait 120 "all burst pods bound" e2e_bound_at_least 50 burst ||
                 { fail "only $(e2e_bound_count burst) of 50 pods placed 120s after the restart"; return; }
         e2e_check_no_double_allocation || { fail "a GPU is on two pods (log)"; return; }
-        echo "# burst: $bound of 50 bound when the extender was killed (25 created); all 50 placed after its restart, no GPU on two pods" \
+        echo "# burst: $bound of 50 bound when the extender was killed (the first 25 arriving one by one); all 50 placed after its restart, no GPU on two pods" \
                 >>"$E2E_DIR/placements.txt"
+        # shellcheck disable=SC2034
+        E2E_NOTE="extender SIGKILLed with $bound of 50 bound; all 50 placed after its restart"
 }
 
 t_preempt() {
@@ -571,4 +573,65 @@ PY
         [ "${calls%.*}" -ge 1 ] 2>/dev/null || { fail "kube-scheduler never called the preempt verb"; return; }
         # shellcheck disable=SC2034
         E2E_NOTE="preempt verb called ${calls%.*} time(s); $gone of 4 victims evicted; GPUs $(sed 's/.*"indices":\[\([0-9,]*\)\].*/\1/' <<<"$ann")"
+}
+
+# --- high availability ------------------------------------------------------------------------
+
+# e2e_ha_bound REPLICA: binds the replica's extender has made (its /metrics, plain HTTP).
+e2e_ha_bound() {
+        local port_var=E2E_HA_EXT_PORT_$1
+        curl -s --max-time 2 "http://127.0.0.1:${!port_var}/metrics" |
+                awk '$1 == "topofit_extender_decisions_total{verb=\"bind\",outcome=\"bound\"}" { print int($2) }'
+}
+e2e_ha_bound_at_least() { [ "$(e2e_ha_bound "$1")" -ge "$2" ] 2>/dev/null; }
+
+t_ha_failover() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        local n leader other bound_at_kill t_kill t_first pods=24
+        # A clean cluster: earlier pods gone, every node schedulable, the single scheduler
+        # and its extender stopped.
+        kubectl delete pod -l 'topofit-e2e in (scenario,victims,burst)' --grace-period=0 --force >/dev/null 2>&1
+        for n in $(kubectl get nodes -o name); do kubectl uncordon "${n#node/}" >/dev/null; done
+        e2e_stop kube-scheduler
+        e2e_stop extender
+        e2e_ha_replica a || { fail "replica a did not start (log/ha-*-a.log)"; return; }
+        e2e_ha_replica b || { fail "replica b did not start (log/ha-*-b.log)"; return; }
+        e2e_wait 30 "a scheduler leader" e2e_ha_leader || { fail "no scheduler acquired the lease"; return; }
+        leader=$(e2e_ha_leader)
+        other=a
+        [ "$leader" = a ] && other=b
+        e2e_gpu_pods_paced h 1 "$pods" ha &
+        local creator=$!
+        e2e_wait 30 "the first HA pods bound" e2e_bound_at_least 4 ha ||
+                { fail "the leader ($leader) placed fewer than 4 pods in 30 s"; return; }
+        # The leader and its extender die together, as a scheduler pod with its sidecar does.
+        t_kill=$(date +%s.%N)
+        e2e_kill "ha-sched-$leader"
+        e2e_kill "ha-ext-$leader"
+        bound_at_kill=$(e2e_bound_count ha)
+        e2e_wait 60 "replica $other binds" e2e_ha_bound_at_least "$other" 1 ||
+                { fail "replica $other made no bind within 60 s of the leader's death"; return; }
+        t_first=$(date +%s.%N)
+        wait "$creator" || { fail "creating the HA pods failed"; return; }
+        [ "$(e2e_ha_leader)" = "$other" ] || { fail "replica $other does not hold the lease"; return; }
+        e2e_wait 120 "all HA pods bound" e2e_bound_at_least "$pods" ha ||
+                { fail "only $(e2e_bound_count ha) of $pods placed 120 s after the failover"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods (log)"; return; }
+        local missing
+        missing=$(kubectl get pods -l topofit-e2e=ha -o json | "$E2E_PY" -c '
+import json, sys
+print(" ".join(p["metadata"]["name"] for p in json.load(sys.stdin)["items"]
+      if "topofit.io/gpus" not in p["metadata"].get("annotations", {})))')
+        [ -z "$missing" ] || { fail "bound without topofit.io/gpus: $missing"; return; }
+        local after=$(( pods - bound_at_kill )) by_new
+        by_new=$(e2e_ha_bound "$other")
+        [ "${by_new:-0}" -ge "$after" ] ||
+                { fail "replica $other bound ${by_new:-0} pods, $after were left at the kill"; return; }
+        local fo
+        fo=$(awk -v a="$t_kill" -v b="$t_first" 'BEGIN { printf "%.1f", b - a }')
+        echo "# ha: leader $leader killed with its extender at $bound_at_kill of $pods bound; replica $other bound its first pod ${fo}s later and $by_new in all; no GPU on two pods" \
+                >>"$E2E_DIR/placements.txt"
+        # shellcheck disable=SC2034
+        E2E_NOTE="failover ${fo}s from kill to the new leader's first bind; $bound_at_kill of $pods bound at the kill, $by_new by the new leader"
 }

@@ -422,6 +422,57 @@ e2e_extender() {
         e2e_wait "$E2E_WAIT_S" topofit-extender e2e_extender_healthy
 }
 
+# --- high availability -------------------------------------------------------------------
+
+# e2e_ha_replica NAME: one scheduler replica of the HA pair as deploy/overlays/ha runs it:
+# its own topofit-extender (live mode, its own identity and port, plain HTTP on loopback,
+# as a sidecar would be) and a kube-scheduler with leader election on the shared Lease
+# kube-system/kube-scheduler, short durations so a failover takes seconds.  Sets
+# E2E_HA_EXT_PORT_<NAME> and E2E_HA_SCHED_PORT_<NAME>; processes are ha-ext-NAME and
+# ha-sched-NAME.
+e2e_ha_replica() {
+        local name=$1 bin ext_port sched_port cfg
+        bin=$(e2e_extender_bin) || return 1
+        ext_port=$(e2e_free_port)
+        sched_port=$(e2e_free_port)
+        printf -v "E2E_HA_EXT_PORT_$name" '%s' "$ext_port"
+        printf -v "E2E_HA_SCHED_PORT_$name" '%s' "$sched_port"
+        e2e_start "ha-ext-$name" "$bin" --listen "127.0.0.1:$ext_port" \
+                --kubeconfig "$E2E_DIR/extender-client.kubeconfig" --log-level info
+        e2e_wait "$E2E_WAIT_S" "ha-ext-$name" \
+                curl -sf --max-time 2 "http://127.0.0.1:$ext_port/readyz" || return 1
+        cfg=$E2E_DIR/sched-ha-$name.yaml
+        E2E_LEADER_ELECT=1 e2e_scheduler_config "$cfg" "http://127.0.0.1:$ext_port" true 0 1
+        "$E2E_PY" - "$cfg" <<'PY' || return 1
+import sys, yaml
+p = sys.argv[1]
+c = yaml.safe_load(open(p))
+c["leaderElection"].update({"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s",
+                            "resourceNamespace": "kube-system", "resourceName": "kube-scheduler"})
+yaml.safe_dump(c, open(p, "w"))
+PY
+        e2e_start "ha-sched-$name" kube-scheduler --config "$cfg" \
+                --secure-port "$sched_port" --bind-address 127.0.0.1 \
+                --cert-dir "$E2E_DIR/ha-sched-$name-certs" \
+                --authentication-kubeconfig "$E2E_DIR/scheduler.kubeconfig" \
+                --authorization-kubeconfig "$E2E_DIR/scheduler.kubeconfig" --v=2
+        e2e_wait "$E2E_WAIT_S" "ha-sched-$name" \
+                curl -skf --max-time 2 "https://127.0.0.1:$sched_port/healthz"
+}
+
+# e2e_ha_leader: the name (a or b) of the running replica whose scheduler has acquired the
+# Lease (a scheduler that loses it exits, so at most one running replica has); 1 when none.
+e2e_ha_leader() {
+        local n
+        for n in a b; do
+                [ -f "$E2E_DIR/ha-sched-$n.pid" ] && kill -0 "$(cat "$E2E_DIR/ha-sched-$n.pid")" 2>/dev/null ||
+                        continue
+                grep -qi "successfully acquired lease" "$E2E_DIR/log/ha-sched-$n.log" 2>/dev/null &&
+                        { echo "$n"; return 0; }
+        done
+        return 1
+}
+
 # e2e_extender_metric SERIES: the value of one exact series of the extender's /metrics
 # (name with labels as printed), or nothing.
 e2e_extender_metric() {

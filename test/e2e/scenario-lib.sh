@@ -63,6 +63,15 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 }
 
+# e2e_gpu_pods_paced PREFIX LO HI GROUP: the same pods one API call each, in order, so a
+# burst arrives over a few seconds (each call takes ~0.1 s) and a fault can land mid-way.
+e2e_gpu_pods_paced() {
+        local i
+        for (( i = $2; i <= $3; i++ )); do
+                e2e_gpu_pods "$1" "$i" "$i" "$4" || return 1
+        done
+}
+
 # e2e_pod_node NAME: the node the pod is bound to ("" while pending).
 e2e_pod_node() {
         kubectl get pod "$1" -o 'jsonpath={.spec.nodeName}'
