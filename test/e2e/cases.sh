@@ -589,12 +589,23 @@ t_ha_failover() {
         need_topofit || return 0
         need_api_mode || return 0
         local n leader other bound_at_kill t_kill t_first pods=24
+        e2e_legacy && { skip "deploy/overlays/ha configures kube-scheduler with kubescheduler.config.k8s.io/v1 (1.25+)"; return; }
         # A clean cluster: earlier pods gone, every node schedulable, the single scheduler
         # and its extender stopped.
         kubectl delete pod -l 'topofit-e2e in (scenario,victims,burst)' --grace-period=0 --force >/dev/null 2>&1
         for n in $(kubectl get nodes -o name); do kubectl uncordon "${n#node/}" >/dev/null; done
         e2e_stop kube-scheduler
         e2e_stop extender
+        # The overlay's objects, accepted by the API server; its leader-election Role is all
+        # the e2e scheduler identity gets for the Lease (the bootstrap role covers only
+        # kube-system/kube-scheduler).
+        kubectl kustomize "$E2E_TOP/deploy/overlays/ha" >"$E2E_DIR/render-ha-apply.yaml" &&
+                kubectl apply -f "$E2E_DIR/render-ha-apply.yaml" >"$E2E_DIR/log/ha-apply.log" 2>&1 ||
+                { fail "the API server refused deploy/overlays/ha (log/ha-apply.log)"; return; }
+        kubectl -n topofit-system create rolebinding topofit-e2e-ha-lease \
+                --role topofit-scheduler-leader-election --user system:kube-scheduler >/dev/null ||
+                { fail "binding the leader-election Role failed"; return; }
+        export E2E_SCHEDULER_NAME=topofit-scheduler
         e2e_ha_replica a || { fail "replica a did not start (log/ha-*-a.log)"; return; }
         e2e_ha_replica b || { fail "replica b did not start (log/ha-*-b.log)"; return; }
         e2e_wait 30 "a scheduler leader" e2e_ha_leader || { fail "no scheduler acquired the lease"; return; }
@@ -603,6 +614,7 @@ t_ha_failover() {
         [ "$leader" = a ] && other=b
         e2e_gpu_pods_paced h 1 "$pods" ha &
         local creator=$!
+        unset E2E_SCHEDULER_NAME
         e2e_wait 30 "the first HA pods bound" e2e_bound_at_least 4 ha ||
                 { fail "the leader ($leader) placed fewer than 4 pods in 30 s"; return; }
         # The leader and its extender die together, as a scheduler pod with its sidecar does.

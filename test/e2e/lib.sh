@@ -424,10 +424,10 @@ e2e_extender() {
 
 # --- high availability -------------------------------------------------------------------
 
-# e2e_ha_replica NAME: one scheduler replica of the HA pair as deploy/overlays/ha runs it:
-# its own topofit-extender (live mode, its own identity and port, plain HTTP on loopback,
-# as a sidecar would be) and a kube-scheduler with leader election on the shared Lease
-# kube-system/kube-scheduler, short durations so a failover takes seconds.  Sets
+# e2e_ha_replica NAME: one scheduler replica of the HA set as deploy/overlays/ha runs it:
+# its own topofit-extender (live mode, its own port, plain HTTP on loopback, as the sidecar
+# is) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
+# leader election on the Lease topofit-system/topofit-scheduler.  Sets
 # E2E_HA_EXT_PORT_<NAME> and E2E_HA_SCHED_PORT_<NAME>; processes are ha-ext-NAME and
 # ha-sched-NAME.
 e2e_ha_replica() {
@@ -441,15 +441,18 @@ e2e_ha_replica() {
                 --kubeconfig "$E2E_DIR/extender-client.kubeconfig" --log-level info
         e2e_wait "$E2E_WAIT_S" "ha-ext-$name" \
                 curl -sf --max-time 2 "http://127.0.0.1:$ext_port/readyz" || return 1
+        # deploy/overlays/ha's own configuration, with this replica's extender address and
+        # the e2e scheduler's kubeconfig in place of in-cluster credentials.
         cfg=$E2E_DIR/sched-ha-$name.yaml
-        E2E_LEADER_ELECT=1 e2e_scheduler_config "$cfg" "http://127.0.0.1:$ext_port" true 0 1
-        "$E2E_PY" - "$cfg" <<'PY' || return 1
+        "$E2E_PY" - "$E2E_TOP/deploy/overlays/ha/kube-scheduler-config.yaml" "$cfg" \
+                "http://127.0.0.1:$ext_port" "$E2E_DIR/scheduler.kubeconfig" <<'PY' || return 1
 import sys, yaml
-p = sys.argv[1]
-c = yaml.safe_load(open(p))
-c["leaderElection"].update({"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s",
-                            "resourceNamespace": "kube-system", "resourceName": "kube-scheduler"})
-yaml.safe_dump(c, open(p, "w"))
+src, dst, url, kubeconfig = sys.argv[1:5]
+c = yaml.safe_load(open(src))
+assert len(c["extenders"]) == 1 and c["extenders"][0]["urlPrefix"].startswith("http://127.0.0.1:")
+c["extenders"][0]["urlPrefix"] = url
+c["clientConnection"] = {"kubeconfig": kubeconfig}
+yaml.safe_dump(c, open(dst, "w"))
 PY
         e2e_start "ha-sched-$name" kube-scheduler --config "$cfg" \
                 --secure-port "$sched_port" --bind-address 127.0.0.1 \

@@ -49,7 +49,7 @@ PY
 # request, so they reach the scheduler as one burst.
 e2e_gpu_pods() {
         python3 - "$@" <<'PY' | kubectl create -f - >/dev/null
-import json, sys
+import json, os, sys
 prefix, lo, hi, group = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 res = {"nvidia.com/gpu": "1", "cpu": "10m", "memory": "16Mi"}
 items = [{"apiVersion": "v1", "kind": "Pod",
@@ -59,6 +59,9 @@ items = [{"apiVersion": "v1", "kind": "Pod",
                                    "resources": {"limits": res, "requests": res}}],
                    "terminationGracePeriodSeconds": 0}}
          for i in range(lo, hi + 1)]
+if os.environ.get("E2E_SCHEDULER_NAME"):
+    for it in items:
+        it["spec"]["schedulerName"] = os.environ["E2E_SCHEDULER_NAME"]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 }
