@@ -979,11 +979,9 @@ topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_er
         size_t clean_len;
         int r;
 
-        if (!text && len > 0)
-                return -EINVAL;
-        if (len > TOPO_MAX_TEXT_BYTES)
-                return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
-                                   TOPO_MAX_TEXT_BYTES);
+        r = topo__check_input(text, len, TOPO_MAX_TEXT_BYTES, "Input", err);
+        if (r < 0)
+                return r;
         const char *nul = len ? memchr(text, '\0', len) : NULL;
         if (nul)
                 return nul_error(text, nul, err);

@@ -11,6 +11,11 @@
 int topo__error(struct topo_error *err, int r, unsigned line, unsigned column, const char *fmt, ...)
         _printf_(5, 6);
 
+/* The guard every parser of untrusted text runs first: -EINVAL for NULL text of non-zero
+ * length, -E2BIG (with err filled: "<what> larger than <max> bytes.") past max; else 0. */
+int topo__check_input(const char *text, size_t len, size_t max, const char *what,
+                      struct topo_error *err);
+
 /* NVLink generation (1..5) of a GPU model name, 0 when the name is not known. */
 unsigned topo__nvlink_gen_from_model(const char *model);
 

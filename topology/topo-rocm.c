@@ -169,11 +169,9 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
         const char *p = text, *end = text + len;
         int r;
 
-        if (!text && len > 0)
-                return -EINVAL;
-        if (len > TOPO_MAX_TEXT_BYTES)
-                return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
-                                   TOPO_MAX_TEXT_BYTES);
+        r = topo__check_input(text, len, TOPO_MAX_TEXT_BYTES, "Input", err);
+        if (r < 0)
+                return r;
         toks = calloc(ROCM_MAX_TOKENS + 1, sizeof(*toks));
         if (!toks)
                 return -ENOMEM;
