@@ -61,16 +61,24 @@ t_kustomize_base() {
 
 t_kustomize_overlays() {
         e2e_scratch
-        local d name n=0
+        local d name n=0 left=""
         for d in "$E2E_TOP"/deploy/overlays/*/; do
                 name=$(basename "$d")
+                # The HA overlay is for 1.25+ (v1 scheduler configuration) and uses
+                # kustomize's `patches`, which kubectl 1.20's kustomize v2 does not know.
+                if [ "$name" = ha ] && e2e_legacy; then
+                        left+=" $name"
+                        continue
+                fi
                 kubectl kustomize "$d" >"$E2E_DIR/render-$name.yaml" ||
                         { fail "kubectl kustomize deploy/overlays/$name failed"; return; }
                 grep -q "name: topofit-scheduler-config" "$E2E_DIR/render-$name.yaml" ||
                         { fail "overlay $name has no scheduler ConfigMap"; return; }
                 n=$((n + 1))
         done
-        [ "$n" -ge 2 ] || fail "expected at least two overlays, found $n"
+        [ "$n" -ge 2 ] || { fail "expected at least two overlays, found $n"; return; }
+        # shellcheck disable=SC2034
+        [ -z "$left" ] || E2E_NOTE="$n rendered; left to the current release:$left"
 }
 
 t_deploy_hardened() {
