@@ -18,7 +18,7 @@ static const double bucket_le[EXT_N_BUCKETS - 1] = {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5,
 };
 
-static const int codes[EXT_N_CODES] = { 200, 400, 404, 405, 413, 500, 503, 0 /* other */ };
+static const int codes[EXT_N_CODES] = { 200, 400, 404, 405, 408, 413, 500, 503, 0 /* other */ };
 
 static const char *const outcome_names[_EXT_OUTCOME_MAX] = {
         [EXT_OUTCOME_FIT] = "fit",

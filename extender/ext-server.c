@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HTTP side: libmicrohttpd with an internal thread pool, optional TLS and client
- * certificates through its GnuTLS support.  This file only moves bytes: it caps and
- * collects a request body (EXT_MAX_BODY: a larger Content-Length is answered 413 before a
- * byte of body is read; a chunked body past the cap is drained without being kept and
- * answered 413), hands it to ext_handle() and queues the answer.  Per-connection state
- * lives in struct conn, owned by microhttpd's connection and freed in its completion hook.
+ * certificates through its GnuTLS support.  This file only moves bytes and bounds what a
+ * client can hold: connections (a total and a per-address limit, an idle timeout for
+ * connections that send nothing), and request bodies.  A body is capped at EXT_MAX_BODY
+ * (a larger Content-Length is answered 413 before a byte of it is read; a chunked body is
+ * cut off at the cap), must arrive within the body deadline, and is charged to one budget
+ * shared by every connection (bytes allocated for bodies, at most body_budget: a request
+ * that would pass it is answered 503 or, mid-body, cut off).  The complete body goes to
+ * ext_handle() and the answer is queued.  Per-connection state lives in struct conn, owned
+ * by microhttpd's connection and freed (its budget returned) in the completion hook.
  */
 #include "ext-server.h"
 
@@ -16,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "file.h"
 #include "log.h"
@@ -23,21 +28,103 @@
 
 #define EXT_MAX_PEM_BYTES (1u << 20)
 #define EXT_MAX_LISTEN_LEN 300
+#define EXT_BODY_FIRST_ALLOC (64u << 10) /* a chunked body's first buffer; doubles from there */
+#define EXT_REAPER_TICK_MS 200
+
+/* One open socket, for the deadline reaper: microhttpd's own timeout only closes a
+ * connection that goes quiet, so one that trickles its head or body a byte at a time would
+ * live forever.  Every socket has a deadline (head: idle_timeout after it opened or after its
+ * previous answer; body: body_timeout after its head; none while the request is handled);
+ * the reaper shuts down a socket past its deadline, and microhttpd then closes it as it
+ * would any connection the client dropped.  Entries are created and removed by microhttpd's
+ * connection notifications, which come before it closes the descriptor, and only under
+ * sock_lock; so the reaper never touches a descriptor that has been closed or reused. */
+struct sock {
+        struct sock *prev, *next;
+        int fd;
+        bool in_body;
+        uint64_t deadline_ns; /* 0: none */
+};
 
 struct ext_server {
         struct MHD_Daemon *daemon;
         struct ext_state *state;
         char *cert, *key, *ca;
         bool client_ca;
+        uint64_t idle_timeout_ns, body_timeout_ns;
+        size_t body_budget;
+        atomic_size_t body_bytes; /* allocated for bodies, all connections together */
+        pthread_mutex_t sock_lock;
+        pthread_cond_t reaper_wake;
+        struct sock *socks;
+        pthread_t reaper;
+        bool reaper_started, stopping;
 };
 
 struct conn {
         enum ext_verb verb;
-        int early_status;   /* answered before the body: 404, 405, 413, 403; 0 otherwise */
-        bool too_big;       /* a body without length passed the cap: drain, then 413 */
+        bool cut;           /* refused mid-body: every later call closes the connection */
         uint64_t start_ns;
-        struct buf body;
+        /* The body; alloc bytes are charged to the server's budget (charged bytes may be
+         * reserved before they are allocated: a Content-Length is charged at the head). */
+        char *body;
+        size_t len, alloc, charged, want; /* want: Content-Length + 1, or 0 when chunked */
 };
+
+/* Takes n bytes from the body budget; false (nothing taken) when that would pass it. */
+static bool
+budget_take(struct ext_server *srv, size_t n)
+{
+        size_t cur = atomic_load(&srv->body_bytes);
+
+        do {
+                if (n > srv->body_budget || cur > srv->body_budget - n)
+                        return false;
+        } while (!atomic_compare_exchange_weak(&srv->body_bytes, &cur, cur + n));
+        return true;
+}
+
+static void
+conn_free_body(struct ext_server *srv, struct conn *cx)
+{
+        free(cx->body);
+        cx->body = NULL;
+        cx->len = cx->alloc = 0;
+        atomic_fetch_sub(&srv->body_bytes, cx->charged);
+        cx->charged = 0;
+}
+
+/* Appends data to the body: 0, -EMSGSIZE past EXT_MAX_BODY, -ENOBUFS past the budget,
+ * -ENOMEM.  Nothing is appended on failure. */
+static int
+conn_append(struct ext_server *srv, struct conn *cx, const char *data, size_t n)
+{
+        size_t need = cx->len + n + 1; /* + NUL */
+
+        if (cx->len + n > EXT_MAX_BODY)
+                return -EMSGSIZE;
+        if (need > cx->alloc) {
+                size_t a = cx->want ? MAX(cx->want, need)
+                                    : MAX(need, MIN(MAX(cx->alloc * 2, (size_t)EXT_BODY_FIRST_ALLOC),
+                                                    (size_t)EXT_MAX_BODY + 1));
+                char *p;
+
+                if (a > cx->charged) {
+                        if (!budget_take(srv, a - cx->charged))
+                                return -ENOBUFS;
+                        cx->charged = a;
+                }
+                p = realloc(cx->body, a);
+                if (!p)
+                        return -ENOMEM;
+                cx->body = p;
+                cx->alloc = a;
+        }
+        memcpy(cx->body + cx->len, data, n);
+        cx->len += n;
+        cx->body[cx->len] = 0;
+        return 0;
+}
 
 static enum MHD_Result
 queue(struct MHD_Connection *c, int status, struct buf *out, const char *type)
@@ -95,6 +182,113 @@ client_cert_ok(struct MHD_Connection *c)
                NULL;
 }
 
+/* Sets the socket deadline of connection c: after seconds_ns from now, or none (0). */
+static void
+sock_arm(struct ext_server *srv, struct MHD_Connection *c, uint64_t after_ns, bool in_body)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct sock *k = ci ? ci->socket_context : NULL;
+
+        if (!k)
+                return;
+        pthread_mutex_lock(&srv->sock_lock);
+        k->deadline_ns = after_ns ? ext_now_ns() + after_ns : 0;
+        k->in_body = in_body;
+        pthread_mutex_unlock(&srv->sock_lock);
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+              enum MHD_ConnectionNotificationCode toe)
+{
+        struct ext_server *srv = cls;
+        struct sock *k = *socket_context;
+
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *ci =
+                        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+                k = calloc(1, sizeof(*k));
+                if (!k || !ci) {
+                        free(k); /* without an entry the connection has only the idle timeout */
+                        return;
+                }
+                k->fd = ci->connect_fd;
+                k->deadline_ns = ext_now_ns() + srv->idle_timeout_ns;
+                pthread_mutex_lock(&srv->sock_lock);
+                k->next = srv->socks;
+                if (srv->socks)
+                        srv->socks->prev = k;
+                srv->socks = k;
+                pthread_mutex_unlock(&srv->sock_lock);
+                *socket_context = k;
+                return;
+        }
+        if (!k)
+                return;
+        pthread_mutex_lock(&srv->sock_lock);
+        if (k->prev)
+                k->prev->next = k->next;
+        else
+                srv->socks = k->next;
+        if (k->next)
+                k->next->prev = k->prev;
+        pthread_mutex_unlock(&srv->sock_lock);
+        free(k);
+        *socket_context = NULL;
+}
+
+static void *
+reaper_main(void *arg)
+{
+        struct ext_server *srv = arg;
+
+        pthread_mutex_lock(&srv->sock_lock);
+        while (!srv->stopping) {
+                struct timespec ts;
+                uint64_t now = ext_now_ns();
+                unsigned heads = 0, bodies = 0;
+
+                for (struct sock *k = srv->socks; k; k = k->next) {
+                        if (!k->deadline_ns || now < k->deadline_ns)
+                                continue;
+                        k->deadline_ns = 0;
+                        (void)shutdown(k->fd, SHUT_RDWR);
+                        if (k->in_body)
+                                bodies++;
+                        else
+                                heads++;
+                }
+                if (heads + bodies > 0)
+                        log_debug("connections closed at their deadline",
+                                  "no_request_head=%u body_too_slow=%u", heads, bodies);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_nsec += EXT_REAPER_TICK_MS * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&srv->reaper_wake, &srv->sock_lock, &ts);
+        }
+        pthread_mutex_unlock(&srv->sock_lock);
+        return NULL;
+}
+
+/* Refuses a request in the middle of its body.  microhttpd takes a response only once the
+ * whole body is in, so the connection is closed (logged and counted here); the client sees
+ * its connection end, as with any server that stops reading an abusive upload. */
+static enum MHD_Result
+cut_off(struct ext_server *srv, struct conn *cx, int status, const char *why)
+{
+        cx->cut = true;
+        conn_free_body(srv, cx);
+        ext_metrics_observe(&srv->state->metrics, cx->verb, status, ext_now_ns() - cx->start_ns);
+        log_info("request refused", "verb=%s status=%d reason=\"%s\" action=close",
+                 ext_verb_to_string(cx->verb), status, why);
+        return MHD_NO;
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
            const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -114,8 +308,8 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                 if (!cx)
                         return MHD_NO;
                 cx->start_ns = ext_now_ns();
-                buf_init(&cx->body, EXT_MAX_BODY);
                 *con_cls = cx;
+                sock_arm(srv, c, srv->body_timeout_ns, true);
                 cx->verb = ext_route(method, url, &method_ok);
                 if (srv->client_ca && !client_cert_ok(c))
                         return queue_error(srv, c, cx, 403,
@@ -138,26 +332,45 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                         if ((uint64_t)n > EXT_MAX_BODY)
                                 return queue_error(srv, c, cx, 413,
                                                    "the request body is larger than the limit");
+                        /* The whole body is charged now, so a request that would pass the
+                         * budget is refused before a byte of it is read. */
+                        if (n > 0) {
+                                cx->want = (size_t)n + 1;
+                                if (!budget_take(srv, cx->want))
+                                        return queue_error(srv, c, cx, 503,
+                                                           "the extender is receiving too many "
+                                                           "request bodies at once; retry");
+                                cx->charged = cx->want;
+                        }
                 }
                 return MHD_YES;
         }
+        if (cx->cut)
+                return MHD_NO;
 
         if (*upload_data_size > 0) {
-                if (!cx->too_big && buf_append(&cx->body, upload_data, *upload_data_size) < 0) {
-                        /* Past the cap (or out of memory): keep nothing more, answer 413. */
-                        cx->too_big = true;
-                        buf_release(&cx->body);
-                }
+                int r;
+
+                if (ext_now_ns() - cx->start_ns > srv->body_timeout_ns)
+                        return cut_off(srv, cx, 408, "the request body did not arrive within the "
+                                                     "body deadline");
+                r = conn_append(srv, cx, upload_data, *upload_data_size);
+                if (r == -EMSGSIZE)
+                        return cut_off(srv, cx, 413, "the request body is larger than the limit");
+                if (r == -ENOBUFS)
+                        return cut_off(srv, cx, 503, "the extender is receiving too many request "
+                                                     "bodies at once; retry");
+                if (r < 0)
+                        return cut_off(srv, cx, 503, "out of memory");
                 *upload_data_size = 0;
                 return MHD_YES;
         }
-        if (cx->too_big)
-                return queue_error(srv, c, cx, 413, "the request body is larger than the limit");
 
+        sock_arm(srv, c, 0, false); /* the answer is ours to be late with */
         buf_init(&out, EXT_MAX_RESPONSE);
-        status = ext_handle(srv->state, method, url, cx->body.data ? cx->body.data : "",
-                            cx->body.len, &out, &type, &verb);
-        buf_release(&cx->body);
+        status = ext_handle(srv->state, method, url, cx->body ? cx->body : "", cx->len, &out,
+                            &type, &verb);
+        conn_free_body(srv, cx);
         ext_metrics_observe(&srv->state->metrics, verb, status, ext_now_ns() - cx->start_ns);
         return queue(c, status, &out, type);
 }
@@ -166,11 +379,14 @@ static void
 on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
              enum MHD_RequestTerminationCode toe)
 {
+        struct ext_server *srv = cls;
         struct conn *cx = *con_cls;
 
+        /* The connection may carry another request: its head is due in idle_timeout. */
+        sock_arm(srv, c, srv->idle_timeout_ns, false);
         if (!cx)
                 return;
-        buf_release(&cx->body);
+        conn_free_body(srv, cx);
         free(cx);
         *con_cls = NULL;
 }
@@ -249,7 +465,20 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
         const union MHD_DaemonInfo *info;
         unsigned threads = o->threads ? MIN(o->threads, (unsigned)EXT_MAX_THREADS)
                                       : EXT_DEFAULT_THREADS;
+        unsigned max_conns = o->max_connections ? o->max_connections : EXT_MAX_CONNECTIONS;
+        unsigned per_ip = o->max_connections_per_ip ? o->max_connections_per_ip
+                                                    : EXT_MAX_CONNECTIONS_PER_IP;
+        unsigned idle_s = o->idle_timeout_s ? o->idle_timeout_s : EXT_IDLE_TIMEOUT_S;
+        unsigned body_s = o->body_timeout_s ? o->body_timeout_s : EXT_BODY_TIMEOUT_S;
+        uint64_t budget = o->body_budget ? o->body_budget : EXT_BODY_BUDGET;
         int r;
+
+        if (budget < EXT_MAX_BODY || budget > EXT_MAX_BODY_BUDGET || budget > SIZE_MAX / 2)
+                return set_why(ret_why, "the body budget is below the largest body or too large"),
+                       -EINVAL;
+        /* Each pool thread takes an equal share of the total: fewer than one each is none. */
+        if (max_conns < threads)
+                return set_why(ret_why, "fewer connections allowed than worker threads"), -EINVAL;
 
         if (parse_listen(o->listen, &addr, &addr_len) < 0)
                 return set_why(ret_why, "the listen address is not host:port"), -EINVAL;
@@ -259,9 +488,22 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
         if (!srv)
                 return -ENOMEM;
         srv->state = s;
+        srv->idle_timeout_ns = (uint64_t)idle_s * 1000000000u;
+        srv->body_timeout_ns = (uint64_t)body_s * 1000000000u;
+        pthread_mutex_init(&srv->sock_lock, NULL);
+        {
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&srv->reaper_wake, &ca);
+                pthread_condattr_destroy(&ca);
+        }
+        srv->body_budget = (size_t)budget;
+        atomic_init(&srv->body_bytes, 0);
         if (o->tls_cert || o->tls_key) {
                 if (!o->tls_cert || !o->tls_key) {
-                        free(srv);
+                        ext_server_stop(srv);
                         return set_why(ret_why, "--tls-cert and --tls-key go together"), -EINVAL;
                 }
                 if ((r = read_pem(o->tls_cert, &srv->cert, ret_why)) < 0 ||
@@ -273,7 +515,7 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
                 flags |= MHD_USE_TLS;
                 srv->client_ca = o->client_ca != NULL;
         } else if (o->client_ca) {
-                free(srv);
+                ext_server_stop(srv);
                 return set_why(ret_why, "--client-ca needs --tls-cert and --tls-key"), -EINVAL;
         }
 
@@ -282,9 +524,12 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                 MHD_OPTION_THREAD_POOL_SIZE, threads,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXT_CONNECTION_TIMEOUT_S,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXT_MAX_CONNECTIONS,
+                MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+                MHD_OPTION_CONNECTION_LIMIT, max_conns,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXT_CONNECTION_MEMORY,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                 srv->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, srv->cert,
                 MHD_OPTION_HTTPS_MEM_KEY, srv->key,
                 srv->ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, srv->ca,
@@ -295,6 +540,11 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
                                         "TLS key/certificate)"),
                        -EADDRNOTAVAIL;
         }
+        if (pthread_create(&srv->reaper, NULL, reaper_main, srv) != 0) {
+                ext_server_stop(srv);
+                return set_why(ret_why, "cannot start a thread"), -EAGAIN;
+        }
+        srv->reaper_started = true;
         info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
         *ret_port = info ? info->port : 0;
         *ret = srv;
@@ -306,8 +556,17 @@ ext_server_stop(struct ext_server *srv)
 {
         if (!srv)
                 return NULL;
+        if (srv->reaper_started) {
+                pthread_mutex_lock(&srv->sock_lock);
+                srv->stopping = true;
+                pthread_cond_signal(&srv->reaper_wake);
+                pthread_mutex_unlock(&srv->sock_lock);
+                pthread_join(srv->reaper, NULL);
+        }
         if (srv->daemon)
                 MHD_stop_daemon(srv->daemon);
+        pthread_cond_destroy(&srv->reaper_wake);
+        pthread_mutex_destroy(&srv->sock_lock);
         free(srv->cert);
         free(srv->key);
         free(srv->ca);
