@@ -20,9 +20,11 @@
 
 #define EXT_MAX_QUANTITY_LEN 32
 
-/* Nesting of a JSON text, stopping at EXT_MAX_JSON_DEPTH + 1: cJSON recurses per level. */
+/* Nesting of a JSON text, stopping at EXT_MAX_JSON_DEPTH + 1 (-ELOOP): cJSON recurses per
+ * level.  Also refuses (-EILSEQ) the escape \u0000 in a string: cJSON stores it as the C
+ * string's end, so "n\u0000x" would read as "n" here and as three characters in Go. */
 static int
-check_depth(const char *s, size_t len)
+check_text(const char *s, size_t len)
 {
         unsigned depth = 0;
         bool in_str = false;
@@ -31,9 +33,12 @@ check_depth(const char *s, size_t len)
                 char ch = s[i];
 
                 if (in_str) {
-                        if (ch == '\\')
+                        if (ch == '\\') {
+                                if (i + 5 < len && s[i + 1] == 'u' && s[i + 2] == '0' &&
+                                    s[i + 3] == '0' && s[i + 4] == '0' && s[i + 5] == '0')
+                                        return -EILSEQ;
                                 i++;
-                        else if (ch == '"')
+                        } else if (ch == '"')
                                 in_str = false;
                         continue;
                 }
@@ -145,13 +150,17 @@ parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON
         const char *end = NULL;
         struct arena *a;
         cJSON *doc;
+        int r;
 
         if (len > cap)
                 return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
         if (len == 0)
                 return set_why(ret_why, "the request body is empty"), -EINVAL;
-        if (check_depth(json, len) < 0)
-                return set_why(ret_why, "the JSON is nested deeper than the limit"), -ELOOP;
+        r = check_text(json, len);
+        if (r == -ELOOP)
+                return set_why(ret_why, "the JSON is nested deeper than the limit"), r;
+        if (r < 0)
+                return set_why(ret_why, "a JSON string holds \\u0000, which is refused"), -EINVAL;
         pthread_once(&once, install_hooks);
         a = calloc(1, sizeof(*a));
         if (!a)
@@ -185,11 +194,78 @@ parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON
 }
 
 static int
+cmp_keys(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether an object anywhere in j repeats a key: -EINVAL if so, -ENOMEM, else 0.  cJSON
+ * keeps every copy and its lookups return the first, while Go's encoding/json (the
+ * scheduler's) keeps the last: a request on which two readers disagree is refused rather
+ * than read one way.  Small objects compare pairwise, large ones sort their keys. */
+#define EXT_DUP_PAIRWISE_MAX 16
+
+static int
+check_unique_keys(const cJSON *j)
+{
+        const cJSON *c;
+        size_t n = 0;
+        int r;
+
+        if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
+                return 0;
+        cJSON_ArrayForEach(c, j) {
+                n++;
+                r = check_unique_keys(c); /* depth is bounded by EXT_MAX_JSON_DEPTH */
+                if (r < 0)
+                        return r;
+        }
+        if (!cJSON_IsObject(j) || n < 2)
+                return 0;
+        if (n <= EXT_DUP_PAIRWISE_MAX) {
+                for (const cJSON *a = j->child; a; a = a->next)
+                        for (const cJSON *b = a->next; b; b = b->next)
+                                if (strcmp(a->string, b->string) == 0)
+                                        return -EINVAL;
+                return 0;
+        } else {
+                CLEANUP(freep) const char **keys = malloc(n * sizeof(*keys));
+                size_t i = 0;
+
+                if (!keys)
+                        return -ENOMEM;
+                cJSON_ArrayForEach(c, j)
+                        keys[i++] = c->string;
+                qsort(keys, n, sizeof(*keys), cmp_keys);
+                for (i = 1; i < n; i++)
+                        if (strcmp(keys[i - 1], keys[i]) == 0)
+                                return -EINVAL;
+        }
+        return 0;
+}
+
+/* A request document: capped as requests are, and no object may repeat a key. */
+static int
 parse_doc(const char *json, size_t len, cJSON **ret, struct arena **ret_arena,
           const char **ret_why)
 {
-        return parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, ret, ret_arena,
-                                ret_why);
+        struct arena *a = NULL;
+        cJSON *doc = NULL;
+        int r;
+
+        r = parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, &doc, &a, ret_why);
+        if (r < 0)
+                return r;
+        r = check_unique_keys(doc);
+        if (r < 0) {
+                arena_free(a);
+                return set_why(ret_why, "a JSON object in the request repeats a key (refused: "
+                                        "readers disagree on which copy counts)"),
+                       r;
+        }
+        *ret = doc;
+        *ret_arena = a;
+        return 0;
 }
 
 /* set_why() and an error code in one expression, for "r = why_err(...)". */
@@ -228,6 +304,42 @@ copy_string(const cJSON *j, char *dst, size_t size, bool required)
         if (n >= size || (required && n == 0))
                 return -EINVAL;
         memcpy(dst, j->valuestring, n + 1);
+        return 0;
+}
+
+/* A pod UID as we accept it: printable ASCII without space, '"' or '\\' (the API server's
+ * are UUIDs), so it can be logged and echoed as it is. */
+static bool
+is_uid(const char *s)
+{
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (*s <= ' ' || *s >= 0x7f || *s == '"' || *s == '\\')
+                        return false;
+        return true;
+}
+
+/* The pod names every verb reads: name a DNS-1123 subdomain, namespace a DNS-1123 label
+ * (what the API server allows), uid printable; each may be absent (""), as in tests and
+ * older captures, but what is there must be valid. */
+static int
+check_pod_names(const char *name, const char *namespace, const char *uid, const char **ret_why)
+{
+        if (name[0] && !str_is_dns_subdomain(name))
+                return set_why(ret_why, "the Pod name is not a valid Kubernetes name (DNS-1123 "
+                                        "subdomain: lowercase letters, digits, '-', '.', at most "
+                                        "253)"),
+                       -EINVAL;
+        if (namespace[0] && !str_is_dns_label(namespace))
+                return set_why(ret_why, "the Pod namespace is not a valid Kubernetes namespace "
+                                        "(DNS-1123 label: lowercase letters, digits, '-', at most "
+                                        "63)"),
+                       -EINVAL;
+        if (uid[0] && !is_uid(uid))
+                return set_why(ret_why, "the Pod UID is not printable ASCII without spaces or "
+                                        "quotes"),
+                       -EINVAL;
         return 0;
 }
 
@@ -342,6 +454,9 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
                 return set_why(ret_why, "Pod.metadata name, namespace or uid is not a valid "
                                         "string"),
                        -EINVAL;
+        r = check_pod_names(req.name, req.namespace, req.uid, ret_why);
+        if (r < 0)
+                return r;
 
         placement = get(get(meta, "annotations"), EXT_PLACEMENT_ANNOTATION);
         if (!is_null_or_absent(get(meta, "annotations")) && !cJSON_IsObject(get(meta, "annotations")))
@@ -635,31 +750,31 @@ fail:
         return r;
 }
 
-/* A JSON string literal: plain runs appended whole (node names almost always are one),
- * the rest escaped as JSON requires. */
+/* true when s is printable ASCII that needs no escaping in a JSON string. */
+static bool
+plain(const char *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x80 || s[i] == '"' ||
+                    s[i] == '\\')
+                        return false;
+        return true;
+}
+
+/* A JSON string literal: a plain ASCII string (node names almost always are one) appended
+ * whole, anything else through buf_put_json_string(), which escapes what JSON requires and
+ * turns bytes that are not UTF-8 into U+FFFD. */
 static int
 put_string(struct buf *out, const char *s)
 {
-        const char *run = s;
-        int r = buf_append(out, "\"", 1);
+        size_t n = strlen(s);
+        int r;
 
-        for (const char *p = s; r >= 0; p++) {
-                unsigned char ch = (unsigned char)*p;
-                char esc[8];
-
-                if (ch >= 0x20 && ch != '"' && ch != '\\')
-                        continue;
-                if (p > run)
-                        r = buf_append(out, run, (size_t)(p - run));
-                if (r < 0 || ch == 0)
-                        break;
-                if (ch == '"' || ch == '\\')
-                        snprintf(esc, sizeof(esc), "\\%c", ch);
-                else
-                        snprintf(esc, sizeof(esc), "\\u%04x", ch);
-                r = buf_append(out, esc, strlen(esc));
-                run = p + 1;
-        }
+        if (!plain(s, n))
+                return buf_put_json_string(out, s);
+        r = buf_append(out, "\"", 1);
+        if (r >= 0)
+                r = buf_append(out, s, n);
         return r < 0 ? r : buf_append(out, "\"", 1);
 }
 
@@ -776,16 +891,6 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         return r;
 }
 
-/* true when s needs no escaping in a JSON string. */
-static bool
-plain(const char *s, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
-                        return false;
-        return true;
-}
-
 int
 ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
 {
@@ -850,6 +955,11 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
                 r = why_err(ret_why, "PodUID is missing or not a valid string", -EINVAL);
         else if (copy_string(get(doc, "Node"), b.node, sizeof(b.node), true) < 0)
                 r = why_err(ret_why, "Node is missing or not a valid string", -EINVAL);
+        else if (!str_is_dns_subdomain(b.node))
+                r = why_err(ret_why, "Node is not a valid Kubernetes node name (DNS-1123 "
+                                     "subdomain)", -EINVAL);
+        else
+                r = check_pod_names(b.pod_name, b.pod_namespace, b.pod_uid, ret_why);
         arena_free(arena);
         if (r < 0)
                 return r;

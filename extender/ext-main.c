@@ -331,7 +331,7 @@ load_cluster(struct ext_state *s, const char *path)
         for (size_t i = 0; i < c->n_nodes; i++)
                 if (!c->nodes[i].annotated)
                         log_warn("node without usable topology", "node=%s reason=\"%s\" policy=%s",
-                                 c->nodes[i].name, c->nodes[i].why_unannotated,
+                                 LOG_V(c->nodes[i].name), c->nodes[i].why_unannotated,
                                  ext_unannotated_to_string(s->cfg.unannotated));
         log_info("cluster loaded", "path=%s nodes=%zu pods=%zu classes=%zu", path, c->n_nodes,
                  c->n_pods, c->n_classes);

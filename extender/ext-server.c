@@ -398,7 +398,7 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 
         vsnprintf(msg, sizeof(msg), fmt, ap);
         msg[strcspn(msg, "\n")] = 0;
-        log_debug("microhttpd", "detail=\"%s\"", msg);
+        log_debug("microhttpd", "detail=%s", LOG_V(msg));
 }
 
 static int

@@ -480,7 +480,26 @@ def hostile():
     float_limit = json.loads(json.dumps(pod))
     float_limit["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1.5
     wrong_names = dict(pod, NodeNames={"a": 1})
+    raw_pod = json.dumps(pod)
+    bad_utf8 = raw_pod.replace('"name": "%s"' % pod["Pod"]["metadata"]["name"],
+                               '"name": "gpu-\udcff"', 1).encode("utf-8", "surrogateescape")
+    newline_name = json.loads(raw_pod)
+    newline_name["Pod"]["metadata"]["name"] = "p\nts=2026-01-01T00:00:00Z level=error msg=forged"
+    dup_key = raw_pod[:-1] + ', "NodeNames": ["gpu-node-2"]}'
     cases = [
+        ("a pod name with bytes that are not UTF-8", "POST", "/filter", bad_utf8, 400,
+         "not a valid Kubernetes name"),
+        ("a pod name with a newline", "POST", "/filter", json.dumps(newline_name), 400,
+         "not a valid Kubernetes name"),
+        ("a namespace that is not a DNS label", "POST", "/prioritize",
+         raw_pod.replace('"namespace": "default"', '"namespace": "Default"', 1), 400,
+         "not a valid Kubernetes namespace"),
+        ("a request that repeats a key", "POST", "/filter", dup_key, 400, "repeats a key"),
+        ("a binding to a node name that is not a DNS name", "POST", "/bind",
+         '{"PodName":"a","PodNamespace":"b","PodUID":"u","Node":"Gpu-Node-1"}', 400,
+         "not a valid Kubernetes node name"),
+        ("a string with \\u0000 (C would cut it short)", "POST", "/bind",
+         '{"PodName":"a","PodNamespace":"b","PodUID":"u","Node":"n\\u0000x"}', 400, "u0000"),
         ("truncated JSON", "POST", "/filter", fixture("nodecache-true", "01-filter.json")[:500],
          400, "not valid JSON"),
         ("empty body", "POST", "/filter", b"", 400, "empty"),
@@ -530,6 +549,49 @@ def hostile():
 
         status, body, _ = ext.request("GET", "/healthz")
         check("the extender is still healthy after the hostile inputs", status == 200 and body == "ok\n")
+    finally:
+        ext.stop()
+
+
+def untrusted_output():
+    """Strings from clients reach the log and the JSON answers escaped: every log line is
+    one logfmt event, /allocations and the filter answer stay JSON."""
+    ext = Extender("--log-level", "debug")
+    try:
+        req = json.loads(fixture("nodecache-true", "01-filter.json"))
+        forged = "gpu-node-9\nts=2026-01-01T00:00:00.000Z level=error msg=\"forged\" x=\\"
+        req["NodeNames"] = ["gpu-node-1", forged, "bad-\udcff"]
+        body = json.dumps(req).replace("\\udcff", "\\u00ff").encode()
+        body = body.replace(b"bad-\\u00ff", b"bad-\xff")
+        status, answer, _ = ext.request("POST", "/filter", body)
+        ok_json = True
+        try:
+            res = json.loads(answer)
+        except ValueError:
+            ok_json, res = False, {}
+        check("untrusted output: a filter answer naming odd nodes is JSON (bytes that are not "
+              "UTF-8 become U+FFFD)", status == 200 and ok_json and
+              "bad-\ufffd" in res.get("FailedNodes", {}) and forged in res.get("FailedNodes", {}),
+              "status %d %.300s" % (status, answer))
+        bind_pod = json.loads(fixture("nodecache-true", "01-filter.json"))
+        bind_pod["Pod"]["metadata"].update(name="odd.name-1", uid="uid-odd")
+        ext.request("POST", "/filter", json.dumps(bind_pod))
+        status, body, _ = ext.request("POST", "/bind", json.dumps(
+            {"PodName": "odd.name-1", "PodNamespace": "default", "PodUID": "uid-odd",
+             "Node": "gpu-node-1"}))
+        status, body, _ = ext.request("GET", "/allocations")
+        try:
+            pods = json.loads(body)["pods"]
+        except ValueError:
+            pods = None
+        check("untrusted output: /allocations is JSON after the odd requests",
+              pods is not None and [p["uid"] for p in pods] == ["uid-odd"], body[:300])
+        logs = ext.logs()
+        bad = [l for l in logs.splitlines() if not l.startswith("ts=")]
+        check("untrusted output: a node name with a newline cannot forge a log line",
+              not bad and "forged" in logs and
+              'node="gpu-node-9\\nts=2026-01-01T00:00:00.000Z level=error msg=\\"forged\\" x=\\\\"'
+              in logs, "\n".join(bad[:5]) or logs[-800:])
     finally:
         ext.stop()
 
@@ -702,8 +764,8 @@ def main():
             replay_mode(mode)
         except Exception as e:  # a crash is a failed case, not a lost plan
             check("%s: replay ran" % mode, False, repr(e))
-    for part in (hostile, connection_exhaustion, silent_hangs, body_budget, endpoints,
-                 concurrent_binds, tls, config_file, bad_flags):
+    for part in (hostile, untrusted_output, connection_exhaustion, silent_hangs, body_budget,
+                 endpoints, concurrent_binds, tls, config_file, bad_flags):
         try:
             part()
         except Exception as e:
