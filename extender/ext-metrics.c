@@ -18,7 +18,7 @@ static const double bucket_le[EXT_N_BUCKETS - 1] = {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5,
 };
 
-static const int codes[EXT_N_CODES] = { 200, 400, 404, 405, 408, 413, 500, 503, 0 /* other */ };
+static const int codes[EXT_N_CODES] = { 200, 400, 404, 405, 413, 500, 503, 0 /* other */ };
 
 static const char *const outcome_names[_EXT_OUTCOME_MAX] = {
         [EXT_OUTCOME_FIT] = "fit",
@@ -87,6 +87,33 @@ render_requests(struct ext_metrics *m, struct buf *out)
                                                "code=\"other\"} %" PRIu64 "\n",
                                                ext_verb_to_string(v), n);
                 }
+        return r;
+}
+
+static const char *const cut_names[_EXT_CUT_MAX] = {
+        [EXT_CUT_HEAD_DEADLINE] = "head_deadline",
+        [EXT_CUT_BODY_DEADLINE] = "body_deadline",
+        [EXT_CUT_BODY_TOO_LARGE] = "body_too_large",
+        [EXT_CUT_BODY_BUDGET] = "body_budget",
+};
+
+const char *
+ext_cut_to_string(enum ext_cut c)
+{
+        return c >= 0 && c < _EXT_CUT_MAX ? cut_names[c] : NULL;
+}
+
+static int
+render_cuts(struct ext_metrics *m, struct buf *out)
+{
+        int r = buf_puts(out, "# HELP topofit_extender_connections_cut_total Connections closed "
+                              "without an answer: a request head or body too slow, a chunked "
+                              "body past its cap or the body budget.\n"
+                              "# TYPE topofit_extender_connections_cut_total counter\n");
+
+        for (int c = 0; r >= 0 && c < _EXT_CUT_MAX; c++)
+                r = buf_printf(out, "topofit_extender_connections_cut_total{reason=\"%s\"} %" PRIu64
+                                    "\n", cut_names[c], (uint64_t)atomic_load(&m->cuts[c]));
         return r;
 }
 
@@ -163,6 +190,8 @@ ext_metrics_render(struct ext_state *s, struct buf *out)
         r = render_requests(&s->metrics, out);
         if (r >= 0)
                 r = render_latency(&s->metrics, out);
+        if (r >= 0)
+                r = render_cuts(&s->metrics, out);
         if (r >= 0)
                 r = render_decisions(&s->metrics, out);
         if (r >= 0)

@@ -278,9 +278,12 @@ reaper_main(void *arg)
                         else
                                 heads++;
                 }
-                if (heads + bodies > 0)
+                if (heads + bodies > 0) {
+                        atomic_fetch_add(&srv->state->metrics.cuts[EXT_CUT_HEAD_DEADLINE], heads);
+                        atomic_fetch_add(&srv->state->metrics.cuts[EXT_CUT_BODY_DEADLINE], bodies);
                         log_debug("connections closed at their deadline",
                                   "no_request_head=%u body_too_slow=%u", heads, bodies);
+                }
                 clock_gettime(CLOCK_MONOTONIC, &ts);
                 ts.tv_nsec += EXT_REAPER_TICK_MS * 1000000L;
                 if (ts.tv_nsec >= 1000000000L) {
@@ -294,16 +297,17 @@ reaper_main(void *arg)
 }
 
 /* Refuses a request in the middle of its body.  microhttpd takes a response only once the
- * whole body is in, so the connection is closed (logged and counted here); the client sees
- * its connection end, as with any server that stops reading an abusive upload. */
+ * whole body is in (MHD_queue_response answers MHD_NO before), so the connection is closed,
+ * logged and counted; the client sees its connection end, as with any server that stops
+ * reading an abusive upload. */
 static enum MHD_Result
-cut_off(struct ext_server *srv, struct conn *cx, int status, const char *why)
+cut_off(struct ext_server *srv, struct conn *cx, enum ext_cut why)
 {
         cx->cut = true;
         conn_free_body(srv, cx);
-        ext_metrics_observe(&srv->state->metrics, cx->verb, status, ext_now_ns() - cx->start_ns);
-        log_info("request refused", "verb=%s status=%d reason=\"%s\" action=close",
-                 ext_verb_to_string(cx->verb), status, why);
+        atomic_fetch_add(&srv->state->metrics.cuts[why], 1);
+        log_info("request cut off", "verb=%s reason=%s", ext_verb_to_string(cx->verb),
+                 ext_cut_to_string(why));
         return MHD_NO;
 }
 
@@ -369,17 +373,12 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
         if (*upload_data_size > 0) {
                 int r;
 
-                if (ext_now_ns() - cx->start_ns > srv->body_timeout_ns)
-                        return cut_off(srv, cx, 408, "the request body did not arrive within the "
-                                                     "body deadline");
+                /* Too slow a body is the reaper's to cut (it needs no data to arrive). */
                 r = conn_append(srv, cx, upload_data, *upload_data_size);
                 if (r == -EMSGSIZE)
-                        return cut_off(srv, cx, 413, "the request body is larger than the limit");
-                if (r == -ENOBUFS)
-                        return cut_off(srv, cx, 503, "the extender is receiving too many request "
-                                                     "bodies at once; retry");
-                if (r < 0)
-                        return cut_off(srv, cx, 503, "out of memory");
+                        return cut_off(srv, cx, EXT_CUT_BODY_TOO_LARGE);
+                if (r == -ENOBUFS || r == -ENOMEM)
+                        return cut_off(srv, cx, EXT_CUT_BODY_BUDGET);
                 *upload_data_size = 0;
                 return MHD_YES;
         }

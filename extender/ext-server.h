@@ -62,8 +62,20 @@ enum ext_outcome {
         _EXT_OUTCOME_INVALID = -EINVAL,
 };
 
+/* Connections the extender closed without an answer (counted in
+ * topofit_extender_connections_cut_total{reason}). */
+enum ext_cut {
+        EXT_CUT_HEAD_DEADLINE,  /* no complete request head within the idle timeout */
+        EXT_CUT_BODY_DEADLINE,  /* the body not complete within the body timeout */
+        EXT_CUT_BODY_TOO_LARGE, /* a chunked body passed EXT_MAX_BODY */
+        EXT_CUT_BODY_BUDGET,    /* a chunked body passed what was left of the body budget */
+        _EXT_CUT_MAX,
+        _EXT_CUT_INVALID = -EINVAL,
+};
+const char *ext_cut_to_string(enum ext_cut c);
+
 #define EXT_N_BUCKETS 14
-#define EXT_N_CODES 9
+#define EXT_N_CODES 8
 
 struct ext_metrics {
         atomic_uint_fast64_t requests[_EXT_VERB_MAX][EXT_N_CODES];
@@ -71,6 +83,7 @@ struct ext_metrics {
         atomic_uint_fast64_t latency_count[_EXT_VERB_MAX];
         atomic_uint_fast64_t latency_sum_ns[_EXT_VERB_MAX];
         atomic_uint_fast64_t decisions[_EXT_VERB_MAX][_EXT_OUTCOME_MAX];
+        atomic_uint_fast64_t cuts[_EXT_CUT_MAX];
 };
 
 struct ext_state;

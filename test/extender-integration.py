@@ -413,9 +413,11 @@ def silent_hangs():
         check("silent hangs: a body trickled a byte at a time is cut at the body deadline (3 s)",
               took is not None and took < 7, "cut after %s s" % took)
         status, body, _ = ext.request("GET", "/metrics")
-        check("silent hangs: the body deadline is counted as a 408",
-              'topofit_extender_requests_total{verb="filter",code="408"} 1' in body.splitlines(),
-              "\n".join(l for l in body.splitlines() if "requests_total" in l))
+        cuts = dict(l.rsplit(" ", 1) for l in body.splitlines() if l.startswith(
+            "topofit_extender_connections_cut_total{"))
+        check("silent hangs: the deadlines' cuts are counted in the metrics",
+              int(cuts.get('topofit_extender_connections_cut_total{reason="body_deadline"}', 0)) >= 1,
+              str(cuts))
     finally:
         ext.stop()
 
