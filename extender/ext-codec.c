@@ -194,78 +194,11 @@ parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON
 }
 
 static int
-cmp_keys(const void *a, const void *b)
-{
-        return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Whether an object anywhere in j repeats a key: -EINVAL if so, -ENOMEM, else 0.  cJSON
- * keeps every copy and its lookups return the first, while Go's encoding/json (the
- * scheduler's) keeps the last: a request on which two readers disagree is refused rather
- * than read one way.  Small objects compare pairwise, large ones sort their keys. */
-#define EXT_DUP_PAIRWISE_MAX 16
-
-static int
-check_unique_keys(const cJSON *j)
-{
-        const cJSON *c;
-        size_t n = 0;
-        int r;
-
-        if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
-                return 0;
-        cJSON_ArrayForEach(c, j) {
-                n++;
-                r = check_unique_keys(c); /* depth is bounded by EXT_MAX_JSON_DEPTH */
-                if (r < 0)
-                        return r;
-        }
-        if (!cJSON_IsObject(j) || n < 2)
-                return 0;
-        if (n <= EXT_DUP_PAIRWISE_MAX) {
-                for (const cJSON *a = j->child; a; a = a->next)
-                        for (const cJSON *b = a->next; b; b = b->next)
-                                if (strcmp(a->string, b->string) == 0)
-                                        return -EINVAL;
-                return 0;
-        } else {
-                CLEANUP(freep) const char **keys = malloc(n * sizeof(*keys));
-                size_t i = 0;
-
-                if (!keys)
-                        return -ENOMEM;
-                cJSON_ArrayForEach(c, j)
-                        keys[i++] = c->string;
-                qsort(keys, n, sizeof(*keys), cmp_keys);
-                for (i = 1; i < n; i++)
-                        if (strcmp(keys[i - 1], keys[i]) == 0)
-                                return -EINVAL;
-        }
-        return 0;
-}
-
-/* A request document: capped as requests are, and no object may repeat a key. */
-static int
 parse_doc(const char *json, size_t len, cJSON **ret, struct arena **ret_arena,
           const char **ret_why)
 {
-        struct arena *a = NULL;
-        cJSON *doc = NULL;
-        int r;
-
-        r = parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, &doc, &a, ret_why);
-        if (r < 0)
-                return r;
-        r = check_unique_keys(doc);
-        if (r < 0) {
-                arena_free(a);
-                return set_why(ret_why, "a JSON object in the request repeats a key (refused: "
-                                        "readers disagree on which copy counts)"),
-                       r;
-        }
-        *ret = doc;
-        *ret_arena = a;
-        return 0;
+        return parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, ret, ret_arena,
+                                ret_why);
 }
 
 /* set_why() and an error code in one expression, for "r = why_err(...)". */
@@ -276,10 +209,75 @@ why_err(const char **ret_why, const char *why, int r)
         return r;
 }
 
+/* --- repeated keys ------------------------------------------------------------------------
+ * cJSON keeps every copy of a repeated key and its lookups return the first; Go's
+ * encoding/json (kube-scheduler's) keeps the last.  A request in which an object repeats a
+ * key that we read is refused, rather than read one way here and the other way there.
+ * get() looks at the whole object and notes a repeat in tl_repeated (thread-local, as the
+ * parse arena is); each request decoder clears it first and refuses at the end if set.
+ * Checking every object of the document instead cost 15-20% of a 4.5 MB full-mode filter. */
+static __thread bool tl_repeated;
+
 static const cJSON *
 get(const cJSON *o, const char *key)
 {
-        return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+        const cJSON *found = NULL;
+
+        if (!cJSON_IsObject(o))
+                return NULL;
+        for (const cJSON *c = o->child; c; c = c->next) {
+                if (!c->string || strcmp(c->string, key) != 0)
+                        continue;
+                if (found) {
+                        tl_repeated = true;
+                        break;
+                }
+                found = c;
+        }
+        return found;
+}
+
+static int
+cmp_keys(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* For an object we walk whole (the victims map): -EINVAL when it repeats a key, -ENOMEM. */
+static int
+check_keys_unique(const cJSON *o)
+{
+        CLEANUP(freep) const char **keys = NULL;
+        size_t n = (size_t)cJSON_GetArraySize(o), i = 0;
+        const cJSON *c;
+
+        if (n < 2)
+                return 0;
+        keys = malloc(n * sizeof(*keys));
+        if (!keys)
+                return -ENOMEM;
+        cJSON_ArrayForEach(c, o)
+                keys[i++] = c->string ? c->string : "";
+        qsort(keys, n, sizeof(*keys), cmp_keys);
+        for (i = 1; i < n; i++)
+                if (strcmp(keys[i - 1], keys[i]) == 0)
+                        return -EINVAL;
+        return 0;
+}
+
+#define EXT_WHY_REPEATED "a JSON object in the request repeats a key that the extender reads " \
+                         "(refused: readers disagree on which copy counts)"
+
+/* The end of a request decoder: r, or -EINVAL when a key it read was repeated. */
+static int
+refuse_repeats(int r, const char **ret_why)
+{
+        bool repeated = tl_repeated;
+
+        tl_repeated = false;
+        if (r >= 0 && repeated)
+                return set_why(ret_why, EXT_WHY_REPEATED), -EINVAL;
+        return r;
 }
 
 static bool
@@ -494,15 +492,19 @@ int
 ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
                    struct ext_request *ret, const char **ret_why)
 {
+        struct ext_request req;
         struct arena *arena = NULL;
         cJSON *doc = NULL;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
-        r = request_from_pod(doc, cfg, ret, ret_why);
+        r = refuse_repeats(request_from_pod(doc, cfg, &req, ret_why), ret_why);
         arena_free(arena);
+        if (r >= 0)
+                *ret = req;
         return r;
 }
 
@@ -672,6 +674,7 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
         size_t n;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -743,6 +746,9 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
                 a.json = json;
                 a.json_len = len;
         }
+        r = refuse_repeats(0, ret_why);
+        if (r < 0)
+                goto fail;
         *ret = a;
         return 0;
 fail:
@@ -941,6 +947,7 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
         cJSON *doc = NULL;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -961,6 +968,7 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
         else
                 r = check_pod_names(b.pod_name, b.pod_namespace, b.pod_uid, ret_why);
         arena_free(arena);
+        r = refuse_repeats(r, ret_why);
         if (r < 0)
                 return r;
         *ret = b;
@@ -1039,6 +1047,7 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
         bool meta;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -1057,6 +1066,12 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
                 goto done; /* no candidates: an empty answer */
         if (!cJSON_IsObject(map)) {
                 r = why_err(ret_why, "the victims map is not an object", -EINVAL);
+                goto out;
+        }
+        r = check_keys_unique(map);
+        if (r < 0) {
+                if (r == -EINVAL)
+                        set_why(ret_why, EXT_WHY_REPEATED);
                 goto out;
         }
         if ((size_t)cJSON_GetArraySize(map) > EXT_MAX_NODES) {
@@ -1086,6 +1101,9 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
                         goto out;
         }
 done:
+        r = refuse_repeats(0, ret_why);
+        if (r < 0)
+                goto out;
         *ret = a;
         a = (struct ext_preempt_args){ 0 };
         r = 0;
@@ -1206,6 +1224,7 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
 
         if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
                 return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -1236,7 +1255,9 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
                         topo_mask_set(&m, (unsigned)d);
                 }
         }
-        *ret = m;
+        r = refuse_repeats(0, ret_why);
+        if (r >= 0)
+                *ret = m;
 out:
         arena_free(arena);
         return r;
