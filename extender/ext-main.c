@@ -356,12 +356,6 @@ main(int argc, char **argv)
         int opt, sig, r;
 
         ext_config_default(&o.cfg);
-        /* One malloc arena for every thread: request bodies are freed by whichever worker
-         * ends the connection and reused by the next, so the heap stays within the body
-         * budget instead of one budget's worth per worker arena (20 unfinished 15 MiB
-         * bodies: 85-100 MiB peak with an arena per thread, 78 MiB with one).  Small
-         * allocations still come from per-thread caches without the lock. */
-        mallopt(M_ARENA_MAX, 1);
         /* The config file first, so that flags override it. */
         for (int i = 1; i < argc; i++) {
                 const char *path = NULL;
