@@ -2,14 +2,16 @@
 /*
  * The HTTP side: libmicrohttpd with an internal thread pool, optional TLS and client
  * certificates through its GnuTLS support.  This file only moves bytes and bounds what a
- * client can hold: connections (a total and a per-address limit, an idle timeout for
- * connections that send nothing), and request bodies.  A body is capped at EXT_MAX_BODY
- * (a larger Content-Length is answered 413 before a byte of it is read; a chunked body is
- * cut off at the cap), must arrive within the body deadline, and is charged to one budget
- * shared by every connection (bytes allocated for bodies, at most body_budget: a request
- * that would pass it is answered 503 or, mid-body, cut off).  The complete body goes to
- * ext_handle() and the answer is queued.  Per-connection state lives in struct conn, owned
- * by microhttpd's connection and freed (its budget returned) in the completion hook.
+ * client can hold: connections (a total and a per-address limit; deadlines for the request
+ * head and body, enforced by a reaper thread, since microhttpd's own timeout only sees
+ * silence), and request bodies.  A body is capped at EXT_MAX_BODY (a larger Content-Length
+ * is answered 413 before a byte of it is read; a chunked body is cut off at the cap) and is
+ * held in a buffer charged to one budget shared by every connection (live and pooled
+ * buffers together at most body_budget: a request that would pass it is answered 503 or,
+ * mid-body, cut off).  The complete body goes to ext_handle() and the answer is queued.
+ * Per-connection state lives in struct conn, owned by microhttpd's connection and freed
+ * (its buffer back to the pool) in the completion hook; per-socket deadlines live in struct
+ * sock, owned by microhttpd's connection notifications.
  */
 #include "ext-server.h"
 
