@@ -4,8 +4,9 @@
  * of bench/ lives here: reading the cluster spec, topology files (text formats through
  * topology/, hwloc XML through its loader library) and traces (each capped by a named
  * constant), the monotonic clock for decisions per second, writing CSV files and
- * the gnuplot script, and running gnuplot.  Subcommands: run (the default), convert (a
- * public trace to our CSV), generate (a synthetic trace to our CSV).
+ * the gnuplot script, and running gnuplot and the go-gpuallocator peer.  Subcommands: run
+ * (the default), convert (a public trace to our CSV), generate (a synthetic trace to our
+ * CSV), peer-besteffort (k8s-besteffort against NVIDIA's own picker, bench-peer.c).
  */
 #include "bench.h"
 
@@ -73,8 +74,10 @@ cluster_release(struct bench_cluster *cl)
         *cl = (struct bench_cluster){ 0 };
 }
 
+/* Loads one topology file.  Failures are reported on stderr, or into why (why_len bytes)
+ * when the caller reports them itself. */
 static int
-load_topology(const char *path, const char *model, struct topo **ret)
+load_topology(const char *path, const char *model, struct topo **ret, char *why, size_t why_len)
 {
         CLEANUP(freep) char *text = NULL;
         CLEANUP(topo_unrefp) struct topo *t = NULL;
@@ -84,15 +87,22 @@ load_topology(const char *path, const char *model, struct topo **ret)
 
         r = file_read_capped(path, TOPO_MAX_XML_BYTES, &text, &len);
         if (r < 0) {
-                fprintf(stderr, "topofit bench: %s: %s\n", path, strerror(-r));
+                if (why)
+                        snprintf(why, why_len, "%s", strerror(-r));
+                else
+                        fprintf(stderr, "topofit bench: %s: %s\n", path, strerror(-r));
                 return r;
         }
         r = topo_parse_any(text, len, &t, &err);
         if (r == -EPROTONOSUPPORT)
                 r = topo_hwloc_load_xml(text, len, &t, &err);
         if (r < 0) {
-                fprintf(stderr, "topofit bench: %s:%u:%u: %s\n", path, err.line, err.column,
-                        err.msg[0] ? err.msg : strerror(-r));
+                if (why)
+                        snprintf(why, why_len, "%u:%u: %s", err.line, err.column,
+                                 err.msg[0] ? err.msg : strerror(-r));
+                else
+                        fprintf(stderr, "topofit bench: %s:%u:%u: %s\n", path, err.line,
+                                err.column, err.msg[0] ? err.msg : strerror(-r));
                 return r;
         }
         if (model && model[0])
@@ -142,7 +152,7 @@ load_cluster(const char *spec_path, struct bench_cluster *ret)
                         cluster_release(&cl);
                         return -ENAMETOOLONG;
                 }
-                r = load_topology(path, spec->lines[i].model, &nt->topo);
+                r = load_topology(path, spec->lines[i].model, &nt->topo, NULL, 0);
                 if (r < 0) {
                         cluster_release(&cl);
                         return r;
@@ -183,6 +193,8 @@ struct options {
         bool policies[_BENCH_POLICY_MAX];
         struct bench_gen_config gen;
         struct bench_convert_opts conv;
+        const char *peer;
+        unsigned peer_random;
 };
 
 static void
@@ -191,6 +203,7 @@ usage(FILE *f)
         fputs("Usage: topofit bench [run] [OPTIONS]\n"
               "       topofit bench convert --format FORMAT FILE\n"
               "       topofit bench generate [--jobs N] [--seed N] [--load X] [--gpus N]\n"
+              "       topofit bench peer-besteffort --peer PATH [--random N] [TOPOLOGY...]\n"
               "\n"
               "Replays a job trace on a cluster of real node topologies under each placement\n"
               "policy and prints a markdown table of the results.  With no options: the\n"
@@ -208,6 +221,10 @@ usage(FILE *f)
               "                     binpack-besteffort, topofit, oracle (default: all)\n"
               "  --out DIR          write summary.csv, jobs.csv, series.csv, plots.gp there\n"
               "  --no-plots         with --out: do not run gnuplot\n"
+              "  --peer PATH        peer-besteffort: bench/peer-gpuallocator's binary (its\n"
+              "                     build script prints the path); compares k8s-besteffort\n"
+              "                     with NVIDIA's go-gpuallocator on every free mask and size\n"
+              "  --random N         peer-besteffort: also N random 5-8 GPU matrices (--seed)\n"
               "  -h, --help         this text\n",
               f);
 }
@@ -227,7 +244,8 @@ static int
 parse_options(int argc, char **argv, struct options *o)
 {
         enum { OPT_CLUSTER = 256, OPT_TRACE, OPT_FORMAT, OPT_COMM, OPT_JOBS, OPT_SEED, OPT_LOAD,
-               OPT_GPUS, OPT_POLICIES, OPT_OUT, OPT_NO_PLOTS };
+               OPT_GPUS, OPT_POLICIES, OPT_OUT, OPT_NO_PLOTS, OPT_PEER,
+               OPT_RANDOM };
         static const struct option longopts[] = {
                 { "cluster", required_argument, NULL, OPT_CLUSTER },
                 { "trace", required_argument, NULL, OPT_TRACE },
@@ -240,6 +258,8 @@ parse_options(int argc, char **argv, struct options *o)
                 { "policies", required_argument, NULL, OPT_POLICIES },
                 { "out", required_argument, NULL, OPT_OUT },
                 { "no-plots", no_argument, NULL, OPT_NO_PLOTS },
+                { "peer", required_argument, NULL, OPT_PEER },
+                { "random", required_argument, NULL, OPT_RANDOM },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -321,6 +341,16 @@ parse_options(int argc, char **argv, struct options *o)
                         break;
                 case OPT_NO_PLOTS:
                         o->plots = false;
+                        break;
+                case OPT_PEER:
+                        o->peer = optarg;
+                        break;
+                case OPT_RANDOM:
+                        if (str_to_int64(optarg, strlen(optarg), 1, 100000, &v) < 0) {
+                                fprintf(stderr, "topofit bench: --random takes 1..100000\n");
+                                return -EINVAL;
+                        }
+                        o->peer_random = (unsigned)v;
                         break;
                 case 'h':
                         usage(stdout);
@@ -554,6 +584,176 @@ cmd_convert_or_generate(struct options *o, bool convert, int argc, char **argv)
         return r < 0 ? 1 : 0;
 }
 
+/* --- peer-besteffort: NVIDIA's go-gpuallocator against k8s-besteffort ------------------ */
+
+/* Runs the peer with `in` on its stdin (through an unlinked temporary file, so a large input
+ * cannot dead-lock against its output) and reads its stdout into *out, capped. */
+static int
+run_peer(const char *peer, const struct buf *in, struct buf *out)
+{
+        char *argv[] = { (char *)peer, NULL };
+        char tmpl[PATH_MAX];
+        const char *tmpdir = getenv("TMPDIR");
+        posix_spawn_file_actions_t fa;
+        int fd, pipefd[2], r, status;
+        pid_t pid;
+        char chunk[16384];
+        ssize_t n;
+
+        snprintf(tmpl, sizeof(tmpl), "%s/topofit-peer-XXXXXX",
+                 tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+        fd = mkostemp(tmpl, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        unlink(tmpl);
+        if ((in->len && write(fd, in->data, in->len) != (ssize_t)in->len) ||
+            lseek(fd, 0, SEEK_SET) < 0) {
+                close(fd);
+                return -EIO;
+        }
+        if (pipe2(pipefd, O_CLOEXEC) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
+        posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+        r = -posix_spawn(&pid, peer, &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(fd);
+        close(pipefd[1]);
+        if (r < 0) {
+                close(pipefd[0]);
+                return r;
+        }
+        while ((n = read(pipefd[0], chunk, sizeof(chunk))) != 0) {
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 || (r == 0 && buf_append(out, chunk, (size_t)n) < 0))
+                        r = n < 0 ? -errno : -E2BIG; /* keep reading so the peer can exit */
+        }
+        close(pipefd[0]);
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        if (r == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+                r = -EPROTO;
+        return r;
+}
+
+struct peer_run {
+        const char *peer;
+        struct buf in, out, diffs;
+        struct bench_peer_result total;
+        unsigned compared, skipped;
+        bool failed;
+};
+
+/* Compares one topology and prints its "topology" line and its differences, or why not. */
+static void
+peer_one(struct peer_run *pr, const char *name, const struct topo *t)
+{
+        struct bench_peer_result res;
+        const char *why = NULL;
+        int r;
+
+        if (t->n_gpus > BENCH_PEER_MAX_GPUS || t->n_gpus == 0) {
+                printf("skip %s: %u GPUs (compared: 1..%u)\n", name, t->n_gpus,
+                       BENCH_PEER_MAX_GPUS);
+                pr->skipped++;
+                return;
+        }
+        buf_reset(&pr->in);
+        buf_reset(&pr->out);
+        buf_reset(&pr->diffs);
+        r = bench_peer_encode(t, &pr->in);
+        r = r < 0 ? r : run_peer(pr->peer, &pr->in, &pr->out);
+        if (r < 0)
+                why = strerror(-r);
+        else
+                r = bench_peer_compare(t, name, pr->out.data ? pr->out.data : "", pr->out.len,
+                                       &pr->diffs, &res, &why);
+        if (r < 0) {
+                printf("error %s: %s\n", name, why ? why : strerror(-r));
+                pr->failed = true;
+                return;
+        }
+        printf("topology %s: %u GPUs, %u queries, %u agree, %u differ, %u padded\n", name,
+               t->n_gpus, res.queries, res.agree, res.differ, res.padded);
+        if (pr->diffs.len)
+                fwrite(pr->diffs.data, 1, pr->diffs.len, stdout);
+        fflush(stdout);
+        pr->compared++;
+        pr->total.queries += res.queries;
+        pr->total.agree += res.agree;
+        pr->total.differ += res.differ;
+        pr->total.padded += res.padded;
+        pr->failed = pr->failed || res.differ > 0;
+}
+
+/* `topofit bench peer-besteffort --peer PATH [--random N [--seed S]] [TOPOLOGY...]`: every
+ * free mask and every size on each topology of at most BENCH_PEER_MAX_GPUS GPUs (and on N
+ * random matrices), k8s-besteffort against the peer.  Prints one "topology" line per
+ * topology, every difference, and the agreement; exit 1 when a choice differs or a topology
+ * cannot be compared, 0 otherwise ("padded" answers, where NVIDIA's code returns no valid
+ * set, are listed and counted but do not fail; files that do not parse are skipped). */
+static int
+cmd_peer(const struct options *o, int argc, char **argv)
+{
+        struct peer_run pr = { .peer = o->peer };
+
+        if (!o->peer || (optind >= argc && o->peer_random == 0)) {
+                fprintf(stderr, "topofit bench peer-besteffort: expected --peer PATH and topology "
+                                "files or --random N\n");
+                return 2;
+        }
+        buf_init(&pr.in, 1u << 20);
+        buf_init(&pr.out, BENCH_PEER_MAX_OUTPUT);
+        buf_init(&pr.diffs, BENCH_PEER_MAX_OUTPUT);
+        printf("# k8s-besteffort against NVIDIA go-gpuallocator's BestEffortPolicy\n\n"
+               "Peer %s; every free mask, every size up to the free count.\n\n", o->peer);
+        for (int a = optind; a < argc; a++) {
+                CLEANUP(topo_unrefp) struct topo *t = NULL;
+                const char *slash = strrchr(argv[a], '/'), *name = slash ? slash + 1 : argv[a];
+                char msg[sizeof(((struct topo_error *)NULL)->msg) + 64];
+                int r;
+
+                r = load_topology(argv[a], NULL, &t, msg, sizeof(msg));
+                if (r == -EINVAL || r == -EBADMSG) {
+                        /* A capture cut off inside the matrix (the PARTIAL files) is no node. */
+                        printf("skip %s: does not parse: %s\n", name, msg);
+                        pr.skipped++;
+                        continue;
+                }
+                if (r < 0) {
+                        printf("error %s: %s\n", name, msg);
+                        pr.failed = true;
+                        continue;
+                }
+                peer_one(&pr, name, t);
+        }
+        for (unsigned i = 0; i < o->peer_random; i++) {
+                CLEANUP(topo_unrefp) struct topo *t = NULL;
+                char name[64];
+
+                if (bench_peer_random_topo(o->gen.seed, i, &t) < 0) {
+                        pr.failed = true;
+                        break;
+                }
+                snprintf(name, sizeof(name), "random-%llu-%u", (unsigned long long)o->gen.seed, i);
+                peer_one(&pr, name, t);
+        }
+        printf("\nagreement: %u of %u choices (%.2f%%) on %u topologies (%u skipped); %u differ; "
+               "%u padded (NVIDIA's code returns a padding slot, no valid set)\n",
+               pr.total.agree, pr.total.queries,
+               pr.total.queries ? 100.0 * pr.total.agree / pr.total.queries : 0.0, pr.compared,
+               pr.skipped, pr.total.differ, pr.total.padded);
+        buf_release(&pr.in);
+        buf_release(&pr.out);
+        buf_release(&pr.diffs);
+        return pr.failed ? 1 : 0;
+}
+
 int
 bench_main(int argc, char **argv)
 {
@@ -580,6 +780,8 @@ bench_main(int argc, char **argv)
                 }
                 return cmd_run(&o);
         }
+        if (strcmp(cmd, "peer-besteffort") == 0)
+                return cmd_peer(&o, argc, argv);
         if (strcmp(cmd, "convert") == 0 || strcmp(cmd, "generate") == 0)
                 return cmd_convert_or_generate(&o, cmd[0] == 'c', argc, argv);
         fprintf(stderr, "topofit bench: unknown command '%s'\n", cmd);

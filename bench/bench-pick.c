@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GPU pickers for the baseline policies: the device plugin's first free GPUs, NVIDIA's
- * best-effort pair-score partitioning (re-implemented from its documented rules), and an
+ * best-effort pair-score partitioning (go-gpuallocator's BestEffortPolicy re-implemented from
+ * its code, with NVML's link view; bench-peer.c checks it against the real thing), and an
  * exhaustive search over the scoring model for the oracle.  Pure: they read a borrowed
  * topology or score class and a free mask and write the chosen set into caller storage;
  * no allocation, bounded work (named caps), ties by GPU index.
@@ -12,32 +13,81 @@
 #include <math.h>
 #include <string.h>
 
-/* PCIe part of the pair score, by relation (NVIDIA device plugin's documented points). */
-static const unsigned pcie_points[_TOPO_LINK_MAX] = {
-        [TOPO_LINK_PIX] = 50,  /* single PCIe switch */
-        [TOPO_LINK_PXB] = 40,  /* multiple PCIe switches */
-        [TOPO_LINK_PCIE] = 40, /* rocm-smi PCIe of unknown depth: read as multiple switches */
-        [TOPO_LINK_PHB] = 30,  /* host bridge */
-        [TOPO_LINK_NODE] = 20, /* same CPU */
-        [TOPO_LINK_SYS] = 10,  /* cross CPU */
+static const char *const p2p_names[_BENCH_P2P_MAX] = {
+        [BENCH_P2P_CROSS_CPU] = "P2PLinkCrossCPU",
+        [BENCH_P2P_SAME_CPU] = "P2PLinkSameCPU",
+        [BENCH_P2P_HOST_BRIDGE] = "P2PLinkHostBridge",
+        [BENCH_P2P_MULTI_SWITCH] = "P2PLinkMultiSwitch",
+        [BENCH_P2P_SINGLE_SWITCH] = "P2PLinkSingleSwitch",
+        [BENCH_P2P_SAME_BOARD] = "P2PLinkSameBoard",
+        [BENCH_P2P_NVLINK1 + 0] = "SingleNVLINKLink",
+        [BENCH_P2P_NVLINK1 + 1] = "TwoNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 2] = "ThreeNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 3] = "FourNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 4] = "FiveNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 5] = "SixNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 6] = "SevenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 7] = "EightNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 8] = "NineNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 9] = "TenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 10] = "ElevenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 11] = "TwelveNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 12] = "ThirteenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 13] = "FourteenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 14] = "FifteenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 15] = "SixteenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 16] = "SeventeenNVLINKLinks",
+        [BENCH_P2P_NVLINK1 + 17] = "EighteenNVLINKLinks",
+};
+
+const char *
+bench_p2p_to_string(enum bench_p2p l)
+{
+        return l > BENCH_P2P_UNKNOWN && l < _BENCH_P2P_MAX ? p2p_names[l] : NULL;
+}
+
+/* The PCIe relation as NVML's GetTopologyCommonAncestor level, by our link class. */
+static const enum bench_p2p pcie_p2p[_TOPO_LINK_MAX] = {
+        [TOPO_LINK_PIX] = BENCH_P2P_SINGLE_SWITCH,
+        [TOPO_LINK_PXB] = BENCH_P2P_MULTI_SWITCH,
+        [TOPO_LINK_PCIE] = BENCH_P2P_MULTI_SWITCH, /* rocm-smi PCIe of unknown depth */
+        [TOPO_LINK_PHB] = BENCH_P2P_HOST_BRIDGE,
+        [TOPO_LINK_NODE] = BENCH_P2P_SAME_CPU,
+        [TOPO_LINK_SYS] = BENCH_P2P_CROSS_CPU,
 };
 
 unsigned
-bench_pair_score(const struct topo *t, unsigned i, unsigned j)
+bench_p2p_links(const struct topo *t, unsigned i, unsigned j, enum bench_p2p ret[2])
 {
         const struct topo_pair *p;
+        unsigned n = 0;
 
         if (i == j || i >= t->n_gpus || j >= t->n_gpus)
                 return 0;
         p = topo_pair(t, i, j);
         if (p->link == TOPO_LINK_NVLINK || p->link == TOPO_LINK_XGMI) {
                 int a = t->gpus[i].numa, b = t->gpus[j].numa;
-                unsigned pcie = a >= 0 && a == b ? pcie_points[TOPO_LINK_NODE]
-                                                 : pcie_points[TOPO_LINK_SYS];
 
-                return 100u * MAX(p->links, 1u) + pcie;
+                ret[n++] = a >= 0 && a == b ? BENCH_P2P_SAME_CPU : BENCH_P2P_CROSS_CPU;
+                if (!t->nvswitch)
+                        ret[n++] = BENCH_P2P_NVLINK1 + MIN(MAX((unsigned)p->links, 1u), 18u) - 1;
+                return n;
         }
-        return p->link < _TOPO_LINK_MAX ? pcie_points[p->link] : 0;
+        if (p->link < _TOPO_LINK_MAX && pcie_p2p[p->link] != BENCH_P2P_UNKNOWN)
+                ret[n++] = pcie_p2p[p->link];
+        return n;
+}
+
+unsigned
+bench_pair_score(const struct topo *t, unsigned i, unsigned j)
+{
+        enum bench_p2p l[2];
+        unsigned n = bench_p2p_links(t, i, j, l), s = 0;
+
+        /* go-gpuallocator's calculateGPUPairScore: 10 per PCIe level, 100 per NVLink. */
+        for (unsigned k = 0; k < n; k++)
+                s += l[k] >= BENCH_P2P_NVLINK1 ? 100u * (l[k] - BENCH_P2P_NVLINK1 + 1) : 10u * l[k];
+        return s;
 }
 
 static unsigned
@@ -130,8 +180,8 @@ has_full_set(const uint8_t *sets, unsigned len, unsigned k)
 static void partition(struct part *p, unsigned reals, unsigned nils, uint64_t partial);
 
 /* Completes the set anchored at cur[base] with `need` more members chosen from the unused
- * real GPUs above `from` and the nils (nils are interchangeable: only the first unchosen
- * may be taken, which keeps each partition once). */
+ * real GPUs above `from`, or with all the nils at once (nils are interchangeable, so each
+ * partition is produced once). */
 static void
 complete_set(struct part *p, unsigned base, unsigned need, unsigned from, unsigned reals,
              unsigned nils, unsigned nils_taken, uint64_t partial)
@@ -154,12 +204,14 @@ complete_set(struct part *p, unsigned base, unsigned need, unsigned from, unsign
                 p->cur_len--;
                 p->used[i] = false;
         }
-        /* Nils sort after every real GPU, as padding appended to the device list does. */
-        if (nils_taken < nils) {
-                p->cur[p->cur_len++] = NIL;
-                /* After a nil only nils may follow in this set. */
-                complete_set(p, base, need - 1, p->n, reals, nils, nils_taken + 1, partial);
-                p->cur_len--;
+        /* Nils sort after every real GPU, as padding appended to the device list does, and
+         * a set takes all the padding or none (go-gpuallocator's iterateGPUPartitions skips
+         * sets with some of it): so the nils go in only when they fill the set exactly. */
+        if (nils_taken == 0 && nils > 0 && need == nils) {
+                for (unsigned a = 0; a < nils; a++)
+                        p->cur[p->cur_len++] = NIL;
+                complete_set(p, base, 0, p->n, reals, nils, nils, partial);
+                p->cur_len -= nils;
         }
 }
 

@@ -150,10 +150,37 @@ int bench_spec_parse(const char *text, size_t len, struct bench_spec *ret, struc
 
 /* --- GPU pickers (pure; no allocation; write into caller storage) ---------------------- */
 
-/* Pair score of the NVIDIA device plugin's best-effort policy: 100 per NVLink plus the PCIe
- * relation (PIX 50, PXB 40, PHB 30, NODE 20, SYS 10; same-board 60 is not modeled).  Our
- * model stores one relation per pair, so an NVLink pair's PCIe part is inferred from NUMA:
- * NODE (20) on one known NUMA node, SYS (10) otherwise.  XGMI links count as NVLinks. */
+/* The links NVML reports between two GPUs as go-gpuallocator records them
+ * (internal/links P2PLinkType: same order, same values), the input of its pair score. */
+enum bench_p2p {
+        BENCH_P2P_UNKNOWN,       /* left out of Device.Links */
+        BENCH_P2P_CROSS_CPU,     /* SYS: 10 points */
+        BENCH_P2P_SAME_CPU,      /* NODE: 20 */
+        BENCH_P2P_HOST_BRIDGE,   /* PHB: 30 */
+        BENCH_P2P_MULTI_SWITCH,  /* PXB: 40 */
+        BENCH_P2P_SINGLE_SWITCH, /* PIX: 50 */
+        BENCH_P2P_SAME_BOARD,    /* NVML's TOPOLOGY_INTERNAL: 60; no matrix shows it */
+        BENCH_P2P_NVLINK1,       /* n NVLinks to the peer: BENCH_P2P_NVLINK1 + n - 1, 100 n */
+        BENCH_P2P_NVLINK18 = BENCH_P2P_NVLINK1 + 17,
+        _BENCH_P2P_MAX,
+        _BENCH_P2P_INVALID = -EINVAL,
+};
+/* go-gpuallocator's name ("P2PLinkSameCPU", "TwoNVLINKLinks"); NULL out of range. */
+const char *bench_p2p_to_string(enum bench_p2p l);
+
+/* What NVML would report between GPUs i and j, writing up to 2 into ret and returning how
+ * many: the PCIe relation (PIX single switch, PXB and rocm-smi PCIE multiple switches, PHB,
+ * NODE same CPU, SYS cross CPU; N/A none), then for NVLink/XGMI pairs the link count.  Two
+ * things the matrix does not say are inferred: an NVLink pair's PCIe relation is hidden
+ * behind NV#, so it is read from NUMA (same known node: SameCPU, else CrossCPU); and on an
+ * NVSwitch node (t->nvswitch) NVML names the switch as each link's remote end, so
+ * go-gpuallocator's GetNVLink counts no NVLink between GPUs and none is reported.  XGMI
+ * links count as NVLinks (NVIDIA's code never sees AMD GPUs: our extension). */
+unsigned bench_p2p_links(const struct topo *t, unsigned i, unsigned j, enum bench_p2p ret[2]);
+
+/* Pair score of the NVIDIA device plugin's best-effort policy: the sum over
+ * bench_p2p_links() of go-gpuallocator's points (100 per NVLink; PIX 50, PXB 40, PHB 30,
+ * NODE 20, SYS 10). */
 unsigned bench_pair_score(const struct topo *t, unsigned i, unsigned j);
 
 /* The first `count` free GPUs by index (the device plugin without topology).
@@ -161,10 +188,12 @@ unsigned bench_pair_score(const struct topo *t, unsigned i, unsigned j);
 int bench_pick_first(const struct topo *t, const struct topo_mask *free, unsigned count,
                      struct topo_mask *ret);
 
-/* The device plugin's best-effort picker, from its documented rules: pad the free GPUs to a
- * multiple of count, find the partition into sets of `count` with the highest sum of set
- * scores (set score = sum of its pair scores), then return that partition's highest
- * scoring full set.  Ties keep the first found in enumeration order (sets anchored at the
+/* The device plugin's best-effort picker (go-gpuallocator's BestEffortPolicy): pad the free
+ * GPUs to a multiple of count, find the partition into sets of `count` with the highest sum
+ * of set scores (set score = sum of its pair scores; the padding all in one set, as
+ * iterateGPUPartitions requires), then return that partition's highest scoring full set
+ * (go-gpuallocator v0.6.0 may return the padded set there; bench peer-besteffort counts
+ * those answers as "padded").  Ties keep the first found in enumeration order (sets anchored at the
  * lowest remaining GPU, completed in ascending combinations).  Stops after
  * BENCH_PARTITION_MAX_VISITS partitions with the best so far.  0 and *ret, or -ENOSPC. */
 int bench_pick_pairscore(const struct topo *t, const struct topo_mask *free, unsigned count,
@@ -176,6 +205,40 @@ int bench_pick_pairscore(const struct topo *t, const struct topo_mask *free, uns
  * BENCH_EXHAUSTIVE_MAX_SETS. */
 int bench_pick_exhaustive(const struct score_class *c, const struct topo_mask *free,
                           unsigned count, struct topo_mask *ret, double *ret_gbps);
+
+/* --- NVIDIA's go-gpuallocator as a peer of k8s-besteffort (bench-peer.c) --------------- */
+
+#define BENCH_PEER_MAX_GPUS 8                /* topologies compared: every mask, every size */
+#define BENCH_PEER_MAX_OUTPUT (4u << 20)     /* the peer's answers for one topology */
+
+
+/* Appends the peer's input for t to out: "gpus N", one "link I J TYPES" line per pair with
+ * links (bench_p2p_links()), then "query FREE SIZE" for every non-empty free mask (ascending)
+ * and every size from 1 to its count.  Returns the number of queries; -E2BIG when t has no
+ * GPUs or more than BENCH_PEER_MAX_GPUS; -ENOMEM/-E2BIG from the buffer. */
+int bench_peer_encode(const struct topo *t, struct buf *out);
+
+struct bench_peer_result {
+        unsigned queries; /* answers compared */
+        unsigned agree;   /* same set */
+        unsigned differ;  /* both gave a set of the size asked, not the same one */
+        unsigned padded;  /* the peer returned padding (nil devices): no valid set */
+};
+
+/* Compares the peer's answers (one "pick I,J,..." line per query of bench_peer_encode(t),
+ * "nil" for a padding slot) with bench_pick_pairscore(), and appends one line per query
+ * that does not agree to diffs: "diff|padded NAME free {..} size K: ours {..}, theirs {..}".
+ * 0 and *ret; -EBADMSG with *ret_why (a static sentence) when the answers do not parse or
+ * their number is wrong; -E2BIG as bench_peer_encode; -ENOMEM/-E2BIG from the buffer. */
+int bench_peer_compare(const struct topo *t, const char *name, const char *answers, size_t len,
+                       struct buf *diffs, struct bench_peer_result *ret, const char **ret_why);
+
+/* A random matrix for the peer comparison, stream `index` of `seed`: 5 to 8 GPUs on NUMA
+ * node 0 or 1, every pair PIX, PXB, PHB, NODE, SYS, NV1, NV2 or NV4 with equal odds (no
+ * NVSwitch).  Real topologies never ask for sets of 3, 5, 6 or 7 with two or more padding
+ * slots, nor make a padded set outscore the full ones; these do.  0 and *ret (the caller
+ * owns one reference), or -ENOMEM. */
+int bench_peer_random_topo(uint64_t seed, unsigned index, struct topo **ret);
 
 /* --- the simulator -------------------------------------------------------------------- */
 

@@ -43,6 +43,89 @@ str_to_int64(const char *s, size_t len, int64_t min, int64_t max, int64_t *ret)
         return 0;
 }
 
+/* mant * 10^exp10 * 1024^exp1024 as a whole number <= max; -EINVAL when it is not whole,
+ * -ERANGE past max.  mant < 10^18 and exp1024 <= 6 keep every product below 2^121, and
+ * a positive exp10 stops as soon as the value passes max. */
+static int
+quantity_scale(uint64_t mant, int exp10, unsigned exp1024, int64_t max, int64_t *ret)
+{
+        __uint128_t v = mant;
+
+        for (unsigned k = 0; k < exp1024; k++)
+                v *= 1024;
+        for (; exp10 > 0 && v != 0; exp10--) {
+                v *= 10;
+                if (v > (__uint128_t)max)
+                        return -ERANGE;
+        }
+        for (; exp10 < 0; exp10++) {
+                if (v % 10)
+                        return -EINVAL;
+                v /= 10;
+        }
+        if (v > (__uint128_t)max)
+                return -ERANGE;
+        *ret = (int64_t)v;
+        return 0;
+}
+
+int
+str_to_quantity_count(const char *s, size_t len, int64_t max, int64_t *ret)
+{
+        static const struct {
+                const char *name;
+                int exp10;
+                unsigned exp1024;
+        } suffixes[] = {
+                { "", 0, 0 },  { "m", -3, 0 }, { "k", 3, 0 },  { "M", 6, 0 },  { "G", 9, 0 },
+                { "T", 12, 0 }, { "P", 15, 0 }, { "E", 18, 0 }, { "Ki", 0, 1 }, { "Mi", 0, 2 },
+                { "Gi", 0, 3 }, { "Ti", 0, 4 }, { "Pi", 0, 5 }, { "Ei", 0, 6 },
+        };
+        uint64_t mant = 0;
+        unsigned digits = 0, frac = 0;
+        bool dot = false, neg = false;
+        size_t i = 0;
+        int64_t e;
+
+        if (!s || len == 0 || max < 0)
+                return -EINVAL;
+        if (s[0] == '+' || s[0] == '-')
+                neg = s[i++] == '-';
+        for (; i < len && ((s[i] >= '0' && s[i] <= '9') || (s[i] == '.' && !dot)); i++) {
+                if (s[i] == '.') {
+                        dot = true;
+                        continue;
+                }
+                /* Leading zeros carry nothing; past 18 significant digits only zeros
+                 * keep the value exact, so anything else is refused as too long. */
+                if (mant == 0 && s[i] == '0') {
+                        frac += dot;
+                        digits += 1;
+                        continue;
+                }
+                if (mant > 99999999999999999ull)
+                        return -ERANGE;
+                mant = mant * 10 + (uint64_t)(s[i] - '0');
+                frac += dot;
+                digits += 1;
+        }
+        if (digits == 0)
+                return -EINVAL;
+        if (neg && mant != 0)
+                return -EINVAL;
+        if (i < len && (s[i] == 'e' || s[i] == 'E') && i + 1 < len &&
+            (s[i + 1] == '+' || s[i + 1] == '-' || (s[i + 1] >= '0' && s[i + 1] <= '9'))) {
+                if (str_to_int64(s + i + 1, len - i - 1, -64, 64, &e) < 0)
+                        return -EINVAL;
+                return quantity_scale(mant, (int)e - (int)frac, 0, max, ret);
+        }
+        for (size_t k = 0; k < sizeof(suffixes) / sizeof(suffixes[0]); k++)
+                if (str_eq_n(s + i, len - i, suffixes[k].name))
+                        return quantity_scale(mant, suffixes[k].exp10 - (int)frac,
+                                              suffixes[k].exp1024, max, ret);
+        return -EINVAL;
+}
+
 int
 str_to_int(const char *s, size_t len, int min, int max, int *ret)
 {

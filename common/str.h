@@ -15,6 +15,15 @@
 int str_to_int64(const char *s, size_t len, int64_t min, int64_t max, int64_t *ret);
 int str_to_int(const char *s, size_t len, int min, int max, int *ret);
 
+/* Parses a Kubernetes resource quantity (apimachinery's grammar: an optional sign, digits
+ * with an optional fraction, then one suffix: binary Ki Mi Gi Ti Pi Ei, decimal m "" k M G T
+ * P E, or an exponent e<n> / E<n>) that must be a whole count in [0, max], as an extended
+ * resource such as nvidia.com/gpu is: "2", "+2", "2000m", "0.5k", "1e1" and "1Ki" are
+ * counts; "1.5", "500m", "-1", "1Ki5", " 2" are not.  The one rule for GPU quantities,
+ * used by the extender's codec and the API client alike.  Returns 0, -EINVAL (not a
+ * quantity, or not a whole count) or -ERANGE (above max); *ret written only on success. */
+int str_to_quantity_count(const char *s, size_t len, int64_t max, int64_t *ret);
+
 /* Parses a whole decimal floating-point number (no hex, no inf/nan).  Same returns. */
 int str_to_double(const char *s, size_t len, double *ret);
 

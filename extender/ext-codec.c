@@ -341,7 +341,9 @@ check_pod_names(const char *name, const char *namespace, const char *uid, const 
         return 0;
 }
 
-/* A resource quantity that must be a whole count ("2"; a JSON integer is tolerated). */
+/* A resource quantity that must be a whole count, by Kubernetes' quantity grammar
+ * (str_to_quantity_count, the rule kube-client's decoder uses too: "2", "2000m", "1k");
+ * a JSON integer is tolerated. */
 static int
 quantity_count(const cJSON *j, unsigned *ret)
 {
@@ -352,7 +354,7 @@ quantity_count(const cJSON *j, unsigned *ret)
 
                 if (n == 0 || n > EXT_MAX_QUANTITY_LEN)
                         return -EINVAL;
-                if (str_to_int64(j->valuestring, n, 0, TOPO_MAX_GPUS * 64, &v) < 0)
+                if (str_to_quantity_count(j->valuestring, n, TOPO_MAX_GPUS * 64, &v) < 0)
                         return -EINVAL;
         } else if (cJSON_IsNumber(j)) {
                 double d = j->valuedouble;

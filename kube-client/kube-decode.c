@@ -58,47 +58,27 @@ kube__key_hash(const char *ns, const char *name)
         return h;
 }
 
-/* Kubernetes quantities as GPU counts: integers with an optional decimal (k, M, G) or
- * binary (Ki, Mi, Gi) suffix, or milli-units (rounded up).  Extended resources are whole
- * numbers in a valid object; anything else is -EINVAL. */
-static const struct {
-        const char *suffix;
-        int64_t mul;
-} quantity_suffixes[] = {
-        { "", 1 },           { "k", 1000 },        { "M", 1000000 },
-        { "G", 1000000000 }, { "Ki", 1024 },       { "Mi", 1048576 },
-        { "Gi", 1073741824 },
-};
+/* The largest GPU quantity a Node or Pod may carry here (more is an error, not a count). */
+#define KUBE_MAX_GPU_QUANTITY INT64_C(1000000000000)
 
+/* A Kubernetes quantity as a GPU count, by the one rule the extender's codec uses too
+ * (str_to_quantity_count: a whole count in Kubernetes' quantity grammar, as the API server
+ * requires of extended resources); a JSON number is tolerated when whole. */
 static int
 quantity_parse(const cJSON *v, int64_t *ret)
 {
-        const char *s, *end;
-        int64_t n;
-
         if (cJSON_IsNumber(v)) {
-                if (v->valuedouble < 0 || v->valuedouble > 1e12)
+                double d = v->valuedouble;
+
+                if (d < 0 || d > (double)KUBE_MAX_GPU_QUANTITY || d != (double)(int64_t)d)
                         return -EINVAL;
-                *ret = (int64_t)v->valuedouble;
+                *ret = (int64_t)d;
                 return 0;
         }
         if (!cJSON_IsString(v))
                 return -EINVAL;
-        s = v->valuestring;
-        for (end = s; *end >= '0' && *end <= '9'; end++)
-                ;
-        if (end == s || end - s > 12 || str_to_int64(s, (size_t)(end - s), 0, INT64_MAX, &n) < 0)
-                return -EINVAL;
-        if (strcmp(end, "m") == 0) {
-                *ret = (n + 999) / 1000;
-                return 0;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(quantity_suffixes); i++)
-                if (strcmp(end, quantity_suffixes[i].suffix) == 0) {
-                        *ret = n * quantity_suffixes[i].mul;
-                        return 0;
-                }
-        return -EINVAL;
+        return str_to_quantity_count(v->valuestring, strlen(v->valuestring),
+                                     KUBE_MAX_GPU_QUANTITY, ret) < 0 ? -EINVAL : 0;
 }
 
 /* The sum over gpu_resources of map[resource]; 0 when none are present. */

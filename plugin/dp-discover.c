@@ -617,8 +617,8 @@ dp__nvsmi_query(const char *prog, struct topo *t, struct dp_discover_report *rep
                 struct topo_gpu *g = &t->gpus[idx];
                 int64_t mib;
                 (void)str_copy(g->uuid, sizeof(g->uuid), f[1], fl[1]);
-                if (!g->model[0])
-                        (void)str_copy(g->model, sizeof(g->model), f[2], fl[2]);
+                if (!g->model[0] && str_copy(g->model, sizeof(g->model), f[2], fl[2]) == 0)
+                        g->nvlink_gen = 0; /* the name beats the NV# pattern (NV18: 4 or 5) */
                 if (str_to_int64(f[3], fl[3], 0, INT64_MAX, &mib) == 0)
                         g->memory_mib = (uint64_t)mib;
                 (void)str_copy(g->pci_bus_id, sizeof(g->pci_bus_id), f[4], fl[4]);

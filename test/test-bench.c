@@ -496,6 +496,37 @@ pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix(void **state)
         topo_unref(t);
 }
 
+/* A random 7-GPU matrix (NUMA 0,1,0,1,...) on which the padding rule decides: with 7 free
+ * GPUs and sets of 3 the two padding slots must share one set, as go-gpuallocator's
+ * iterateGPUPartitions requires.  Spreading them over two sets ({a,b,nil}+{c,d,nil}+{e,f,g})
+ * picked {1,2,4}; go-gpuallocator v0.6.0 picks {0,3,5} (bench peer-besteffort). */
+static const char *const mixed7[49] = {
+        "X",    "NODE", "NODE", "NV1",  "NODE", "PHB",  "NV2",
+        "NODE", "X",    "NV1",  "PIX",  "PHB",  "PIX",  "PXB",
+        "NODE", "NV1",  "X",    "SYS",  "NV2",  "PHB",  "PIX",
+        "NV1",  "PIX",  "SYS",  "X",    "PXB",  "NV2",  "SYS",
+        "NODE", "PHB",  "NV2",  "PXB",  "X",    "NODE", "SYS",
+        "PHB",  "PIX",  "PHB",  "NV2",  "NODE", "X",    "PIX",
+        "NV2",  "PXB",  "PIX",  "SYS",  "SYS",  "PIX",  "X",
+};
+static const int mixed7_numa[7] = { 0, 1, 0, 1, 0, 1, 0 };
+
+static void
+pairscore_picker_keeps_all_padding_in_one_set(void **state)
+{
+        struct topo *t = literal_topo(7, mixed7, mixed7_numa, "");
+        struct topo_mask free = mask_of("0,1,2,3,4,5,6", 7), set;
+
+        assert_int_equal(bench_pick_pairscore(t, &free, 3, &set), 0);
+        assert_mask(&set, "0,3,5");
+        /* Where go-gpuallocator's best partition has a padded set scoring above its full
+         * sets it returns the padding (nil devices; its PR 80): we keep the best full set. */
+        free = mask_of("1,2,3,5,6", 7);
+        assert_int_equal(bench_pick_pairscore(t, &free, 3, &set), 0);
+        assert_mask(&set, "1,2,6");
+        topo_unref(t);
+}
+
 static void
 pickers_choose_sets_on_small_literal_topologies(void **state)
 {
@@ -824,6 +855,7 @@ main(void)
                 cmocka_unit_test(generator_is_deterministic_per_seed_and_follows_its_mix),
                 cmocka_unit_test(spec_parser_reads_types_and_rejects_bad_lines),
                 cmocka_unit_test(pair_score_follows_the_device_plugin_points),
+                cmocka_unit_test(pairscore_picker_keeps_all_padding_in_one_set),
                 cmocka_unit_test(pairscore_picker_on_dgx1_with_0_and_4_busy_returns_a_set_without_nvlink_ring),
                 cmocka_unit_test(pairscore_picker_pins_the_same_set_on_the_real_dgx1_matrix),
                 cmocka_unit_test(pickers_choose_sets_on_small_literal_topologies),

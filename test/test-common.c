@@ -47,6 +47,42 @@ str_to_int64_parses_table(void **state)
         }
 }
 
+/* Kubernetes' quantity grammar (k8s.io/apimachinery/pkg/api/resource) as a whole count:
+ * canonical forms the API server writes, forms it accepts and canonicalises, and what an
+ * extended resource such as nvidia.com/gpu may not be (fractions, negatives). */
+static void
+str_to_quantity_count_follows_the_kubernetes_grammar(void **state)
+{
+        static const struct {
+                const char *s;
+                int r;
+                int64_t v;
+        } cases[] = {
+                { "0", 0, 0 },           { "2", 0, 2 },          { "+2", 0, 2 },
+                { "-0", 0, 0 },          { "8", 0, 8 },          { "1k", 0, 1000 },
+                { "2000m", 0, 2 },       { "0.5k", 0, 500 },     { "1.000", 0, 1 },
+                { "1e1", 0, 10 },        { "1E2", 0, 100 },      { "20e-1", 0, 2 },
+                { "1Ki", 0, 1024 },      { "2Mi", 0, 2097152 },  { ".5k", 0, 500 },
+                { "2.", 0, 2 },          { "007", 0, 7 },        { "1G", 0, 1000000000 },
+                { "1.5", -EINVAL, 0 },   { "500m", -EINVAL, 0 }, { "1m", -EINVAL, 0 },
+                { "-1", -EINVAL, 0 },    { "", -EINVAL, 0 },     { " 2", -EINVAL, 0 },
+                { "2 ", -EINVAL, 0 },    { "1Ki5", -EINVAL, 0 }, { "1ki", -EINVAL, 0 },
+                { "1K", -EINVAL, 0 },    { "k", -EINVAL, 0 },    { ".", -EINVAL, 0 },
+                { "1.2.3", -EINVAL, 0 }, { "1e", -EINVAL, 0 },   { "1e1.5", -EINVAL, 0 },
+                { "0x10", -EINVAL, 0 },  { "1Ei", -ERANGE, 0 },  { "1e30", -ERANGE, 0 },
+                { "1T", -ERANGE, 0 },    { "99999999999999999999", -ERANGE, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                int64_t v = 12345;
+                int r = str_to_quantity_count(cases[i].s, strlen(cases[i].s), INT64_C(1) << 32, &v);
+
+                if (r != cases[i].r)
+                        fail_msg("\"%s\": %d, want %d", cases[i].s, r, cases[i].r);
+                assert_true(r < 0 ? v == 12345 : v == cases[i].v);
+        }
+}
+
 static void
 str_to_double_rejects_non_numbers(void **state)
 {
@@ -327,6 +363,7 @@ main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(str_to_int64_parses_table),
+                cmocka_unit_test(str_to_quantity_count_follows_the_kubernetes_grammar),
                 cmocka_unit_test(str_dns_names_match_the_api_servers_rules),
                 cmocka_unit_test(str_utf8_len_accepts_only_well_formed_sequences),
                 cmocka_unit_test(buf_json_strings_replace_bytes_that_are_not_utf8),

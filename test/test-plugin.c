@@ -12,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "dp.h"
+#include "topo-test-util.h"
 
 #define N_DEV 8
 
@@ -650,6 +652,79 @@ plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids(void **state)
         unsetenv("FAKE_NVSMI_TOPO");
 }
 
+/* Current drivers underline the header: the publisher's nvidia-smi path reads the B300
+ * capture as posted ("[4m" without its ESC byte) and with the ESC byte put back, and takes
+ * the NVLink generation from the model the text names. */
+static void
+plugin_nvidia_smi_path_reads_underlined_headers(void **state)
+{
+        char lib[1024], smi[1024], src[1024], tty[] = "/tmp/topofit-test-nvsmi-XXXXXX";
+        struct dp_discover_opts o = { .no_hwloc = true };
+        size_t len = 0;
+        char *text = read_test_data("topologies/b300-sxm6-8gpu-9nic-ansi-sglang.txt", &len);
+        int fd = mkstemp(tty);
+
+        (void)state;
+        assert_non_null(text);
+        assert_true(fd >= 0);
+        /* The ESC byte the post lost, restored before each "[4m" / "[0m". */
+        for (char *p = text; p < text + len; p++) {
+                if (*p == '[' && p + 3 <= text + len && (p[1] == '4' || p[1] == '0') &&
+                    p[2] == 'm')
+                        assert_int_equal(write(fd, "\x1b", 1), 1);
+                assert_int_equal(write(fd, p, 1), 1);
+        }
+        close(fd);
+        free(text);
+        o.nvml_lib = path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        o.nvidia_smi = path_in("TOPOFIT_SOURCE_ROOT", "test/data/plugin/fake-nvidia-smi", smi,
+                               sizeof(smi));
+        setenv("FAKE_NVML_FAIL", "1", 1);
+        for (int pass = 0; pass < 2; pass++) {
+                struct dp_discover_report rep;
+                struct topo *t = NULL;
+
+                setenv("FAKE_NVSMI_TOPO",
+                       pass ? tty
+                            : path_in("TOPOFIT_TEST_DATA",
+                                      "topologies/b300-sxm6-8gpu-9nic-ansi-sglang.txt", src,
+                                      sizeof(src)),
+                       1);
+                if (dp_discover(&o, &t, &rep) < 0)
+                        fail_msg("pass %d: %s", pass, rep.notes);
+                assert_int_equal(rep.used, DP_SOURCE_NVSMI);
+                assert_int_equal(t->n_gpus, 8);
+                assert_int_equal(t->n_nics, 9);
+                assert_string_equal(t->nics[8].name, "mlx5_bond_0");
+                assert_string_equal(t->gpus[0].model, "NVIDIA B300 SXM6 AC");
+                assert_int_equal(t->gpus[7].nvlink_gen, 5);
+                assert_string_equal(t->gpus[7].uuid, "GPU-5m1f0000-0000-0000-0000-000000000007");
+                assert_round_trips(t);
+                topo_unref(t);
+        }
+        unlink(tty);
+
+        /* No model in the text: --query-gpu's name decides NV18's generation. */
+        struct dp_discover_report rep;
+        struct topo *t = NULL;
+        setenv("FAKE_NVSMI_TOPO",
+               path_in("TOPOFIT_TEST_DATA", "topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", src,
+                       sizeof(src)),
+               1);
+        setenv("FAKE_NVSMI_GPUS", "4", 1);
+        setenv("FAKE_NVSMI_MODEL", "NVIDIA GB200", 1);
+        if (dp_discover(&o, &t, &rep) < 0)
+                fail_msg("%s", rep.notes);
+        assert_string_equal(t->gpus[3].model, "NVIDIA GB200");
+        for (unsigned i = 0; i < 4; i++)
+                assert_int_equal(t->gpus[i].nvlink_gen, 5);
+        topo_unref(t);
+        unsetenv("FAKE_NVSMI_MODEL");
+        unsetenv("FAKE_NVSMI_GPUS");
+        unsetenv("FAKE_NVSMI_TOPO");
+        unsetenv("FAKE_NVML_FAIL");
+}
+
 static void
 plugin_device_id_prefers_uuid_then_bus_id_then_index(void **state)
 {
@@ -686,6 +761,7 @@ main(void)
                 cmocka_unit_test(plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library),
                 cmocka_unit_test(plugin_nvml_view_gets_nics_and_numa_from_hwloc),
                 cmocka_unit_test(plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids),
+                cmocka_unit_test(plugin_nvidia_smi_path_reads_underlined_headers),
                 cmocka_unit_test(plugin_device_id_prefers_uuid_then_bus_id_then_index),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

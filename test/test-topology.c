@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "topo-private.h"
 #include "topo-test-util.h"
 #include "topo.h"
 
@@ -59,6 +60,7 @@ static const struct shared_case {
         struct pair_check pairs[N_CHECKS];
         struct nic_check nics_at[N_CHECKS];
         struct gpu_check gpu_at[N_CHECKS];
+        const char *model; /* applied with topo_set_model() before the checks; NULL: none */
 } shared_cases[] = {
         {"a100-2gpu-della-amd.txt", NULL, 2, 2, 2, false, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "SYS"}, {1, 1, "X"}},
@@ -87,10 +89,41 @@ static const struct shared_case {
          .pairs = {{0, 3, "XGMIw15h1"}}, .gpu_at = {{2, 2}, {3, 3}}},
         {"amd-mi300a-4apu-rocm-smi.txt", NULL, 4, 0, 4, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{1, 2, "XGMIw15h1"}}, .gpu_at = {{1, 1}}},
+        {"amd-mi350x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMI"}, {2, 5, "XGMI"}},
+         .gpu_at = {{0, -1, NULL, "AMD Instinct MI350X"}, {7, -1, NULL, "AMD Instinct MI350X"}}},
+        {"amd-mi355x-8gpu-xgmi-linktype-only-sglang.txt", NULL, 8, 0, 0, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMI"}, {3, 4, "XGMI"}},
+         .gpu_at = {{5, -1, NULL, "AMD Instinct MI355X"}}},
+        {"amd-mi300x-8gpu-xgmi-indented-vllm-dstack.txt", NULL, 8, 0, 2, false, 0, TOPO_VENDOR_AMD,
+         .pairs = {{0, 7, "XGMIw15h1"}, {3, 4, "XGMIw15h1"}},
+         .gpu_at = {{3, 0, NULL, "AMD Instinct MI300X"}, {4, 1}},
+         .model = "AMD Instinct MI300X"},
         {"amd-mi50-4gpu-pcie-rocm-smi.txt", NULL, 4, 0, 1, false, 0, TOPO_VENDOR_AMD,
          .pairs = {{0, 1, "PCIEw40h2"}, {2, 3, "PCIEw40h2"}}, .gpu_at = {{3, 0}}},
         {"aws-p4d-24xlarge-a100-nv12.txt", NULL, 8, 0, 2, true, 3, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV12"}}, .gpu_at = {{4, 1, "24-47,72-95"}}},
+        {"b200-8gpu-16nic-glued-cells-nccl-tests.txt", NULL, 8, 16, 2, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {2, 5, "NV18"}},
+         .nics_at = {{4, 0, "PXB", "mlx5_4"},
+                     {8, 2, "PXB", "mlx5_8"},
+                     {9, 4, "SYS", "mlx5_9"},
+                     {15, 7, "PXB", "mlx5_15"}},
+         .gpu_at = {{4, 1, "56-111,168-223", "NVIDIA B200"}},
+         .model = "NVIDIA B200"},
+        {"b200-gke-a4-8gpu-8nic-dranet.txt", NULL, 8, 8, 2, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}},
+         .nics_at = {{1, 0, "PIX", "mlx5_1"}, {2, 0, "NODE"}, {7, 7, "PIX", "mlx5_7"}, {7, 0, "SYS"}},
+         .gpu_at = {{6, 1, "56-111,168-223", "NVIDIA B200"}},
+         .model = "NVIDIA B200"},
+        {"b300-sxm6-8gpu-9nic-ansi-sglang.txt", NULL, 8, 9, 2, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
+         .nics_at = {{0, 0, "PXB", "mlx5_10"},
+                     {8, 7, "NODE", "mlx5_bond_0"},
+                     {4, 0, "SYS"},
+                     {7, 7, "PXB", "mlx5_17"}},
+         .gpu_at = {{0, 0, "0-63,128-191", "NVIDIA B300 SXM6 AC"},
+                    {7, 1, "64-127,192-255", "NVIDIA B300 SXM6 AC"}}},
         {"dgx-a100-40gb-12nic-PARTIAL.txt", "Matrix cut off at line 9"},
         {"dgx-h100-12nic-talos.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 7, "NV18"}},
@@ -105,8 +138,46 @@ static const struct shared_case {
          .pairs = {{0, 1, "NV1"}, {0, 3, "NV2"}, {1, 5, "NV2"}, {3, 4, "SYS"}},
          .nics_at = {{0, 2, "PIX", "mlx5_0"}, {0, 0, "NODE"}}},
         {"dgx2-v100-16gpu-nv6-10nic-PARTIAL.txt", "Matrix cut off at line 10"},
+        {"gb200-tray-4gpu-8nic-gpu-numa-id.txt", NULL, 4, 8, 0, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 3, "NV18"}, {1, 2, "NV18"}},
+         .nics_at = {{2, 0, "SYS", "mlx5_2"}, {7, 3, "SYS", "mlx5_7"}},
+         .gpu_at = {{0, -1, "0-71", "NVIDIA GB200"}, {3, -1, "72-143"}},
+         .model = "NVIDIA GB200"},
+        {"gb200-tray-4gpu-8nic-openshift-rhel4nv.txt", NULL, 4, 8, 0, true, 5, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 1, "NV18"}},
+         .nics_at = {{0, 0, "SYS", "mlx5_0"}, {7, 3, "SYS", "mlx5_7"}},
+         .gpu_at = {{2, -1, "72-143", "NVIDIA GB200"}},
+         .model = "NVIDIA GB200"},
+        {"h100-nvl-4gpu-2pairs-openstack-vm-genestack.txt", NULL, 4, 0, 0, false, 4,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NV12"}, {0, 2, "PHB"}, {2, 3, "NV12"}},
+         .gpu_at = {{3, -1, NULL, "NVIDIA H100 NVL"}},
+         .model = "NVIDIA H100 NVL"},
         {"h100-sxm-4gpu-container-phb.txt", NULL, 4, 8, 1, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "NV18"}}, .nics_at = {{7, 3, "PHB", "mlx5_7"}}},
+        {"h100-sxm5-8gpu-kvm-1nic-indented-vllm-dstack.txt", NULL, 8, 1, 2, true, 4,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
+         .nics_at = {{0, 0, "SYS", "mlx5_0"}, {0, 7, "SYS", "mlx5_0"}},
+         .gpu_at = {{0, 0, "0-103", "NVIDIA H100 80GB HBM3"},
+                    {7, 1, "104-207", "NVIDIA H100 80GB HBM3"}}},
+        {"h100-sxm-8gpu-12nic-hpe-xd670-noleadtab.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 7, "NV18"}, {3, 4, "NV18"}},
+         .nics_at = {{0, 0, "PIX", "mlx5_0"},
+                     {1, 0, "PXB", "mlx5_1"},
+                     {4, 0, "NODE", "mlx5_4"},
+                     {11, 0, "SYS", "mlx5_11"}},
+         .gpu_at = {{5, 1, "56-111,168-223", "NVIDIA H100 80GB HBM3"}},
+         .model = "NVIDIA H100 80GB HBM3"},
+        {"h20-3e-8gpu-11nic-bond-sglang.txt", NULL, 8, 11, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{1, 6, "NV18"}},
+         .nics_at = {{0, 0, "PIX", "mlx5_0"},
+                     {8, 6, "PIX", "mlx5_8"},
+                     {9, 6, "NODE", "mlx5_11"},
+                     {10, 0, "SYS", "mlx5_bond_0"}},
+         .gpu_at = {{5, 1, "48-95,144-191", "NVIDIA H20-3e"}}},
+        {"h20-3e-8gpu-2nic-pd-decode-sglang.txt", NULL, 8, 2, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 4, "NV18"}},
+         .nics_at = {{0, 0, "PIX", "mlx5_0"}, {1, 0, "PIX", "mlx5_1"}, {0, 1, "NODE"}, {1, 4, "SYS"}},
+         .gpu_at = {{4, 1, "48-95,144-191", "NVIDIA H20-3e"}}},
         {"h20-8gpu-36nic-sriov-sglang.txt", NULL, 8, 36, 2, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{2, 5, "NV18"}},
          .nics_at = {{12, 0, "NODE", "mlx5_12"},
@@ -118,6 +189,14 @@ static const struct shared_case {
          .pairs = {{3, 4, "NV18"}},
          .nics_at = {{0, 0, "PIX", "mlx5_0"}, {1, 0, "NODE"}, {9, 7, "PIX", "mlx5_9"}},
          .gpu_at = {{0, 0, ""}, {4, 1, "56"}}},
+        {"h200-hgx-8gpu-12nic-distributedai.txt", NULL, 8, 12, 2, true, 4, TOPO_VENDOR_NVIDIA,
+         .pairs = {{1, 6, "NV18"}},
+         .nics_at = {{0, 0, "PXB", "mlx5_0"},
+                     {1, 0, "NODE", "mlx5_1"},
+                     {6, 4, "PXB", "mlx5_6"},
+                     {11, 7, "PXB", "mlx5_11"}},
+         .gpu_at = {{3, 0, "0-55,112-167", "NVIDIA H200"}},
+         .model = "NVIDIA H200"},
         {"h800-sxm-8gpu-9nic-sglang.txt", NULL, 8, 9, 2, true, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{1, 6, "NV8"}},
          .nics_at = {{8, 0, "NODE", "mlx5_bond_0"}, {1, 1, "PIX", "mlx5_3"}, {8, 4, "SYS"}}},
@@ -142,6 +221,18 @@ static const struct shared_case {
          .nics_at = {{0, 6, "PHB", "NIC0"}, {1, 0, "SYS", "NIC1"}}},
         {"rtx5090-2gpu-workstation-p2p.txt", NULL, 2, 0, 1, false, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "PHB"}}},
+        {"rtx5090-8gpu-2nic-pd-prefill-sglang.txt", NULL, 8, 2, 2, false, 0, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 1, "NODE"}, {3, 4, "SYS"}, {6, 7, "NODE"}},
+         .nics_at = {{0, 0, "NODE", "mlx5_0"}, {1, 7, "SYS", "mlx5_1"}},
+         .gpu_at = {{4, 1, "128-255,384-511", "NVIDIA GeForce RTX 5090"}}},
+        {"rtx6000-ada-4gpu-4nic-asus-esc8000a-stelline.txt", NULL, 4, 4, 2, false, 0,
+         TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NODE"}, {0, 2, "SYS"}, {2, 3, "NODE"}},
+         .nics_at = {{0, 0, "NODE", "mlx5_0"},
+                     {1, 1, "NODE", "mlx5_1"},
+                     {2, 0, "SYS", "mlx5_2"},
+                     {3, 3, "NODE", "mlx5_3"}},
+         .gpu_at = {{2, 1, "32-63", "NVIDIA RTX 6000 Ada Generation"}},
+         .model = "NVIDIA RTX 6000 Ada Generation"},
         {"tesla-k80-x2-mlx4-old-legend.txt", NULL, 4, 1, 0, false, 0, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "PIX"}, {0, 2, "PHB"}, {2, 3, "PIX"}},
          .nics_at = {{0, 0, "PHB", "mlx4_0"}}, .gpu_at = {{3, -1, "0-11"}}},
@@ -179,6 +270,8 @@ topo_parses_every_shared_matrix_as_expected(void **state)
                 struct topo *t = load_shared(sc->file, &r, &err);
 
                 print_message("# %s\n", sc->file);
+                if (t && sc->model)
+                        topo_set_model(t, sc->model);
                 if (sc->error) {
                         assert_int_equal(r, -EINVAL);
                         assert_null(t);
@@ -261,7 +354,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 28);
+        assert_int_equal(loaded, 44);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
@@ -485,6 +578,272 @@ topo_nvsmi_splits_glued_cells_when_the_split_is_unique(void **state)
         topo_unref(t);
 }
 
+/* --- the nvidia-smi normalising stage, one function at a time ---------------------------- */
+
+static void
+topo_nvsmi_strip_escapes_removes_csi_sequences_and_their_remnants(void **state)
+{
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                {"\t\x1b[4mGPU0\tGPU1\tGPU NUMA ID\x1b[0m\n", "\tGPU0\tGPU1\tGPU NUMA ID\n"},
+                {"\t[4mGPU0\tGPU1\tGPU NUMA ID[0m\n", "\tGPU0\tGPU1\tGPU NUMA ID\n"},
+                {"\x1b[1;32mNV18\x1b[m X", "NV18 X"},
+                {"[01;32mPIX[m", "PIX"},
+                {"^[[4mGPU0^[[0m", "GPU0"},
+                {"GPU0\x1b(B\x1b[m", "GPU0"},
+                {"\x1b[38;5;196mSYS\x1b[K", "SYS"},
+                {"\x1b" "cGPU0", "GPU0"},           /* two-byte ESC sequence */
+                {"GPU0\x1b", "GPU0"},                /* lone ESC at the end */
+                {"A\x1b[4\nB", "A[4\nB"},            /* unterminated CSI: only ESC goes */
+                {"GPU[0]\t[x]\t[4]", "GPU[0]\t[x]\t[4]"}, /* brackets that are no SGR */
+                {"^[[A", "^[[A"},                    /* caret text that is no SGR */
+                {"no escapes\n", "no escapes\n"},
+                {"", ""},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char buf[128];
+                size_t len = strlen(cases[i].in);
+
+                memcpy(buf, cases[i].in, len + 1);
+                len = topo__nvsmi_strip_escapes(buf, len);
+                buf[len] = '\0';
+                print_message("# case %zu\n", i);
+                assert_string_equal(buf, cases[i].out);
+        }
+}
+
+static void
+topo_nvsmi_trim_lines_drops_empty_trailing_cells_and_cr(void **state)
+{
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                {"NIC0\tPXB\t X \t\t\t\t\nNIC1\tPXB\t X \t\t\t\t",
+                 "NIC0\tPXB\t X\nNIC1\tPXB\t X"},
+                {"GPU0\t X \tNV18\t0-63\t0\t\tN/A\r\n", "GPU0\t X \tNV18\t0-63\t0\t\tN/A\n"},
+                {"\t\t\n\n  \n", "\n\n\n"},
+                {"a \t\r", "a"},
+                {"", ""},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char buf[128];
+                size_t len = strlen(cases[i].in);
+
+                memcpy(buf, cases[i].in, len + 1);
+                len = topo__nvsmi_trim_lines(buf, len);
+                buf[len] = '\0';
+                print_message("# case %zu\n", i);
+                assert_string_equal(buf, cases[i].out);
+        }
+}
+
+static void
+topo_nvsmi_split_cells_splits_only_tokens_made_of_known_cells(void **state)
+{
+        static const struct {
+                const char *tok;
+                unsigned n;
+                const char *first, *last; /* as cell() prints them */
+        } cases[] = {
+                {"NODE", 1, "NODE", "NODE"},   {"NODENODE", 2, "NODE", "NODE"},
+                {"PIXPIX", 2, "PIX", "PIX"},   {"SYSSYS", 2, "SYS", "SYS"},
+                {"NV18NODE", 2, "NV18", "NODE"}, {"XPIX", 2, "X", "PIX"},
+                {"N/ASYS", 2, "N/A", "SYS"}, {"SOC", 1, "SYS", "SYS"},
+                {"NV99", 0, NULL, NULL},       /* over TOPO_MAX_NVLINKS */
+                {"NVX", 0, NULL, NULL},        {"mlx5_0", 0, NULL, NULL},
+                {"0-63", 0, NULL, NULL},       {"NODEN", 0, NULL, NULL},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo__nvsmi_cell out[4];
+                unsigned n = topo__nvsmi_split_cells(cases[i].tok, strlen(cases[i].tok), out,
+                                                     ELEMENTSOF(out));
+                char buf[32];
+
+                print_message("# %s\n", cases[i].tok);
+                assert_int_equal(n, cases[i].n);
+                if (n == 0)
+                        continue;
+                struct topo_pair a = {.link = out[0].link, .links = out[0].links};
+                struct topo_pair b = {.link = out[n - 1].link, .links = out[n - 1].links};
+                assert_string_equal(cell(&a, buf, sizeof(buf)), cases[i].first);
+                assert_string_equal(cell(&b, buf, sizeof(buf)), cases[i].last);
+        }
+        /* Room for one cell only: a glued pair does not fit. */
+        struct topo__nvsmi_cell one[1];
+        assert_int_equal(topo__nvsmi_split_cells("PIXPIX", 6, one, 1), 0);
+}
+
+static void
+topo_nvsmi_legend_entry_reads_each_variant(void **state)
+{
+        static const struct {
+                const char *line;
+                const char *label, *name; /* NULL: not an entry */
+        } cases[] = {
+                {"  NIC0: mlx5_0", "NIC0", "mlx5_0"},
+                {"  NIC10: mlx5_bond_0", "NIC10", "mlx5_bond_0"},
+                {"NIC3:mlx5_3", "NIC3", "mlx5_3"},
+                {"\tNIC2 : mlx4_0\t", "NIC2", "mlx4_0"},
+                {"NIC Legend:", NULL, NULL},
+                {"NIC0:", NULL, NULL},
+                {"NIC: mlx5_0", NULL, NULL},
+                {"NIC0: mlx5_0 is the storage NIC", NULL, NULL},
+                {"  NV#  = Connection traversing a bonded set of # NVLinks", NULL, NULL},
+                {"", NULL, NULL},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const char *label = NULL, *name = NULL;
+                size_t ll = 0, nl = 0;
+                bool ok = topo__nvsmi_legend_entry(cases[i].line, strlen(cases[i].line), &label,
+                                                   &ll, &name, &nl);
+
+                print_message("# '%s'\n", cases[i].line);
+                assert_int_equal(ok, cases[i].label != NULL);
+                if (!ok)
+                        continue;
+                assert_int_equal(ll, strlen(cases[i].label));
+                assert_memory_equal(label, cases[i].label, ll);
+                assert_int_equal(nl, strlen(cases[i].name));
+                assert_memory_equal(name, cases[i].name, nl);
+        }
+}
+
+static void
+topo_nvsmi_gpu_names_reads_smi_and_environment_report_lines(void **state)
+{
+        static const struct {
+                const char *line;
+                const char *gpus, *model, *uuid; /* gpus NULL: not a names line */
+        } cases[] = {
+                {"GPU 0,1,2,3,4,5,6,7: NVIDIA B300 SXM6 AC", "0,1,2,3,4,5,6,7",
+                 "NVIDIA B300 SXM6 AC", ""},
+                {"GPU 3: NVIDIA GB200 (UUID: GPU-8150a4ae-478e)", "3", "NVIDIA GB200",
+                 "GPU-8150a4ae-478e"},
+                {"GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-2b5f)", "0", "Tesla V100-SXM2-32GB",
+                 "GPU-2b5f"},
+                {"GPU 0,1,2,3,4,5,6,7 Compute Capability: 10.3", NULL, NULL, NULL},
+                {"GPU 00000000:07:00.0", NULL, NULL, NULL},
+                {"GPU 128: too far", NULL, NULL, NULL},
+                {"GPU 0,: NVIDIA B200", NULL, NULL, NULL},
+                {"GPU : NVIDIA B200", NULL, NULL, NULL},
+                {"GPU 1:   ", NULL, NULL, NULL},
+                {"GPU0\t X \tNV18", NULL, NULL, NULL},
+                {"    GPU 7: NVIDIA H100 80GB HBM3", "7", "NVIDIA H100 80GB HBM3", ""},
+                {"\tGPU 0,1,2,3,4,5,6,7: AMD Instinct MI355X", "0,1,2,3,4,5,6,7",
+                 "AMD Instinct MI355X", ""},
+                {"       GPU models and configuration: AMD Instinct MI300X", NULL, NULL, NULL},
+                {"GPU 0          : (Topology) Numa Node: 0", NULL, NULL, NULL},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo_mask gpus, want;
+                const char *m = NULL, *u = NULL;
+                size_t ml = 0, ul = 0;
+                bool ok = topo__nvsmi_gpu_names(cases[i].line, strlen(cases[i].line), &gpus, &m,
+                                                &ml, &u, &ul);
+
+                print_message("# '%s'\n", cases[i].line);
+                assert_int_equal(ok, cases[i].gpus != NULL);
+                if (!ok)
+                        continue;
+                assert_int_equal(topo_mask_parse(cases[i].gpus, TOPO_MAX_GPUS, &want), 0);
+                assert_true(topo_mask_equal(&gpus, &want));
+                assert_int_equal(ml, strlen(cases[i].model));
+                assert_memory_equal(m, cases[i].model, ml);
+                assert_int_equal(ul, strlen(cases[i].uuid));
+                if (ul)
+                        assert_memory_equal(u, cases[i].uuid, ul);
+        }
+}
+
+/* The header forms of current drivers, each in a tiny matrix through the whole parser. */
+static void
+topo_nvsmi_reads_current_driver_headers(void **state)
+{
+        static const struct {
+                const char *name, *text;
+                int numa1;
+                unsigned gen;
+        } cases[] = {
+                {"underlined header, GPU NUMA ID set (Grace)",
+                 "\t\x1b[4mGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+                 "GPU0\t X \tNV18\tSYS\t0-71\t0\t\t2\n"
+                 "GPU1\tNV18\t X \tSYS\t72-143\t1\t\t10\n"
+                 "NIC0\tSYS\tSYS\t X \t\t\t\t\n",
+                 1, 4},
+                {"remnants without ESC, model named before the matrix",
+                 "GPU 0,1: NVIDIA B200\n"
+                 "\t[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID[0m\n"
+                 "GPU0\t X \tNV18\t0-55\t0\t\tN/A\n"
+                 "GPU1\tNV18\t X \t56-111\t1\t\tN/A\n",
+                 1, 5},
+                {"model named after the matrix (nvidia-smi -L)",
+                 "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\r\n"
+                 "GPU0\t X \tNV18\t0-55\t0\t\tN/A\r\n"
+                 "GPU1\tNV18\t X \t56-111\t1\t\tN/A\r\n\r\n"
+                 "GPU 0: NVIDIA H200 (UUID: GPU-0)\r\nGPU 1: NVIDIA H200 (UUID: GPU-1)\r\n",
+                 1, 4},
+                {"NUMA Affinity as a list of nodes",
+                 "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+                 "GPU0\t X \tNV18\t0-71\t0,2-17\t\tN/A\n"
+                 "GPU1\tNV18\t X \t72-143\t1,18-33\t\tN/A\n",
+                 -1, 4},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo *t = NULL;
+                struct topo_error err = {0};
+                int r = topo_parse_nvsmi(cases[i].text, strlen(cases[i].text), &t, &err);
+
+                print_message("# %s: %s\n", cases[i].name, r < 0 ? err.msg : "ok");
+                assert_int_equal(r, 0);
+                assert_int_equal(t->n_gpus, 2);
+                assert_int_equal(t->gpus[1].numa, cases[i].numa1);
+                assert_int_equal(t->gpus[1].nvlink_gen, cases[i].gen);
+                assert_int_equal(topo_pair(t, 0, 1)->links, 18);
+                topo_unref(t);
+        }
+}
+
+/* NV18 is NVLink 4 (H100, H200, H20) or NVLink 5 (B200, B300, GB200): the model decides,
+ * from the text or from --gpu-model / the publisher; the pattern alone says 4. */
+static void
+topo_nvsmi_nv18_generation_follows_the_model(void **state)
+{
+        static const struct {
+                const char *file, *model;
+                unsigned gen;
+        } cases[] = {
+                {"b300-sxm6-8gpu-9nic-ansi-sglang.txt", NULL, 5},    /* the text names B300 */
+                {"h20-3e-8gpu-11nic-bond-sglang.txt", NULL, 4},      /* the text names H20-3e */
+                {"gb200-tray-4gpu-8nic-gpu-numa-id.txt", NULL, 4},   /* no name: pattern */
+                {"gb200-tray-4gpu-8nic-gpu-numa-id.txt", "NVIDIA GB200", 5},
+                {"hgx-nv18-8gpu-single-numa-12nic.txt", "NVIDIA B200", 5},
+                {"h200-hgx-10nic-nchc-nano4.txt", "NVIDIA H200", 4},
+                {"b300-sxm6-8gpu-9nic-ansi-sglang.txt", "NVIDIA H100", 5}, /* text wins */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct topo_error err = {0};
+                int r;
+                struct topo *t = load_shared(cases[i].file, &r, &err);
+
+                print_message("# %s %s\n", cases[i].file, cases[i].model ? cases[i].model : "");
+                assert_int_equal(r, 0);
+                if (cases[i].model)
+                        topo_set_model(t, cases[i].model);
+                for (unsigned g = 0; g < t->n_gpus; g++)
+                        assert_int_equal(t->gpus[g].nvlink_gen, cases[i].gen);
+                assert_true(t->nvswitch);
+                topo_unref(t);
+        }
+}
+
 static void
 topo_rocm_rejects_damaged_matrices(void **state)
 {
@@ -536,6 +895,54 @@ topo_rocm_rejects_damaged_matrices(void **state)
         cases[n++].msg = "No 'Link Type";
         assert_true(n <= ELEMENTSOF(cases));
         run_hostile(cases, n, topo_parse_rocm);
+}
+
+/* Indented output (markdown code blocks, vLLM's collect_env) and the model lines of sglang's
+ * environment report, as the nvidia-smi parser reads them. */
+static void
+topo_rocm_reads_indented_output_and_model_lines(void **state)
+{
+        static const char text[] =
+                "GPU 0,1: AMD Instinct MI355X\n"
+                "GPU 0,1 Compute Capability: 9.5\n"
+                "       ===== Weight between two GPUs =====\n"
+                "              GPU0         GPU1         \n"
+                "       GPU0   0            15           \n"
+                "       GPU1   15           0            \n"
+                "\n"
+                "       ===== Link Type between two GPUs =====\n"
+                "              GPU0         GPU1\n"
+                "       GPU0   0            XGMI\n"
+                "       GPU1   XGMI         0\n"
+                "       ===== Numa Nodes =====\n"
+                "       GPU[0]\t\t: (Topology) Numa Node: 0\n"
+                "       GPU[1]\t\t: (Topology) Numa Node: 1\n";
+        static const char bad_numa[] = "   === Link Type between two GPUs ===\n"
+                                       "          GPU0  GPU1\n"
+                                       "   GPU0   0     XGMI\n"
+                                       "   GPU1   XGMI  0\n"
+                                       "   === Numa Nodes ===\n"
+                                       "   GPU[7]\t\t: (Topology) Numa Node: 0\n";
+        struct topo_error err = {0};
+        struct topo *t = NULL;
+        char buf[32];
+
+        assert_int_equal(topo_parse_rocm(text, strlen(text), &t, &err), 0);
+        assert_int_equal(t->n_gpus, 2);
+        assert_string_equal(cell(topo_pair(t, 0, 1), buf, sizeof(buf)), "XGMIw15");
+        assert_int_equal(t->gpus[0].numa, 0);
+        assert_int_equal(t->gpus[1].numa, 1);
+        assert_string_equal(t->gpus[0].model, "AMD Instinct MI355X");
+        assert_string_equal(t->gpus[1].model, "AMD Instinct MI355X");
+        topo_unref(t);
+        t = NULL;
+
+        /* Error columns still count the indent: the '7' of GPU[7] is column 8. */
+        assert_int_equal(topo_parse_rocm(bad_numa, strlen(bad_numa), &t, &err), -EINVAL);
+        assert_null(t);
+        assert_non_null(strstr(err.msg, "not in the matrices"));
+        assert_int_equal(err.line, 6);
+        assert_int_equal(err.column, 8);
 }
 
 /* A valid two-GPU annotation with one substitution applied. */
@@ -1087,7 +1494,15 @@ main(void)
                         topo_annotation_of_72_gpu_nvswitch_domain_fits_well_inside_the_limit),
                 cmocka_unit_test(topo_nvsmi_rejects_hostile_inputs),
                 cmocka_unit_test(topo_nvsmi_splits_glued_cells_when_the_split_is_unique),
+                cmocka_unit_test(topo_nvsmi_strip_escapes_removes_csi_sequences_and_their_remnants),
+                cmocka_unit_test(topo_nvsmi_trim_lines_drops_empty_trailing_cells_and_cr),
+                cmocka_unit_test(topo_nvsmi_split_cells_splits_only_tokens_made_of_known_cells),
+                cmocka_unit_test(topo_nvsmi_legend_entry_reads_each_variant),
+                cmocka_unit_test(topo_nvsmi_gpu_names_reads_smi_and_environment_report_lines),
+                cmocka_unit_test(topo_nvsmi_reads_current_driver_headers),
+                cmocka_unit_test(topo_nvsmi_nv18_generation_follows_the_model),
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
+                cmocka_unit_test(topo_rocm_reads_indented_output_and_model_lines),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
                 cmocka_unit_test(topo_parsers_refuse_a_null_empty_input),

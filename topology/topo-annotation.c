@@ -447,11 +447,9 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
         int64_t v;
         int r;
 
-        if (!json && len > 0)
-                return -EINVAL;
-        if (len > TOPO_MAX_ANNOTATION_BYTES)
-                return topo__error(err, -E2BIG, 0, 0, "Annotation larger than %u bytes.",
-                                   TOPO_MAX_ANNOTATION_BYTES);
+        r = topo__check_input(json, len, TOPO_MAX_ANNOTATION_BYTES, "Annotation", err);
+        if (r < 0)
+                return r;
         r = json_parse(json, len, &d, &jerr);
         if (r < 0)
                 return topo__error(err, r, jerr.line, jerr.column, "Annotation JSON: %s",

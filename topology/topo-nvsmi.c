@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `nvidia-smi topo -m` (and old `topo --matrix`) text of every driver generation -> struct
- * topo.  Pure: bytes in, a topology or a positioned error out.  Lines split on blanks (posts
- * turn tabs into spaces); the header names the columns; each row carries one cell per device.
- * Cells glued by lost tab stops ("NODENODE") are split only when the split into known cells
- * is unique and gives the row its exact width; symmetry and GPU/NIC cross-checks confirm it.
- * A short row, a missing GPU row, an unknown cell, an asymmetric matrix: errors with line and
- * column, never a guess.  NIC rows repeat the GPU rows' NIC columns, so trailing ones may be
- * missing; present ones must agree.  After the matrix only the NIC Legend and `nvlink
- * --status` lines ("GPU 0: <model> (UUID: ...)") are read.
- */
+ * topo.  Pure: bytes in, a topology or a positioned error out.  Two stages.  The normalising
+ * stage works on a private copy: it removes terminal escape sequences (R550+ drivers underline
+ * the header with "\x1b[4m"..."\x1b[0m"; posts keep "[4m" without the ESC byte) and the
+ * blanks that end lines (empty trailing cells, CR).  Line numbers stay those of the input.
+ * The table reader then splits lines on blanks (posts turn tabs into spaces); the header
+ * names the columns; each row carries one cell per device.  Cells glued by lost tab stops
+ * ("NODENODE") are split only when the split into known cells is unique and gives the row
+ * its exact width; symmetry and GPU/NIC cross-checks confirm it.  A short row, a missing GPU
+ * row, an unknown cell, an asymmetric matrix: errors with line and column, never a guess.
+ * NIC rows repeat the GPU rows' NIC columns, so trailing ones may be missing; present ones
+ * must agree.  Besides the matrix only lines naming GPUs are read ("GPU 0: <model> (UUID:
+ * ...)" from `nvidia-smi -L` / `nvlink --status`, "GPU 0,1,2,3: <model>" from sglang and
+ * vLLM environment reports, indented or not; before or after the matrix) and, after it, the
+ * NIC Legend.
+  */
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,11 +110,6 @@ tok_is(const struct tok *t, const char *lit)
 
 /* --- cells ------------------------------------------------------------------------------- */
 
-struct cell {
-        uint8_t link;  /* enum topo_link */
-        uint8_t links; /* NV# */
-};
-
 static const struct {
         const char *name;
         enum topo_link link;
@@ -120,7 +121,7 @@ static const struct {
 
 /* Length of the known cell at the start of s[0..len), 0 when none; fills *ret. */
 static size_t
-cell_prefix(const char *s, size_t len, struct cell *ret)
+cell_prefix(const char *s, size_t len, struct topo__nvsmi_cell *ret)
 {
         if (len >= 3 && s[0] == 'N' && s[1] == 'V' && s[2] >= '0' && s[2] <= '9') {
                 size_t i = 2;
@@ -130,13 +131,13 @@ cell_prefix(const char *s, size_t len, struct cell *ret)
                         i++;
                 if (str_to_int(s + 2, i - 2, 1, TOPO_MAX_NVLINKS, &v) < 0)
                         return 0;
-                *ret = (struct cell){TOPO_LINK_NVLINK, (uint8_t)v};
+                *ret = (struct topo__nvsmi_cell){TOPO_LINK_NVLINK, (uint8_t)v};
                 return i;
         }
         for (size_t k = 0; k < ELEMENTSOF(cell_names); k++) {
                 size_t nl = strlen(cell_names[k].name);
                 if (nl <= len && memcmp(s, cell_names[k].name, nl) == 0) {
-                        *ret = (struct cell){(uint8_t)cell_names[k].link, 0};
+                        *ret = (struct topo__nvsmi_cell){(uint8_t)cell_names[k].link, 0};
                         return nl;
                 }
         }
@@ -147,14 +148,14 @@ cell_prefix(const char *s, size_t len, struct cell *ret)
  * 0 when it is not made of known cells.  Every known cell starts with a capital letter and
  * none is a concatenation of others, so at most one split exists; it is still checked by
  * trying every cut rather than assumed. */
-static unsigned
-split_cells(const char *s, size_t len, struct cell *out, unsigned max)
+unsigned
+topo__nvsmi_split_cells(const char *s, size_t len, struct topo__nvsmi_cell *out, unsigned max)
 {
         unsigned n = 0;
         size_t i = 0;
 
         while (i < len) {
-                struct cell c;
+                struct topo__nvsmi_cell c;
                 size_t l = cell_prefix(s + i, len - i, &c);
                 /* NV digits are maximal; for letter cells the table has no prefix pairs
                  * (no cell is a prefix of another), so the first match is the only one. */
@@ -288,7 +289,7 @@ parse_header(const struct line *l, struct tok *toks, size_t n, struct header *h,
  */
 
 struct row {
-        struct cell cells[TOPO_MAX_GPUS + TOPO_MAX_NICS];
+        struct topo__nvsmi_cell cells[TOPO_MAX_GPUS + TOPO_MAX_NICS];
         unsigned cell_col[TOPO_MAX_GPUS + TOPO_MAX_NICS];
         size_t first_trail; /* index of the first token after the link cells */
 };
@@ -303,8 +304,8 @@ parse_row_cells(const struct line *l, const struct tok *toks, size_t n, unsigned
         size_t i = 1;
 
         for (; i < n && have < want; i++) {
-                struct cell tmp[TOPO_MAX_GPUS + TOPO_MAX_NICS];
-                unsigned k = split_cells(toks[i].s, toks[i].len, tmp, ELEMENTSOF(tmp));
+                struct topo__nvsmi_cell tmp[TOPO_MAX_GPUS + TOPO_MAX_NICS];
+                unsigned k = topo__nvsmi_split_cells(toks[i].s, toks[i].len, tmp, ELEMENTSOF(tmp));
 
                 if (k == 0) {
                         /* A GPU row's affinity columns start here: the row is short. */
@@ -434,64 +435,290 @@ parse_trailing(const struct line *l, const struct tok *toks, size_t n, size_t fi
         return 0;
 }
 
-/* --- after the matrix: NIC legend and nvlink --status --------------------------------------------
- */
+/* --- after the matrix: NIC legend and GPU names ------------------------------------------------- */
+
+bool
+topo__nvsmi_legend_entry(const char *line, size_t len, const char **ret_label,
+                         size_t *ret_label_len, const char **ret_name, size_t *ret_name_len)
+{
+        const char *s = line, *end = line + len;
+        const char *label, *name;
+
+        while (s < end && (*s == ' ' || *s == '\t'))
+                s++;
+        label = s;
+        if (end - s < 4 || memcmp(s, "NIC", 3) != 0)
+                return false;
+        for (s += 3; s < end && *s >= '0' && *s <= '9'; s++)
+                ;
+        if (s == label + 3)
+                return false;
+        size_t label_len = (size_t)(s - label);
+        while (s < end && (*s == ' ' || *s == '\t'))
+                s++;
+        if (s == end || *s != ':')
+                return false;
+        for (s++; s < end && (*s == ' ' || *s == '\t'); s++)
+                ;
+        for (name = s; s < end && *s != ' ' && *s != '\t'; s++)
+                ;
+        size_t name_len = (size_t)(s - name);
+        while (s < end && (*s == ' ' || *s == '\t'))
+                s++;
+        if (name_len == 0 || s != end)
+                return false; /* "NIC0: mlx5_0 extra": prose, not a legend entry */
+        *ret_label = label;
+        *ret_label_len = label_len;
+        *ret_name = name;
+        *ret_name_len = name_len;
+        return true;
+}
 
 static int
-parse_legend_line(const struct line *l, const struct tok *toks, size_t n, const struct header *h,
-                  struct topo *t, struct topo_error *err)
+parse_legend_line(const struct line *l, const struct header *h, struct topo *t,
+                  struct topo_error *err)
 {
-        /* "  NIC3: mlx5_3" */
-        if (n != 2 || toks[0].len < 5 || memcmp(toks[0].s, "NIC", 3) != 0 ||
-            toks[0].s[toks[0].len - 1] != ':')
+        const char *label, *name;
+        size_t label_len, name_len;
+
+        if (!topo__nvsmi_legend_entry(l->s, l->len, &label, &label_len, &name, &name_len))
                 return 0;
         for (unsigned k = 0; k < h->n_nics; k++) {
                 const struct tok *c = &h->dev[h->n_gpus + k];
-                if (c->len == toks[0].len - 1 && memcmp(c->s, toks[0].s, c->len) == 0) {
-                        if (!topo__id_ok(toks[1].s, toks[1].len))
-                                return topo__error(err, -EINVAL, l->no, toks[1].col,
-                                                   "NIC name is not printable ASCII of at most "
-                                                   "%u bytes.",
-                                                   TOPO_ID_MAX - 1);
-                        (void)str_copy(t->nics[k].name, TOPO_ID_MAX, toks[1].s, toks[1].len);
-                        return 0;
-                }
+                if (c->len != label_len || memcmp(c->s, label, label_len) != 0)
+                        continue;
+                if (!topo__id_ok(name, name_len))
+                        return topo__error(err, -EINVAL, l->no, (unsigned)(name - l->s) + 1,
+                                           "NIC name is not printable ASCII of at most "
+                                           "%u bytes.",
+                                           TOPO_ID_MAX - 1);
+                (void)str_copy(t->nics[k].name, TOPO_ID_MAX, name, name_len);
+                return 0;
         }
-        return topo__error(err, -EINVAL, l->no, toks[0].col,
+        return topo__error(err, -EINVAL, l->no, (unsigned)(label - l->s) + 1,
                            "The NIC Legend names %.*s, which is not a column of the matrix.",
-                           (int)toks[0].len - 1, toks[0].s);
+                           (int)label_len, label);
 }
 
-/* "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-2b5f...)" from `nvidia-smi nvlink --status`. */
-static void
-parse_nvlink_status_line(const struct line *l, struct topo *t)
+/* "0", "0,1,2,3": indexes into *ret; false on anything else. */
+static bool
+parse_gpu_list(const char *s, size_t len, struct topo_mask *ret)
 {
-        const char *s = l->s, *end = l->s + l->len, *colon;
-        int idx;
+        struct topo_mask m;
+        size_t i = 0;
 
-        if (l->len < 7 || memcmp(s, "GPU ", 4) != 0)
-                return;
-        colon = memchr(s, ':', l->len);
-        if (!colon || str_to_int(s + 4, (size_t)(colon - s - 4), 0, TOPO_MAX_GPUS - 1, &idx) < 0 ||
-            (unsigned)idx >= t->n_gpus)
-                return;
-        const char *m = colon + 1, *uuid = NULL, *uuid_end = NULL;
+        topo_mask_clear(&m);
+        while (i < len) {
+                size_t j = i;
+                int v;
+
+                while (j < len && s[j] >= '0' && s[j] <= '9')
+                        j++;
+                if (j == i || (s[i] == '0' && j - i > 1) ||
+                    str_to_int(s + i, j - i, 0, TOPO_MAX_GPUS - 1, &v) < 0)
+                        return false;
+                topo_mask_set(&m, (unsigned)v);
+                if (j < len && s[j] != ',')
+                        return false;
+                i = j + 1;
+                if (j < len && i == len)
+                        return false; /* trailing comma */
+        }
+        *ret = m;
+        return len > 0;
+}
+
+bool
+topo__nvsmi_gpu_names(const char *line, size_t len, struct topo_mask *ret_gpus,
+                      const char **ret_model, size_t *ret_model_len, const char **ret_uuid,
+                      size_t *ret_uuid_len)
+{
+        const char *end = line + len, *colon, *m, *uuid = NULL;
+        size_t ml, ul = 0;
+        struct topo_mask gpus;
+
+        while (len > 0 && (*line == ' ' || *line == '\t')) {
+                line++; /* vLLM's collect_env in an indented code block */
+                len--;
+        }
+        if (len < 7 || memcmp(line, "GPU ", 4) != 0)
+                return false;
+        colon = memchr(line, ':', len);
+        if (!colon || !parse_gpu_list(line + 4, (size_t)(colon - line - 4), &gpus))
+                return false;
+        m = colon + 1;
         const char *paren = memmem(m, (size_t)(end - m), " (UUID: ", 8);
-        const char *model_end = paren ? paren : end;
         if (paren && end[-1] == ')') {
                 uuid = paren + 8;
-                uuid_end = end - 1;
+                ul = (size_t)(end - 1 - uuid);
         }
-        size_t ml = (size_t)(model_end - m);
+        ml = (size_t)((paren ? paren : end) - m);
         str_trim(&m, &ml);
-        /* Informational lines: what does not fit an identity field is left out. */
-        if (ml > 0 && topo__id_ok(m, ml))
-                (void)str_copy(t->gpus[idx].model, TOPO_ID_MAX, m, ml);
-        if (uuid && uuid_end > uuid && topo__id_ok(uuid, (size_t)(uuid_end - uuid)))
-                (void)str_copy(t->gpus[idx].uuid, TOPO_ID_MAX, uuid, (size_t)(uuid_end - uuid));
+        if (ml == 0)
+                return false;
+        *ret_gpus = gpus;
+        *ret_model = m;
+        *ret_model_len = ml;
+        *ret_uuid = uuid;
+        *ret_uuid_len = ul;
+        return true;
 }
 
-/* --- the parser ------------------------------------------------------------------------------- */
+/* Applies a line naming GPU models (and UUIDs) to the GPUs it lists that the matrix has.
+ * Informational lines: what does not fit an identity field is left out. */
+static void
+parse_gpu_names_line(const struct line *l, struct topo *t)
+{
+        struct topo_mask gpus;
+        const char *m, *uuid;
+        size_t ml, ul;
+
+        if (!topo__nvsmi_gpu_names(l->s, l->len, &gpus, &m, &ml, &uuid, &ul))
+                return;
+        for (unsigned i = 0; i < t->n_gpus; i++) {
+                if (!topo_mask_test(&gpus, i))
+                        continue;
+                if (topo__id_ok(m, ml))
+                        (void)str_copy(t->gpus[i].model, TOPO_ID_MAX, m, ml);
+                if (ul > 0 && topo__id_ok(uuid, ul))
+                        (void)str_copy(t->gpus[i].uuid, TOPO_ID_MAX, uuid, ul);
+        }
+}
+
+/* --- the normalising stage ------------------------------------------------------------------- */
+
+/* Length of an SGR remnant ("[4m", "[0m", "[1;32m", "[m") at s, 0 when there is none. */
+static size_t
+sgr_remnant(const char *s, size_t len)
+{
+        size_t i = 1;
+
+        if (len < 2 || s[0] != '[')
+                return 0;
+        while (i < len && i < 16 && ((s[i] >= '0' && s[i] <= '9') || s[i] == ';'))
+                i++;
+        return i < len && s[i] == 'm' ? i + 1 : 0;
+}
+
+/* Length of the escape sequence starting with the ESC byte at s (1 for a lone ESC). */
+static size_t
+esc_sequence(const char *s, size_t len)
+{
+        size_t i = 2;
+
+        if (len < 2)
+                return 1;
+        if (s[1] == '[') {
+                /* CSI: parameter bytes 0x30-0x3f, intermediates 0x20-0x2f, final 0x40-0x7e. */
+                while (i < len && s[i] >= 0x30 && s[i] <= 0x3f)
+                        i++;
+                while (i < len && s[i] >= 0x20 && s[i] <= 0x2f)
+                        i++;
+                return i < len && s[i] >= 0x40 && s[i] <= 0x7e ? i + 1 : 1;
+        }
+        if ((s[1] == '(' || s[1] == ')') && len >= 3 && s[2] > 0x20 && s[2] < 0x7f)
+                return 3; /* character set selection, "\x1b(B" from tput sgr0 */
+        /* Fp, Fe and Fs sequences: ESC 7, ESC M, ESC c ... */
+        return s[1] >= 0x30 && s[1] <= 0x7e ? 2 : 1;
+}
+
+size_t
+topo__nvsmi_strip_escapes(char *s, size_t len)
+{
+        size_t r = 0, w = 0;
+
+        while (r < len) {
+                size_t skip = 0;
+
+                if (s[r] == '\x1b')
+                        skip = esc_sequence(s + r, len - r);
+                else if (s[r] == '^' && r + 1 < len && s[r + 1] == '[' && r + 2 < len &&
+                         s[r + 2] == '[')
+                        skip = 2 + sgr_remnant(s + r + 2, len - r - 2);
+                else if (s[r] == '[')
+                        skip = sgr_remnant(s + r, len - r);
+                if (skip == 2 && s[r] == '^')
+                        skip = 0; /* "^[[" not followed by an SGR: literal text */
+                if (skip > 0) {
+                        r += skip;
+                        continue;
+                }
+                s[w++] = s[r++];
+        }
+        return w;
+}
+
+size_t
+topo__nvsmi_trim_lines(char *s, size_t len)
+{
+        size_t r = 0, w = 0, line_start = 0;
+
+        for (; r <= len; r++) {
+                if (r < len && s[r] != '\n') {
+                        s[w++] = s[r];
+                        continue;
+                }
+                while (w > line_start && (s[w - 1] == ' ' || s[w - 1] == '\t' || s[w - 1] == '\r'))
+                        w--;
+                if (r < len) {
+                        s[w++] = '\n';
+                        line_start = w;
+                }
+        }
+        return w;
+}
+
+/* A cleaned copy of the text for the table reader: no escape sequences, no trailing blanks.
+ * Line numbers are those of the input; columns count the cleaned line. */
+static int
+normalise(const char *text, size_t len, char **ret, size_t *ret_len)
+{
+        char *s = malloc(len + 1);
+
+        if (!s)
+                return -ENOMEM;
+        if (len > 0)
+                memcpy(s, text, len);
+        len = topo__nvsmi_strip_escapes(s, len);
+        len = topo__nvsmi_trim_lines(s, len);
+        s[len] = '\0';
+        *ret = s;
+        *ret_len = len;
+        return 0;
+}
+
+/* --- the table reader ---------------------------------------------------------------------- */
+
+struct reader {
+        struct cursor cur;
+        const char *pre, *pre_end; /* the text before the header: GPU names may be there */
+        struct line l;             /* the current line */
+        struct tok *toks;
+        size_t n;
+        struct header *h;
+        struct row *row;
+        uint8_t *nic_nic; /* NIC row k, NIC column c; 0xff: no row */
+        struct topo *t;
+        unsigned row_line[TOPO_MAX_GPUS], nic_line[TOPO_MAX_NICS];
+        bool have_next; /* l is a line after the matrix that the row loop read */
+};
+
+static int
+tokenize_line(struct reader *rd, struct topo_error *err)
+{
+        int r = tokenize(&rd->l, rd->toks, NVSMI_MAX_TOKENS, &rd->n);
+
+        if (r < 0)
+                return topo__error(err, -E2BIG, rd->l.no, 1, "More than %u cells in one line.",
+                                   NVSMI_MAX_TOKENS);
+        return 0;
+}
+
+static bool
+row_label_is(const struct tok *t, const struct tok *want)
+{
+        return t->len == want->len && memcmp(t->s, want->s, t->len) == 0;
+}
 
 static bool
 is_header(const struct tok *toks, size_t n)
@@ -501,205 +728,282 @@ is_header(const struct tok *toks, size_t n)
                (n == 1 || !tok_is(&toks[1], "X"));
 }
 
-static bool
-row_label_is(const struct tok *t, const struct tok *want)
+/* The header: the first line starting with GPU0 that is not a row. */
+static int
+read_header(struct reader *rd, struct topo_error *err)
 {
-        return t->len == want->len && memcmp(t->s, want->s, t->len) == 0;
-}
-
-int
-topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_error *err)
-{
-        CLEANUP(topo_unrefp) struct topo *t = NULL;
-        CLEANUP(freep) struct tok *toks = NULL;
-        CLEANUP(freep) struct header *h = NULL;
-        CLEANUP(freep) struct row *row = NULL;
-        CLEANUP(freep) uint8_t *nic_nic = NULL; /* NIC row k, NIC column c; 0xff: no row */
-        struct cursor cur = {.p = text, .end = text + len};
-        struct line l;
-        size_t n;
-        bool found = false;
         int r;
 
-        if (!text && len > 0)
-                return -EINVAL;
-        if (len > TOPO_MAX_TEXT_BYTES)
-                return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
-                                   TOPO_MAX_TEXT_BYTES);
-        const char *nul = len ? memchr(text, '\0', len) : NULL;
-        if (nul) {
-                struct cursor c2 = {.p = text, .end = nul};
-                while (next_line(&c2, &l))
-                        ;
-                return topo__error(err, -EINVAL, c2.no ? c2.no : 1,
-                                   (unsigned)(nul - (c2.no ? l.s : text)) + 1,
-                                   "NUL byte in the text: this is not nvidia-smi output.");
-        }
-        toks = calloc(NVSMI_MAX_TOKENS, sizeof(*toks));
-        h = calloc(1, sizeof(*h));
-        row = calloc(1, sizeof(*row));
-        if (!toks || !h || !row)
-                return -ENOMEM;
-
-        /* The header: the first line starting with GPU0 that is not a row. */
-        while (next_line(&cur, &l)) {
-                if (l.len > 0 && l.s[0] == '#')
+        while (next_line(&rd->cur, &rd->l)) {
+                if (rd->l.len > 0 && rd->l.s[0] == '#')
                         continue;
-                r = tokenize(&l, toks, NVSMI_MAX_TOKENS, &n);
+                r = tokenize_line(rd, err);
                 if (r < 0)
-                        return topo__error(err, -E2BIG, l.no, 1, "More than %u cells in one line.",
-                                           NVSMI_MAX_TOKENS);
-                if (n >= 2 && tok_is(&toks[0], "GPU0") && tok_is(&toks[1], "X"))
-                        return topo__error(err, -EINVAL, l.no, 1,
+                        return r;
+                if (rd->n >= 2 && tok_is(&rd->toks[0], "GPU0") && tok_is(&rd->toks[1], "X"))
+                        return topo__error(err, -EINVAL, rd->l.no, 1,
                                            "Row GPU0 without a header line before it.");
-                if (is_header(toks, n)) {
-                        r = parse_header(&l, toks, n, h, err);
-                        if (r < 0)
-                                return r;
-                        found = true;
-                        break;
+                if (is_header(rd->toks, rd->n)) {
+                        rd->pre_end = rd->l.s;
+                        return parse_header(&rd->l, rd->toks, rd->n, rd->h, err);
                 }
         }
-        if (!found)
-                return topo__error(err, -EINVAL, cur.no, 1,
-                                   "No matrix header (a line starting with GPU0) found.");
+        return topo__error(err, -EINVAL, rd->cur.no, 1,
+                           "No matrix header (a line starting with GPU0) found.");
+}
 
-        t = topo_new(h->n_gpus, h->n_nics);
-        nic_nic = malloc(MAX((size_t)h->n_nics * h->n_nics, 1u));
-        if (!t || !nic_nic)
-                return -ENOMEM;
-        memset(nic_nic, 0xff, (size_t)h->n_nics * h->n_nics);
-        t->vendor = TOPO_VENDOR_NVIDIA;
+/* Checks the X diagonal and that NVLink joins GPUs only. */
+static int
+check_row_cells(const struct reader *rd, unsigned rw, bool gpu_row, struct topo_error *err)
+{
+        const struct tok *want = &rd->h->dev[rw];
+        unsigned n_dev = rd->h->n_gpus + rd->h->n_nics;
+
+        for (unsigned c = 0; c < n_dev; c++) {
+                const struct topo__nvsmi_cell *cl = &rd->row->cells[c];
+                bool self = c == rw;
+
+                if (self != (cl->link == TOPO_LINK_SELF))
+                        return topo__error(err, -EINVAL, rd->l.no, rd->row->cell_col[c],
+                                           self ? "Row %.*s: expected X on the diagonal."
+                                                : "Row %.*s: X off the diagonal.",
+                                           (int)want->len, want->s);
+                if (cl->link == TOPO_LINK_NVLINK && (c >= rd->h->n_gpus || !gpu_row))
+                        return topo__error(err, -EINVAL, rd->l.no, rd->row->cell_col[c],
+                                           "Row %.*s: NVLink to a NIC.", (int)want->len, want->s);
+        }
+        return 0;
+}
+
+static int
+store_gpu_row(struct reader *rd, unsigned rw, struct topo_error *err)
+{
+        const struct header *h = rd->h;
+        struct topo *t = rd->t;
+
+        rd->row_line[rw] = rd->l.no;
+        for (unsigned j = 0; j < h->n_gpus; j++) {
+                struct topo_pair *p = topo_pair_mut(t, rw, j);
+                p->link = rd->row->cells[j].link;
+                p->links = rd->row->cells[j].links;
+        }
         for (unsigned k = 0; k < h->n_nics; k++)
-                (void)str_copy(t->nics[k].name, TOPO_ID_MAX, h->dev[h->n_gpus + k].s,
-                               h->dev[h->n_gpus + k].len);
+                t->nic_links[(size_t)k * t->n_gpus + rw] = rd->row->cells[h->n_gpus + k].link;
+        return parse_trailing(&rd->l, rd->toks, rd->n, rd->row->first_trail, h, &t->gpus[rw],
+                              err);
+}
 
+static int
+store_nic_row(struct reader *rd, unsigned rw, struct topo_error *err)
+{
+        const struct header *h = rd->h;
+        const struct tok *want = &h->dev[rw];
+        const struct row *row = rd->row;
+        unsigned k = rw - h->n_gpus;
+
+        if (row->first_trail != rd->n)
+                return topo__error(err, -EINVAL, rd->l.no, rd->toks[row->first_trail].col,
+                                   "Row %.*s has more cells than the header has device "
+                                   "columns.",
+                                   (int)want->len, want->s);
+        for (unsigned j = 0; j < h->n_gpus; j++)
+                if (row->cells[j].link != topo_nic_link(rd->t, k, j))
+                        return topo__error(err, -EINVAL, rd->l.no, row->cell_col[j],
+                                           "Row %.*s says %s to GPU%u but row GPU%u says %s: "
+                                           "the matrix is damaged.",
+                                           (int)want->len, want->s,
+                                           topo_link_to_string(row->cells[j].link), j, j,
+                                           topo_link_to_string(topo_nic_link(rd->t, k, j)));
+        for (unsigned c = 0; c < h->n_nics; c++)
+                rd->nic_nic[(size_t)k * h->n_nics + c] = row->cells[h->n_gpus + c].link;
+        rd->nic_line[k] = rd->l.no;
+        return 0;
+}
+
+/* One row per device, in header order.  NIC rows may stop early (see the top comment). */
+static int
+read_rows(struct reader *rd, struct topo_error *err)
+{
+        const struct header *h = rd->h;
         unsigned n_dev = h->n_gpus + h->n_nics;
-        unsigned row_line[TOPO_MAX_GPUS] = {0}, nic_line[TOPO_MAX_NICS] = {0};
-        bool have_next = false;
+        int r;
+
         for (unsigned rw = 0; rw < n_dev; rw++) {
                 bool gpu_row = rw < h->n_gpus;
                 const struct tok *want = &h->dev[rw];
 
-                if (!next_line(&cur, &l)) {
+                if (!next_line(&rd->cur, &rd->l)) {
                         if (!gpu_row)
-                                break; /* NIC rows missing at the end: see the top comment */
-                        return topo__error(err, -EINVAL, cur.no + 1, 1,
+                                return 0;
+                        return topo__error(err, -EINVAL, rd->cur.no + 1, 1,
                                            "Matrix cut off at line %u: the text ends before row "
                                            "%.*s.",
-                                           cur.no + 1, (int)want->len, want->s);
+                                           rd->cur.no + 1, (int)want->len, want->s);
                 }
-                r = tokenize(&l, toks, NVSMI_MAX_TOKENS, &n);
-                if (r < 0)
-                        return topo__error(err, -E2BIG, l.no, 1, "More than %u cells in one line.",
-                                           NVSMI_MAX_TOKENS);
-                if (n == 0 || !row_label_is(&toks[0], want)) {
-                        bool end_of_matrix = n == 0 || l.s[0] == '#' || tok_is(&toks[0], "Legend:");
-                        if (!gpu_row && end_of_matrix) {
-                                have_next = true;
-                                break;
-                        }
-                        return topo__error(err, -EINVAL, l.no, n ? toks[0].col : 1,
-                                           "Matrix cut off at line %u: expected row %.*s.", l.no,
-                                           (int)want->len, want->s);
-                }
-                r = parse_row_cells(&l, toks, n, n_dev, gpu_row, row, err);
+                r = tokenize_line(rd, err);
                 if (r < 0)
                         return r;
-                for (unsigned c = 0; c < n_dev; c++) {
-                        const struct cell *cl = &row->cells[c];
-                        bool self = c == rw;
-
-                        if (self != (cl->link == TOPO_LINK_SELF))
-                                return topo__error(err, -EINVAL, l.no, row->cell_col[c],
-                                                   self ? "Row %.*s: expected X on the diagonal."
-                                                        : "Row %.*s: X off the diagonal.",
-                                                   (int)want->len, want->s);
-                        if (cl->link == TOPO_LINK_NVLINK && (c >= h->n_gpus || !gpu_row))
-                                return topo__error(err, -EINVAL, l.no, row->cell_col[c],
-                                                   "Row %.*s: NVLink to a NIC.", (int)want->len,
-                                                   want->s);
-                }
-                if (gpu_row) {
-                        row_line[rw] = l.no;
-                        for (unsigned j = 0; j < h->n_gpus; j++) {
-                                struct topo_pair *p = topo_pair_mut(t, rw, j);
-                                p->link = row->cells[j].link;
-                                p->links = row->cells[j].links;
+                if (rd->n == 0 || !row_label_is(&rd->toks[0], want)) {
+                        bool end = rd->n == 0 || rd->l.s[0] == '#' ||
+                                   tok_is(&rd->toks[0], "Legend:");
+                        if (!gpu_row && end) {
+                                rd->have_next = true;
+                                return 0;
                         }
-                        for (unsigned k = 0; k < h->n_nics; k++)
-                                t->nic_links[(size_t)k * t->n_gpus + rw] =
-                                        row->cells[h->n_gpus + k].link;
-                        r = parse_trailing(&l, toks, n, row->first_trail, h, &t->gpus[rw], err);
-                        if (r < 0)
-                                return r;
-                } else {
-                        unsigned k = rw - h->n_gpus;
-                        if (row->first_trail != n)
-                                return topo__error(err, -EINVAL, l.no, toks[row->first_trail].col,
-                                                   "Row %.*s has more cells than the header has "
-                                                   "device columns.",
-                                                   (int)want->len, want->s);
-                        for (unsigned j = 0; j < h->n_gpus; j++)
-                                if (row->cells[j].link != topo_nic_link(t, k, j))
-                                        return topo__error(
-                                                err, -EINVAL, l.no, row->cell_col[j],
-                                                "Row %.*s says %s to GPU%u but row "
-                                                "GPU%u says %s: the matrix is damaged.",
-                                                (int)want->len, want->s,
-                                                topo_link_to_string(row->cells[j].link), j, j,
-                                                topo_link_to_string(topo_nic_link(t, k, j)));
-                        for (unsigned c = 0; c < h->n_nics; c++)
-                                nic_nic[(size_t)k * h->n_nics + c] = row->cells[h->n_gpus + c].link;
-                        nic_line[k] = l.no;
+                        return topo__error(err, -EINVAL, rd->l.no,
+                                           rd->n ? rd->toks[0].col : 1,
+                                           "Matrix cut off at line %u: expected row %.*s.",
+                                           rd->l.no, (int)want->len, want->s);
                 }
+                r = parse_row_cells(&rd->l, rd->toks, rd->n, n_dev, gpu_row, rd->row, err);
+                if (r >= 0)
+                        r = check_row_cells(rd, rw, gpu_row, err);
+                if (r >= 0)
+                        r = gpu_row ? store_gpu_row(rd, rw, err) : store_nic_row(rd, rw, err);
+                if (r < 0)
+                        return r;
         }
+        return 0;
+}
 
-        /* NIC rows present on both sides must agree (this also checks split glued cells). */
-        for (unsigned a = 0; a < h->n_nics; a++)
-                for (unsigned b = a + 1; b < h->n_nics; b++) {
-                        uint8_t x = nic_nic[(size_t)a * h->n_nics + b];
-                        uint8_t y = nic_nic[(size_t)b * h->n_nics + a];
+/* NIC rows present on both sides must agree (this also checks split glued cells); the GPU
+ * matrix must be symmetric. */
+static int
+check_symmetry(const struct reader *rd, struct topo_error *err)
+{
+        const struct topo *t = rd->t;
+        unsigned n_nics = rd->h->n_nics;
+
+        for (unsigned a = 0; a < n_nics; a++)
+                for (unsigned b = a + 1; b < n_nics; b++) {
+                        uint8_t x = rd->nic_nic[(size_t)a * n_nics + b];
+                        uint8_t y = rd->nic_nic[(size_t)b * n_nics + a];
                         if (x != 0xff && y != 0xff && x != y)
-                                return topo__error(err, -EINVAL, nic_line[b], 1,
+                                return topo__error(err, -EINVAL, rd->nic_line[b], 1,
                                                    "The matrix is not symmetric: %s to %s is %s "
                                                    "but %s to %s is %s.",
                                                    t->nics[a].name, t->nics[b].name,
                                                    topo_link_to_string(x), t->nics[b].name,
                                                    t->nics[a].name, topo_link_to_string(y));
                 }
-
         for (unsigned i = 0; i < t->n_gpus; i++)
                 for (unsigned j = i + 1; j < t->n_gpus; j++) {
                         const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
                         if (a->link != b->link || a->links != b->links)
-                                return topo__error(err, -EINVAL, row_line[j], 1,
+                                return topo__error(err, -EINVAL, rd->row_line[j], 1,
                                                    "The matrix is not symmetric: GPU%u to GPU%u "
                                                    "is %s%.0u but GPU%u to GPU%u is %s%.0u.",
                                                    i, j, topo_link_to_string(a->link), a->links, j,
                                                    i, topo_link_to_string(b->link), b->links);
                 }
+        return 0;
+}
 
-        /* After the matrix: the NIC legend and nvlink --status lines, up to the next matrix. */
+/* Before the header: GPU names from an environment report or `nvidia-smi -L`.  After the
+ * matrix: the NIC legend and GPU names (`nvlink --status`), up to the next matrix. */
+static int
+read_names(struct reader *rd, struct topo_error *err)
+{
+        struct cursor pre = {.p = rd->pre, .end = rd->pre_end};
+        struct line l;
+        int r;
+
+        while (next_line(&pre, &l))
+                parse_gpu_names_line(&l, rd->t);
         for (;;) {
-                if (have_next)
-                        have_next = false;
-                else if (!next_line(&cur, &l))
-                        break;
-                if (l.len > 0 && l.s[0] == '#')
+                if (rd->have_next)
+                        rd->have_next = false;
+                else if (!next_line(&rd->cur, &rd->l))
+                        return 0;
+                if (rd->l.len > 0 && rd->l.s[0] == '#')
                         continue;
-                r = tokenize(&l, toks, NVSMI_MAX_TOKENS, &n);
-                if (r < 0 || n == 0)
+                if (tokenize(&rd->l, rd->toks, NVSMI_MAX_TOKENS, &rd->n) < 0 || rd->n == 0)
                         continue;
-                if (tok_is(&toks[0], "GPU0"))
-                        break; /* another matrix (p2p, a second view): not ours */
-                r = parse_legend_line(&l, toks, n, h, t, err);
+                if (tok_is(&rd->toks[0], "GPU0"))
+                        return 0; /* another matrix (p2p, a second view): not ours */
+                r = parse_legend_line(&rd->l, rd->h, rd->t, err);
                 if (r < 0)
                         return r;
-                parse_nvlink_status_line(&l, t);
+                parse_gpu_names_line(&rd->l, rd->t);
         }
+}
 
-        topo_finish(t);
-        *ret = TAKE_PTR(t);
+static int
+read_table(struct reader *rd, struct topo_error *err)
+{
+        const struct header *h = rd->h;
+        int r;
+
+        r = read_header(rd, err);
+        if (r < 0)
+                return r;
+        rd->t = topo_new(h->n_gpus, h->n_nics);
+        rd->nic_nic = malloc(MAX((size_t)h->n_nics * h->n_nics, 1u));
+        if (!rd->t || !rd->nic_nic)
+                return -ENOMEM;
+        memset(rd->nic_nic, 0xff, (size_t)h->n_nics * h->n_nics);
+        rd->t->vendor = TOPO_VENDOR_NVIDIA;
+        for (unsigned k = 0; k < h->n_nics; k++)
+                (void)str_copy(rd->t->nics[k].name, TOPO_ID_MAX, h->dev[h->n_gpus + k].s,
+                               h->dev[h->n_gpus + k].len);
+        r = read_rows(rd, err);
+        if (r >= 0)
+                r = check_symmetry(rd, err);
+        if (r >= 0)
+                r = read_names(rd, err);
+        return r;
+}
+
+/* Where the NUL byte sits, for the error: its line and column. */
+static int
+nul_error(const char *text, const char *nul, struct topo_error *err)
+{
+        struct cursor c = {.p = text, .end = nul};
+        struct line l = {.s = text};
+
+        while (next_line(&c, &l))
+                ;
+        return topo__error(err, -EINVAL, c.no ? c.no : 1,
+                           (unsigned)(nul - (c.no ? l.s : text)) + 1,
+                           "NUL byte in the text: this is not nvidia-smi output.");
+}
+
+int
+topo_parse_nvsmi(const char *text, size_t len, struct topo **ret, struct topo_error *err)
+{
+        CLEANUP(freep) char *clean = NULL;
+        CLEANUP(freep) struct tok *toks = NULL;
+        CLEANUP(freep) struct header *h = NULL;
+        CLEANUP(freep) struct row *row = NULL;
+        CLEANUP(freep) struct reader *rd = NULL;
+        size_t clean_len;
+        int r;
+
+        r = topo__check_input(text, len, TOPO_MAX_TEXT_BYTES, "Input", err);
+        if (r < 0)
+                return r;
+        const char *nul = len ? memchr(text, '\0', len) : NULL;
+        if (nul)
+                return nul_error(text, nul, err);
+        r = normalise(text, len, &clean, &clean_len);
+        if (r < 0)
+                return r;
+        toks = calloc(NVSMI_MAX_TOKENS, sizeof(*toks));
+        h = calloc(1, sizeof(*h));
+        row = calloc(1, sizeof(*row));
+        rd = calloc(1, sizeof(*rd));
+        if (!toks || !h || !row || !rd)
+                return -ENOMEM;
+        *rd = (struct reader){.cur = {.p = clean, .end = clean + clean_len},
+                              .pre = clean, .pre_end = clean,
+                              .toks = toks, .h = h, .row = row};
+        r = read_table(rd, err);
+        free(rd->nic_nic);
+        if (r < 0) {
+                topo_unref(rd->t);
+                return r;
+        }
+        topo_finish(rd->t);
+        *ret = TAKE_PTR(rd->t);
         return 0;
 }

@@ -5,7 +5,11 @@
  * ('GPU[0]\t\t:') styles.  Pure: a byte range in, a new AMD topology or a positioned error
  * out.  The link-type matrix is required; weights and hops are optional but, when present,
  * must cover every pair.  Every matrix must be square, agree on the GPU count, carry 0 on
- * the diagonal and be symmetric; a short row is a cut-off matrix.
+ * the diagonal and be symmetric; a short row is a cut-off matrix.  Besides the matrices only
+ * lines naming GPU models are read, anywhere in the text ("GPU 0,1,2,3: AMD Instinct MI355X"
+ * from sglang's environment report, as for nvidia-smi text).  Lines may be indented
+ * (posts nest the output in indented markdown code blocks, vLLM's collect_env indents it);
+ * the indent is skipped before a line is classified, and error columns still count it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +76,17 @@ rtokenize(const char *s, size_t len, struct rtok *toks, size_t max)
         return n;
 }
 
+/* Spaces and tabs at the start of a line. */
+static size_t
+leading_blanks(const char *s, size_t len)
+{
+        size_t i = 0;
+
+        while (i < len && (s[i] == ' ' || s[i] == '\t'))
+                i++;
+        return i;
+}
+
 static bool
 gpu_label(const struct rtok *t, unsigned *ret)
 {
@@ -84,9 +99,35 @@ gpu_label(const struct rtok *t, unsigned *ret)
         return true;
 }
 
+/* Model lines anywhere in the text, applied to the GPUs they list that the matrices have.
+ * Informational: a model that does not fit the identity field is left out. */
+static void
+read_model_lines(const char *text, size_t len, struct topo *t)
+{
+        const char *p = text, *end = text + len;
+
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                const char *s = p, *m, *uuid;
+                size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p), ml, ul;
+                struct topo_mask gpus;
+
+                p = nl ? nl + 1 : end;
+                if (l > 0 && s[l - 1] == '\r')
+                        l--;
+                if (!topo__nvsmi_gpu_names(s, l, &gpus, &m, &ml, &uuid, &ul) ||
+                    !topo__id_ok(m, ml))
+                        continue;
+                for (unsigned i = 0; i < t->n_gpus; i++)
+                        if (topo_mask_test(&gpus, i))
+                                (void)str_copy(t->gpus[i].model, TOPO_ID_MAX, m, ml);
+        }
+}
+
 /* "GPU[3]\t\t: (Topology) Numa Node: 1" or "GPU 3          : (Topology) Numa Node: 1". */
 static int
-numa_line(const char *s, size_t len, unsigned line, struct topo *t, struct topo_error *err)
+numa_line(const char *s, size_t len, unsigned indent, unsigned line, struct topo *t,
+          struct topo_error *err)
 {
         static const char key[] = "Numa Node:";
         const char *colon = memchr(s, ':', len), *k;
@@ -104,13 +145,13 @@ numa_line(const char *s, size_t len, unsigned line, struct topo *t, struct topo_
         while (i < (size_t)(colon - s) && s[i] >= '0' && s[i] <= '9')
                 i++;
         if (str_to_int(s + a, i - a, 0, TOPO_MAX_GPUS - 1, &idx) < 0 || (unsigned)idx >= t->n_gpus)
-                return topo__error(err, -EINVAL, line, (unsigned)a + 1,
+                return topo__error(err, -EINVAL, line, indent + (unsigned)a + 1,
                                    "NUMA line names a GPU that is not in the matrices.");
         const char *vs = k + strlen(key);
         size_t vl = (size_t)(s + len - vs);
         str_trim(&vs, &vl);
         if (str_to_int(vs, vl, -1, TOPO_MAX_NUMA_ID, &v) < 0)
-                return topo__error(err, -EINVAL, line, (unsigned)(vs - s) + 1,
+                return topo__error(err, -EINVAL, line, indent + (unsigned)(vs - s) + 1,
                                    "NUMA node '%.*s' is not a number.", (int)MIN(vl, 16u), vs);
         t->gpus[idx].numa = v;
         return 0;
@@ -128,11 +169,9 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
         const char *p = text, *end = text + len;
         int r;
 
-        if (!text && len > 0)
-                return -EINVAL;
-        if (len > TOPO_MAX_TEXT_BYTES)
-                return topo__error(err, -E2BIG, 0, 0, "Input larger than %u bytes.",
-                                   TOPO_MAX_TEXT_BYTES);
+        r = topo__check_input(text, len, TOPO_MAX_TEXT_BYTES, "Input", err);
+        if (r < 0)
+                return r;
         toks = calloc(ROCM_MAX_TOKENS + 1, sizeof(*toks));
         if (!toks)
                 return -ENOMEM;
@@ -149,9 +188,10 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
                 if (memchr(s, '\0', l))
                         return topo__error(err, -EINVAL, lineno, 1,
                                            "NUL byte in the text: this is not rocm-smi output.");
+                size_t indent = leading_blanks(s, l);
                 if (l > 0 && s[0] == '#')
                         continue;
-                if (l > 0 && s[0] == '=') {
+                if (indent < l && s[indent] == '=') {
                         if (in_matrix && next_row < n_gpus)
                                 return topo__error(err, -EINVAL, lineno, 1,
                                                    "Matrix cut off at line %u: %u of %u rows.",
@@ -174,7 +214,7 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
                         if (!t)
                                 return topo__error(err, -EINVAL, lineno, 1,
                                                    "NUMA lines before any matrix.");
-                        r = numa_line(s, l, lineno, t, err);
+                        r = numa_line(s + indent, l - indent, (unsigned)indent, lineno, t, err);
                         if (r < 0)
                                 return r;
                         continue;
@@ -294,6 +334,7 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
                                                    "The matrices are not symmetric at GPU%u/GPU%u.",
                                                    i, j);
                 }
+        read_model_lines(text, len, t);
         topo_finish(t);
         *ret = TAKE_PTR(t);
         return 0;

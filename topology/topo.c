@@ -18,6 +18,17 @@
 #include "topo-private.h"
 
 int
+topo__check_input(const char *text, size_t len, size_t max, const char *what,
+                  struct topo_error *err)
+{
+        if (!text && len > 0)
+                return -EINVAL;
+        if (len > max)
+                return topo__error(err, -E2BIG, 0, 0, "%s larger than %zu bytes.", what, max);
+        return 0;
+}
+
+int
 topo__error(struct topo_error *err, int r, unsigned line, unsigned column, const char *fmt, ...)
 {
         va_list ap;

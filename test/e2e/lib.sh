@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The end-to-end control plane, as shell functions sourced by test/e2e/cluster and
-# test/e2e/run: etcd (Debian etcd-server) + the real kube-apiserver and kube-scheduler
-# v1.20.2 (scripts/e2e-build) + an extender, all on 127.0.0.1 with random free ports, in one
+# test/e2e/run: etcd + the real kube-apiserver and kube-scheduler of E2E_K8S_VERSION (the
+# current release by default, from scripts/e2e-build; 1.20.2 is the legacy control plane,
+# with Debian's etcd-server) + an extender, all on 127.0.0.1 with random free ports, in one
 # temporary directory ($E2E_DIR) that e2e_down removes.  Certificates come from openssl: one
 # CA, serving certificates for the API server and the extender, client certificates (admin,
 # scheduler, extender) and a kubeconfig per client.  No controller-manager, no kubelet: Nodes
@@ -12,6 +13,11 @@
 E2E_TOP=${E2E_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 E2E_WAIT_S=${E2E_WAIT_S:-60}          # bound on each "wait until ready"
 E2E_GPU_RESOURCE=nvidia.com/gpu
+E2E_K8S_CURRENT=1.37.2                # scripts/e2e-build's E2E_K8S_VERSION
+E2E_K8S_VERSION=${E2E_K8S_VERSION:-$E2E_K8S_CURRENT}
+
+# e2e_legacy: true for the 1.20 control plane (flags and config API versions of its day).
+e2e_legacy() { [ "$E2E_K8S_VERSION" = 1.20.2 ]; }
 E2E_PIDS=()                           # every process we started, stopped in reverse
 
 e2e_log() { echo "e2e: $*" >&2; }
@@ -165,11 +171,27 @@ EOF
 
 # --- the control plane -------------------------------------------------------------------
 
-# Sets E2E_BIN (kube-apiserver, kube-scheduler, kubectl), building them on first use.
+# Sets E2E_BIN (kube-apiserver, kube-scheduler, kubectl, etcd or Debian's, the Go peer),
+# building them on first use.  Returns 77 with E2E_BIN_WHY set when they cannot be built
+# here (no suitable Go): the callers report their cases as skipped with that reason.
 e2e_bins() {
-        # The packages too (etcd, python3-yaml): a cached build skips the setup call.
-        TOPOFIT_SETUP_E2E=1 "$E2E_TOP/scripts/setup" >&2 || return 1
-        E2E_BIN=$("$E2E_TOP/scripts/e2e-build" | tail -1) || return 1
+        local out rc
+        [ -n "${E2E_BIN:-}" ] && return 0
+        # The packages too (python3-yaml; etcd-server and Go 1.19 for the legacy build).
+        if e2e_legacy; then
+                TOPOFIT_SETUP_E2E=legacy "$E2E_TOP/scripts/setup" >&2 || return 1
+        else
+                TOPOFIT_SETUP_E2E=1 "$E2E_TOP/scripts/setup" >&2 || return 1
+        fi
+        out=$("$E2E_TOP/scripts/e2e-build" "$E2E_K8S_VERSION" 2>"$E2E_DIR/log/e2e-build.log")
+        rc=$?
+        cat "$E2E_DIR/log/e2e-build.log" >&2
+        if [ "$rc" = 77 ]; then
+                E2E_BIN_WHY=$(sed -n 's/^e2e-build: skipped: //p' "$E2E_DIR/log/e2e-build.log" | tail -1)
+                return 77
+        fi
+        [ "$rc" = 0 ] || return 1
+        E2E_BIN=$(tail -1 <<<"$out")
         export PATH="$E2E_BIN:$PATH"
 }
 
@@ -180,9 +202,9 @@ e2e_api_healthy() {
 
 # e2e_up: etcd + kube-apiserver, ready to take requests; sets E2E_DIR, E2E_API, KUBECONFIG.
 e2e_up() {
-        e2e_bins || return 1
         [ -n "${E2E_DIR:-}" ] || E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/topofit-e2e.XXXXXX")
         mkdir -p "$E2E_DIR/log"
+        e2e_bins || return 1
         e2e_pki
         local etcd_port etcd_peer api_port
         etcd_port=$(e2e_free_port)
@@ -192,7 +214,9 @@ e2e_up() {
         local etcd_data=$E2E_DIR/etcd
         [ -d /dev/shm ] && [ -w /dev/shm ] && etcd_data=$(mktemp -d /dev/shm/topofit-e2e-etcd.XXXXXX) &&
                 ln -s "$etcd_data" "$E2E_DIR/etcd"
-        e2e_start etcd etcd --name e2e --data-dir "$etcd_data" \
+        local etcd=etcd
+        [ -x "$E2E_BIN/etcd" ] && etcd=$E2E_BIN/etcd
+        e2e_start etcd "$etcd" --name e2e --data-dir "$etcd_data" \
                 --listen-client-urls "http://127.0.0.1:$etcd_port" \
                 --advertise-client-urls "http://127.0.0.1:$etcd_port" \
                 --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
@@ -200,11 +224,19 @@ e2e_up() {
                 --initial-cluster "e2e=http://127.0.0.1:$etcd_peer"
         e2e_wait "$E2E_WAIT_S" etcd curl -sf "http://127.0.0.1:$etcd_port/health" || return 1
 
-        local d=$E2E_DIR/pki
-        e2e_start kube-apiserver kube-apiserver \
+        local d=$E2E_DIR/pki legacy=()
+        # 1.24 removed the insecure port and 1.26 klog's --logtostderr (stderr is the default).
+        # Later releases refuse a loopback advertise address for the kubernetes Service's
+        # endpoints: with no in-cluster client here, there is no endpoint to reconcile.
+        if e2e_legacy; then
+                legacy=(--insecure-port 0 --logtostderr=true)
+        else
+                legacy=(--endpoint-reconciler-type none)
+        fi
+        e2e_start kube-apiserver kube-apiserver "${legacy[@]}" \
                 --etcd-servers "http://127.0.0.1:$etcd_port" \
                 --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
-                --secure-port "$api_port" --insecure-port 0 \
+                --secure-port "$api_port" \
                 --cert-dir "$E2E_DIR/apiserver" \
                 --tls-cert-file "$d/apiserver.crt" --tls-private-key-file "$d/apiserver.key" \
                 --client-ca-file "$d/ca.crt" \
@@ -215,7 +247,7 @@ e2e_up() {
                 --authorization-mode RBAC \
                 --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
                 --enable-priority-and-fairness=false \
-                --profiling=false --logtostderr=true --v=1
+                --profiling=false --v=1
         e2e_wait "$E2E_WAIT_S" kube-apiserver e2e_api_healthy || return 1
         local who
         for who in admin scheduler extender-client; do
@@ -271,20 +303,21 @@ e2e_api() {
         curl "${args[@]}" "$E2E_API$path"
 }
 
-# e2e_scheduler_config FILE URL_PREFIX NODE_CACHE_CAPABLE [HTTPS] [BIND]: a v1beta1
-# KubeSchedulerConfiguration with our extender entry.  HTTPS=1 adds enableHTTPS and a
+# e2e_scheduler_config FILE URL_PREFIX NODE_CACHE_CAPABLE [HTTPS] [BIND]: a
+# KubeSchedulerConfiguration (v1; v1beta1 on the legacy control plane) with our extender
+# entry; leader election as E2E_LEADER_ELECT says (off unless set to 1).  HTTPS=1 adds enableHTTPS and a
 # tlsConfig (our CA, the scheduler's client certificate for mutual TLS); BIND=0 leaves the
 # bind and preempt verbs out (for an extender that has none).
 e2e_scheduler_config() {
         local file=$1 url=$2 ncc=$3 https=${4:-1} bind=${5:-1} d=$E2E_DIR/pki
         {
                 cat <<EOF
-apiVersion: kubescheduler.config.k8s.io/v1beta1
+apiVersion: kubescheduler.config.k8s.io/$(e2e_legacy && echo v1beta1 || echo v1)
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: $E2E_DIR/scheduler.kubeconfig
 leaderElection:
-  leaderElect: false
+  leaderElect: $([ "${E2E_LEADER_ELECT:-0}" = 1 ] && echo true || echo false)
 percentageOfNodesToScore: 100
 extenders:
 - urlPrefix: $url
@@ -323,14 +356,17 @@ e2e_scheduler_healthy() {
 # e2e_scheduler CONFIG: (re)starts kube-scheduler with CONFIG and waits for /healthz.
 e2e_scheduler() {
         local config=$1
+        local legacy=()
         e2e_stop kube-scheduler
         E2E_SCHED_PORT=$(e2e_free_port)
-        e2e_start kube-scheduler kube-scheduler --config "$config" \
-                --port 0 --secure-port "$E2E_SCHED_PORT" --bind-address 127.0.0.1 \
+        # 1.23 removed the insecure --port and 1.26 --logtostderr.
+        e2e_legacy && legacy=(--port 0 --logtostderr=true)
+        e2e_start kube-scheduler kube-scheduler --config "$config" "${legacy[@]}" \
+                --secure-port "$E2E_SCHED_PORT" --bind-address 127.0.0.1 \
                 --cert-dir "$E2E_DIR/scheduler-certs" \
                 --authentication-kubeconfig "$E2E_DIR/scheduler.kubeconfig" \
                 --authorization-kubeconfig "$E2E_DIR/scheduler.kubeconfig" \
-                --logtostderr=true --v="${E2E_SCHED_V:-2}"
+                --v="${E2E_SCHED_V:-2}"
         e2e_wait "$E2E_WAIT_S" kube-scheduler e2e_scheduler_healthy
 }
 
@@ -386,7 +422,69 @@ e2e_extender() {
         e2e_wait "$E2E_WAIT_S" topofit-extender e2e_extender_healthy
 }
 
-# e2e_goext: the Go peer extender (built by scripts/e2e-build) on
+# --- high availability -------------------------------------------------------------------
+
+# e2e_ha_replica NAME: one scheduler replica of the HA set as deploy/overlays/ha runs it:
+# its own topofit-extender (live mode, its own port, plain HTTP on loopback, as the sidecar
+# is) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
+# leader election on the Lease topofit-system/topofit-scheduler.  Sets
+# E2E_HA_EXT_PORT_<NAME> and E2E_HA_SCHED_PORT_<NAME>; processes are ha-ext-NAME and
+# ha-sched-NAME.
+e2e_ha_replica() {
+        local name=$1 bin ext_port sched_port cfg
+        bin=$(e2e_extender_bin) || return 1
+        ext_port=$(e2e_free_port)
+        sched_port=$(e2e_free_port)
+        printf -v "E2E_HA_EXT_PORT_$name" '%s' "$ext_port"
+        printf -v "E2E_HA_SCHED_PORT_$name" '%s' "$sched_port"
+        e2e_start "ha-ext-$name" "$bin" --listen "127.0.0.1:$ext_port" \
+                --kubeconfig "$E2E_DIR/extender-client.kubeconfig" --log-level info
+        e2e_wait "$E2E_WAIT_S" "ha-ext-$name" \
+                curl -sf --max-time 2 "http://127.0.0.1:$ext_port/readyz" || return 1
+        # deploy/overlays/ha's own configuration, with this replica's extender address and
+        # the e2e scheduler's kubeconfig in place of in-cluster credentials.
+        cfg=$E2E_DIR/sched-ha-$name.yaml
+        "$E2E_PY" - "$E2E_TOP/deploy/overlays/ha/kube-scheduler-config.yaml" "$cfg" \
+                "http://127.0.0.1:$ext_port" "$E2E_DIR/scheduler.kubeconfig" <<'PY' || return 1
+import sys, yaml
+src, dst, url, kubeconfig = sys.argv[1:5]
+c = yaml.safe_load(open(src))
+assert len(c["extenders"]) == 1 and c["extenders"][0]["urlPrefix"].startswith("http://127.0.0.1:")
+c["extenders"][0]["urlPrefix"] = url
+c["clientConnection"] = {"kubeconfig": kubeconfig}
+yaml.safe_dump(c, open(dst, "w"))
+PY
+        e2e_start "ha-sched-$name" kube-scheduler --config "$cfg" \
+                --secure-port "$sched_port" --bind-address 127.0.0.1 \
+                --cert-dir "$E2E_DIR/ha-sched-$name-certs" \
+                --authentication-kubeconfig "$E2E_DIR/scheduler.kubeconfig" \
+                --authorization-kubeconfig "$E2E_DIR/scheduler.kubeconfig" --v=2
+        e2e_wait "$E2E_WAIT_S" "ha-sched-$name" \
+                curl -skf --max-time 2 "https://127.0.0.1:$sched_port/healthz"
+}
+
+# e2e_ha_leader: the name (a or b) of the running replica whose scheduler has acquired the
+# Lease (a scheduler that loses it exits, so at most one running replica has); 1 when none.
+e2e_ha_leader() {
+        local n
+        for n in a b; do
+                [ -f "$E2E_DIR/ha-sched-$n.pid" ] && kill -0 "$(cat "$E2E_DIR/ha-sched-$n.pid")" 2>/dev/null ||
+                        continue
+                grep -qi "successfully acquired lease" "$E2E_DIR/log/ha-sched-$n.log" 2>/dev/null &&
+                        { echo "$n"; return 0; }
+        done
+        return 1
+}
+
+# e2e_extender_metric SERIES: the value of one exact series of the extender's /metrics
+# (name with labels as printed), or nothing.
+e2e_extender_metric() {
+        curl -s --max-time 5 --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/scheduler.crt" \
+                --key "$E2E_DIR/pki/scheduler.key" "https://127.0.0.1:$E2E_EXT_PORT/metrics" |
+                awk -v s="$1" '$1 == s { print $2 }'
+}
+
+# e2e_goext: the Go peer extender (bench/peer-goext, built by scripts/e2e-build) on
 # plain HTTP, filter and prioritize only: the control-plane plumbing check that needs no
 # topofit code.
 e2e_goext() {

@@ -49,7 +49,7 @@ PY
 # request, so they reach the scheduler as one burst.
 e2e_gpu_pods() {
         python3 - "$@" <<'PY' | kubectl create -f - >/dev/null
-import json, sys
+import json, os, sys
 prefix, lo, hi, group = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 res = {"nvidia.com/gpu": "1", "cpu": "10m", "memory": "16Mi"}
 items = [{"apiVersion": "v1", "kind": "Pod",
@@ -59,8 +59,20 @@ items = [{"apiVersion": "v1", "kind": "Pod",
                                    "resources": {"limits": res, "requests": res}}],
                    "terminationGracePeriodSeconds": 0}}
          for i in range(lo, hi + 1)]
+if os.environ.get("E2E_SCHEDULER_NAME"):
+    for it in items:
+        it["spec"]["schedulerName"] = os.environ["E2E_SCHEDULER_NAME"]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
+}
+
+# e2e_gpu_pods_paced PREFIX LO HI GROUP: the same pods one API call each, in order, so a
+# burst arrives over a few seconds (each call takes ~0.1 s) and a fault can land mid-way.
+e2e_gpu_pods_paced() {
+        local i
+        for (( i = $2; i <= $3; i++ )); do
+                e2e_gpu_pods "$1" "$i" "$i" "$4" || return 1
+        done
 }
 
 # e2e_pod_node NAME: the node the pod is bound to ("" while pending).
