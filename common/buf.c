@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "str.h"
+
 void
 buf_init(struct buf *b, size_t cap)
 {
@@ -109,10 +111,15 @@ buf_printf(struct buf *b, const char *fmt, ...)
 int
 buf_put_json_string(struct buf *b, const char *s)
 {
+        const unsigned char *p = (const unsigned char *)s;
+        size_t left = strlen(s);
         int r = buf_append(b, "\"", 1);
 
-        for (const unsigned char *p = (const unsigned char *)s; r >= 0 && *p; p++) {
+        /* Bytes that are not UTF-8 become U+FFFD (as Go's encoding/json does), so whatever a
+         * client sent, what we write is JSON. */
+        while (r >= 0 && left > 0) {
                 char esc[8];
+                size_t n = 1;
 
                 switch (*p) {
                 case '"':
@@ -134,9 +141,17 @@ buf_put_json_string(struct buf *b, const char *s)
                         if (*p < 0x20) {
                                 snprintf(esc, sizeof(esc), "\\u%04x", *p);
                                 r = buf_append(b, esc, 6);
-                        } else
+                        } else if (*p < 0x80)
                                 r = buf_append(b, p, 1);
+                        else if ((n = str_utf8_len(p, left)) > 0)
+                                r = buf_append(b, p, n);
+                        else {
+                                n = 1;
+                                r = buf_append(b, "\\ufffd", 6);
+                        }
                 }
+                p += n;
+                left -= n;
         }
         return r < 0 ? r : buf_append(b, "\"", 1);
 }

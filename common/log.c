@@ -49,10 +49,83 @@ log_get_level(void)
         return (enum log_level)atomic_load(&log_level);
 }
 
+const char *
+log_value(char *dst, size_t size, const char *s)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t n = 0, limit = size - 5; /* room for '"', "...", NUL */
+        bool bare = s && *s;
+
+        for (const char *p = s; bare && *p; p++)
+                bare = *p > ' ' && *p < 0x7f && *p != '"' && *p != '\\' && *p != '=';
+        if (bare && strlen(s) < size) {
+                memcpy(dst, s, strlen(s) + 1);
+                return dst;
+        }
+        dst[n++] = '"';
+        for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+                char e[4];
+                size_t k;
+
+                if (*p == '"' || *p == '\\')
+                        e[0] = '\\', e[1] = (char)*p, k = 2;
+                else if (*p == '\n')
+                        e[0] = '\\', e[1] = 'n', k = 2;
+                else if (*p == '\r')
+                        e[0] = '\\', e[1] = 'r', k = 2;
+                else if (*p == '\t')
+                        e[0] = '\\', e[1] = 't', k = 2;
+                else if (*p < ' ' || *p >= 0x7f)
+                        e[0] = '\\', e[1] = 'x', e[2] = hex[*p >> 4], e[3] = hex[*p & 15], k = 4;
+                else
+                        e[0] = (char)*p, k = 1;
+                if (n + k > limit) {
+                        memcpy(dst + n, "...", 3);
+                        n += 3;
+                        break;
+                }
+                memcpy(dst + n, e, k);
+                n += k;
+        }
+        dst[n++] = '"';
+        dst[n] = 0;
+        return dst;
+}
+
+/* Appends src to line[*n..size-2) with control bytes spelled out; the last byte of line is
+ * kept for the newline. */
+static void
+put_escaped(char *line, size_t size, size_t *n, const char *src, bool in_quotes)
+{
+        static const char hex[] = "0123456789abcdef";
+
+        for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+                char e[4];
+                size_t k;
+
+                if (in_quotes && (*p == '"' || *p == '\\'))
+                        e[0] = '\\', e[1] = (char)*p, k = 2;
+                else if (*p == '\n')
+                        e[0] = '\\', e[1] = 'n', k = 2;
+                else if (*p == '\r')
+                        e[0] = '\\', e[1] = 'r', k = 2;
+                else if (*p == '\t')
+                        e[0] = '\\', e[1] = 't', k = 2;
+                else if (*p < ' ' || *p == 0x7f)
+                        e[0] = '\\', e[1] = 'x', e[2] = hex[*p >> 4], e[3] = hex[*p & 15], k = 4;
+                else
+                        e[0] = (char)*p, k = 1;
+                if (*n + k > size - 2)
+                        return;
+                memcpy(line + *n, e, k);
+                *n += k;
+        }
+}
+
 void
 log_emit(enum log_level l, const char *msg, const char *fmt, ...)
 {
-        char line[2048];
+        char line[2048], pairs[2048];
         struct timespec ts;
         struct tm tm;
         size_t n = 0;
@@ -66,20 +139,17 @@ log_emit(enum log_level l, const char *msg, const char *fmt, ...)
         k = snprintf(line, sizeof(line), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=\"",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, log_level_to_string(l));
-        n = k > 0 ? (size_t)k : 0;
-        for (const char *p = msg; p && *p && n < sizeof(line) - 4; p++) {
-                if (*p == '"' || *p == '\\')
-                        line[n++] = '\\';
-                line[n++] = (*p == '\n') ? ' ' : *p;
-        }
+        n = k > 0 ? MIN((size_t)k, sizeof(line) / 2) : 0;
+        put_escaped(line, sizeof(line) - 1, &n, msg ? msg : "", true);
         line[n++] = '"';
-        if (fmt && *fmt && n < sizeof(line) - 2) {
-                line[n++] = ' ';
+        if (fmt && *fmt) {
                 va_start(ap, fmt);
-                k = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+                k = vsnprintf(pairs, sizeof(pairs), fmt, ap);
                 va_end(ap);
-                if (k > 0)
-                        n += MIN((size_t)k, sizeof(line) - n - 2);
+                if (k > 0) {
+                        line[n++] = ' ';
+                        put_escaped(line, sizeof(line), &n, pairs, false);
+                }
         }
         line[n++] = '\n';
         (void)!write(STDERR_FILENO, line, n);

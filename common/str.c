@@ -239,3 +239,79 @@ str_trim(const char **s, size_t *len)
         while (*len > 0 && is_blank((*s)[*len - 1]))
                 (*len)--;
 }
+
+static bool
+is_dns_alnum(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* One or more labels joined by '.', each [a-z0-9]([-a-z0-9]*[a-z0-9])?; max_dots 0 for a
+ * single label. */
+static bool
+is_dns_name(const char *s, size_t max_len, bool dots)
+{
+        size_t n;
+
+        if (!s)
+                return false;
+        n = strnlen(s, max_len + 1);
+        if (n == 0 || n > max_len)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                bool edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+
+                if (is_dns_alnum(c))
+                        continue;
+                if (c == '-' && !edge)
+                        continue;
+                if (c == '.' && dots && i > 0 && i < n - 1 && s[i - 1] != '.')
+                        continue;
+                return false;
+        }
+        return true;
+}
+
+bool
+str_is_dns_label(const char *s)
+{
+        return is_dns_name(s, STR_DNS_LABEL_MAX, false);
+}
+
+bool
+str_is_dns_subdomain(const char *s)
+{
+        return is_dns_name(s, STR_DNS_SUBDOMAIN_MAX, true);
+}
+
+size_t
+str_utf8_len(const unsigned char *s, size_t len)
+{
+        uint32_t cp;
+        size_t n;
+
+        if (len == 0)
+                return 0;
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf)
+                n = 2, cp = s[0] & 0x1f;
+        else if (s[0] >= 0xe0 && s[0] <= 0xef)
+                n = 3, cp = s[0] & 0x0f;
+        else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+                n = 4, cp = s[0] & 0x07;
+        else
+                return 0;
+        if (len < n)
+                return 0;
+        for (size_t i = 1; i < n; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return n;
+}

@@ -46,5 +46,17 @@ int str_table_index(const char *const *table, size_t n, const char *s);
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_eq_n(const char *s, size_t len, const char *lit);
 
+/* Kubernetes name syntax, as its API server checks it: a DNS-1123 label (1..63 bytes of
+ * [a-z0-9-], alphanumeric at both ends: namespaces) and a DNS-1123 subdomain (1..253 bytes,
+ * such labels joined by '.': pod and node names).  NULL is neither. */
+#define STR_DNS_LABEL_MAX 63
+#define STR_DNS_SUBDOMAIN_MAX 253
+bool str_is_dns_label(const char *s);
+bool str_is_dns_subdomain(const char *s);
+
+/* The length of the well-formed UTF-8 sequence at s[0..len) (1..4; shortest form, no
+ * surrogates, at most U+10FFFF), or 0 when the bytes there are not one. */
+size_t str_utf8_len(const unsigned char *s, size_t len);
+
 /* Trims ASCII blanks (space, tab, CR, LF) on both ends of [*s, *s + *len). */
 void str_trim(const char **s, size_t *len);

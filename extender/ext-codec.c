@@ -20,9 +20,11 @@
 
 #define EXT_MAX_QUANTITY_LEN 32
 
-/* Nesting of a JSON text, stopping at EXT_MAX_JSON_DEPTH + 1: cJSON recurses per level. */
+/* Nesting of a JSON text, stopping at EXT_MAX_JSON_DEPTH + 1 (-ELOOP): cJSON recurses per
+ * level.  Also refuses (-EILSEQ) the escape \u0000 in a string: cJSON stores it as the C
+ * string's end, so "n\u0000x" would read as "n" here and as three characters in Go. */
 static int
-check_depth(const char *s, size_t len)
+check_text(const char *s, size_t len)
 {
         unsigned depth = 0;
         bool in_str = false;
@@ -31,9 +33,12 @@ check_depth(const char *s, size_t len)
                 char ch = s[i];
 
                 if (in_str) {
-                        if (ch == '\\')
+                        if (ch == '\\') {
+                                if (i + 5 < len && s[i + 1] == 'u' && s[i + 2] == '0' &&
+                                    s[i + 3] == '0' && s[i + 4] == '0' && s[i + 5] == '0')
+                                        return -EILSEQ;
                                 i++;
-                        else if (ch == '"')
+                        } else if (ch == '"')
                                 in_str = false;
                         continue;
                 }
@@ -145,13 +150,17 @@ parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON
         const char *end = NULL;
         struct arena *a;
         cJSON *doc;
+        int r;
 
         if (len > cap)
                 return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
         if (len == 0)
                 return set_why(ret_why, "the request body is empty"), -EINVAL;
-        if (check_depth(json, len) < 0)
-                return set_why(ret_why, "the JSON is nested deeper than the limit"), -ELOOP;
+        r = check_text(json, len);
+        if (r == -ELOOP)
+                return set_why(ret_why, "the JSON is nested deeper than the limit"), r;
+        if (r < 0)
+                return set_why(ret_why, "a JSON string holds \\u0000, which is refused"), -EINVAL;
         pthread_once(&once, install_hooks);
         a = calloc(1, sizeof(*a));
         if (!a)
@@ -200,10 +209,75 @@ why_err(const char **ret_why, const char *why, int r)
         return r;
 }
 
+/* --- repeated keys ------------------------------------------------------------------------
+ * cJSON keeps every copy of a repeated key and its lookups return the first; Go's
+ * encoding/json (kube-scheduler's) keeps the last.  A request in which an object repeats a
+ * key that we read is refused, rather than read one way here and the other way there.
+ * get() looks at the whole object and notes a repeat in tl_repeated (thread-local, as the
+ * parse arena is); each request decoder clears it first and refuses at the end if set.
+ * Checking every object of the document instead cost 15-20% of a 4.5 MB full-mode filter. */
+static __thread bool tl_repeated;
+
 static const cJSON *
 get(const cJSON *o, const char *key)
 {
-        return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+        const cJSON *found = NULL;
+
+        if (!cJSON_IsObject(o))
+                return NULL;
+        for (const cJSON *c = o->child; c; c = c->next) {
+                if (!c->string || strcmp(c->string, key) != 0)
+                        continue;
+                if (found) {
+                        tl_repeated = true;
+                        break;
+                }
+                found = c;
+        }
+        return found;
+}
+
+static int
+cmp_keys(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* For an object we walk whole (the victims map): -EINVAL when it repeats a key, -ENOMEM. */
+static int
+check_keys_unique(const cJSON *o)
+{
+        CLEANUP(freep) const char **keys = NULL;
+        size_t n = (size_t)cJSON_GetArraySize(o), i = 0;
+        const cJSON *c;
+
+        if (n < 2)
+                return 0;
+        keys = malloc(n * sizeof(*keys));
+        if (!keys)
+                return -ENOMEM;
+        cJSON_ArrayForEach(c, o)
+                keys[i++] = c->string ? c->string : "";
+        qsort(keys, n, sizeof(*keys), cmp_keys);
+        for (i = 1; i < n; i++)
+                if (strcmp(keys[i - 1], keys[i]) == 0)
+                        return -EINVAL;
+        return 0;
+}
+
+#define EXT_WHY_REPEATED "a JSON object in the request repeats a key that the extender reads " \
+                         "(refused: readers disagree on which copy counts)"
+
+/* The end of a request decoder: r, or -EINVAL when a key it read was repeated. */
+static int
+refuse_repeats(int r, const char **ret_why)
+{
+        bool repeated = tl_repeated;
+
+        tl_repeated = false;
+        if (r >= 0 && repeated)
+                return set_why(ret_why, EXT_WHY_REPEATED), -EINVAL;
+        return r;
 }
 
 static bool
@@ -228,6 +302,42 @@ copy_string(const cJSON *j, char *dst, size_t size, bool required)
         if (n >= size || (required && n == 0))
                 return -EINVAL;
         memcpy(dst, j->valuestring, n + 1);
+        return 0;
+}
+
+/* A pod UID as we accept it: printable ASCII without space, '"' or '\\' (the API server's
+ * are UUIDs), so it can be logged and echoed as it is. */
+static bool
+is_uid(const char *s)
+{
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (*s <= ' ' || *s >= 0x7f || *s == '"' || *s == '\\')
+                        return false;
+        return true;
+}
+
+/* The pod names every verb reads: name a DNS-1123 subdomain, namespace a DNS-1123 label
+ * (what the API server allows), uid printable; each may be absent (""), as in tests and
+ * older captures, but what is there must be valid. */
+static int
+check_pod_names(const char *name, const char *namespace, const char *uid, const char **ret_why)
+{
+        if (name[0] && !str_is_dns_subdomain(name))
+                return set_why(ret_why, "the Pod name is not a valid Kubernetes name (DNS-1123 "
+                                        "subdomain: lowercase letters, digits, '-', '.', at most "
+                                        "253)"),
+                       -EINVAL;
+        if (namespace[0] && !str_is_dns_label(namespace))
+                return set_why(ret_why, "the Pod namespace is not a valid Kubernetes namespace "
+                                        "(DNS-1123 label: lowercase letters, digits, '-', at most "
+                                        "63)"),
+                       -EINVAL;
+        if (uid[0] && !is_uid(uid))
+                return set_why(ret_why, "the Pod UID is not printable ASCII without spaces or "
+                                        "quotes"),
+                       -EINVAL;
         return 0;
 }
 
@@ -344,6 +454,9 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
                 return set_why(ret_why, "Pod.metadata name, namespace or uid is not a valid "
                                         "string"),
                        -EINVAL;
+        r = check_pod_names(req.name, req.namespace, req.uid, ret_why);
+        if (r < 0)
+                return r;
 
         placement = get(get(meta, "annotations"), EXT_PLACEMENT_ANNOTATION);
         if (!is_null_or_absent(get(meta, "annotations")) && !cJSON_IsObject(get(meta, "annotations")))
@@ -381,15 +494,19 @@ int
 ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
                    struct ext_request *ret, const char **ret_why)
 {
+        struct ext_request req;
         struct arena *arena = NULL;
         cJSON *doc = NULL;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
-        r = request_from_pod(doc, cfg, ret, ret_why);
+        r = refuse_repeats(request_from_pod(doc, cfg, &req, ret_why), ret_why);
         arena_free(arena);
+        if (r >= 0)
+                *ret = req;
         return r;
 }
 
@@ -559,6 +676,7 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
         size_t n;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -630,6 +748,9 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
                 a.json = json;
                 a.json_len = len;
         }
+        r = refuse_repeats(0, ret_why);
+        if (r < 0)
+                goto fail;
         *ret = a;
         return 0;
 fail:
@@ -637,31 +758,31 @@ fail:
         return r;
 }
 
-/* A JSON string literal: plain runs appended whole (node names almost always are one),
- * the rest escaped as JSON requires. */
+/* true when s is printable ASCII that needs no escaping in a JSON string. */
+static bool
+plain(const char *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x80 || s[i] == '"' ||
+                    s[i] == '\\')
+                        return false;
+        return true;
+}
+
+/* A JSON string literal: a plain ASCII string (node names almost always are one) appended
+ * whole, anything else through buf_put_json_string(), which escapes what JSON requires and
+ * turns bytes that are not UTF-8 into U+FFFD. */
 static int
 put_string(struct buf *out, const char *s)
 {
-        const char *run = s;
-        int r = buf_append(out, "\"", 1);
+        size_t n = strlen(s);
+        int r;
 
-        for (const char *p = s; r >= 0; p++) {
-                unsigned char ch = (unsigned char)*p;
-                char esc[8];
-
-                if (ch >= 0x20 && ch != '"' && ch != '\\')
-                        continue;
-                if (p > run)
-                        r = buf_append(out, run, (size_t)(p - run));
-                if (r < 0 || ch == 0)
-                        break;
-                if (ch == '"' || ch == '\\')
-                        snprintf(esc, sizeof(esc), "\\%c", ch);
-                else
-                        snprintf(esc, sizeof(esc), "\\u%04x", ch);
-                r = buf_append(out, esc, strlen(esc));
-                run = p + 1;
-        }
+        if (!plain(s, n))
+                return buf_put_json_string(out, s);
+        r = buf_append(out, "\"", 1);
+        if (r >= 0)
+                r = buf_append(out, s, n);
         return r < 0 ? r : buf_append(out, "\"", 1);
 }
 
@@ -778,16 +899,6 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         return r;
 }
 
-/* true when s needs no escaping in a JSON string. */
-static bool
-plain(const char *s, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
-                        return false;
-        return true;
-}
-
 int
 ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
 {
@@ -838,6 +949,7 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
         cJSON *doc = NULL;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -852,7 +964,13 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
                 r = why_err(ret_why, "PodUID is missing or not a valid string", -EINVAL);
         else if (copy_string(get(doc, "Node"), b.node, sizeof(b.node), true) < 0)
                 r = why_err(ret_why, "Node is missing or not a valid string", -EINVAL);
+        else if (!str_is_dns_subdomain(b.node))
+                r = why_err(ret_why, "Node is not a valid Kubernetes node name (DNS-1123 "
+                                     "subdomain)", -EINVAL);
+        else
+                r = check_pod_names(b.pod_name, b.pod_namespace, b.pod_uid, ret_why);
         arena_free(arena);
+        r = refuse_repeats(r, ret_why);
         if (r < 0)
                 return r;
         *ret = b;
@@ -931,6 +1049,7 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
         bool meta;
         int r;
 
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -949,6 +1068,12 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
                 goto done; /* no candidates: an empty answer */
         if (!cJSON_IsObject(map)) {
                 r = why_err(ret_why, "the victims map is not an object", -EINVAL);
+                goto out;
+        }
+        r = check_keys_unique(map);
+        if (r < 0) {
+                if (r == -EINVAL)
+                        set_why(ret_why, EXT_WHY_REPEATED);
                 goto out;
         }
         if ((size_t)cJSON_GetArraySize(map) > EXT_MAX_NODES) {
@@ -978,6 +1103,9 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
                         goto out;
         }
 done:
+        r = refuse_repeats(0, ret_why);
+        if (r < 0)
+                goto out;
         *ret = a;
         a = (struct ext_preempt_args){ 0 };
         r = 0;
@@ -1098,6 +1226,7 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
 
         if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
                 return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
+        tl_repeated = false;
         r = parse_doc(json, len, &doc, &arena, ret_why);
         if (r < 0)
                 return r;
@@ -1128,7 +1257,9 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
                         topo_mask_set(&m, (unsigned)d);
                 }
         }
-        *ret = m;
+        r = refuse_repeats(0, ret_why);
+        if (r >= 0)
+                *ret = m;
 out:
         arena_free(arena);
         return r;

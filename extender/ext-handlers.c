@@ -237,14 +237,16 @@ log_verdict(enum ext_verb verb, const struct ext_request *req, const char *node,
 
         if (v->r != 0) {
                 log_debug("decision", "verb=%s pod=%s/%s uid=%s node=%s outcome=%s reason=\"%s\"",
-                          ext_verb_to_string(verb), req->namespace, req->name, req->uid, node,
+                          ext_verb_to_string(verb), req->namespace, req->name, req->uid,
+                          LOG_V(node),
                           ext_verdict_unresolvable(v) ? "unresolvable" : "no_fit", v->why);
                 return;
         }
         if (topo_mask_format(&v->choice.set, gpus, sizeof(gpus)) < 0)
                 gpus[0] = 0;
         log_debug("decision", "verb=%s pod=%s/%s uid=%s node=%s outcome=fit gpus=%s busbw_gbps=%.1f "
-                  "score=%d", ext_verb_to_string(verb), req->namespace, req->name, req->uid, node,
+                  "score=%d", ext_verb_to_string(verb), req->namespace, req->name, req->uid,
+                  LOG_V(node),
                   gpus, v->choice.busbw_gbps, v->priority);
 }
 
@@ -307,7 +309,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                          "fit=%d best_node=%s gpus=%s busbw_gbps=%.1f score=%d",
                          ext_verb_to_string(verb), a.req.namespace, a.req.name, a.req.uid,
                          a.req.count, ext_placement_to_string(a.req.placement), a.n, fits,
-                         a.names[best], gpus, v[best].choice.busbw_gbps, v[best].priority);
+                         LOG_V(a.names[best]), gpus, v[best].choice.busbw_gbps, v[best].priority);
         } else
                 log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
                          "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a.req.namespace,
@@ -447,7 +449,7 @@ handle_preempt(struct ext_state *s, const char *body, size_t len, struct buf *ou
                 ext_metrics_decision(&s->metrics, EXT_VERB_PREEMPT,
                                      keep[i] ? EXT_OUTCOME_VICTIMS_KEPT : EXT_OUTCOME_NODE_DROPPED);
                 log_info("decision", "verb=preempt pod=%s/%s uid=%s node=%s outcome=%s reason=\"%s\"",
-                         a.req.namespace, a.req.name, a.req.uid, a.nodes[i].node,
+                         a.req.namespace, a.req.name, a.req.uid, LOG_V(a.nodes[i].node),
                          keep[i] ? "victims_kept" : "node_dropped", keep[i] ? "" : v.why);
         }
         r = ext_preempt_result_encode(&a, keep, needed, out);

@@ -211,9 +211,9 @@ live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_n
                       &err);
         if (r >= 0)
                 return 0;
-        log_warn("binding write failed", "pod=%s/%s uid=%s node=%s errno=%d http=%ld detail=\"%s\"",
-                 b->pod_namespace, b->pod_name, b->pod_uid, node->name, -r, err.http_status,
-                 err.message);
+        log_warn("binding write failed", "pod=%s/%s uid=%s node=%s errno=%d http=%ld detail=%s",
+                 b->pod_namespace, b->pod_name, b->pod_uid, LOG_V(node->name), -r,
+                 err.http_status, LOG_V(err.message));
         switch (r) {
         case -EEXIST:
                 return set_why(ret_why, "the pod is already bound, or its UID changed"), r;

@@ -32,6 +32,8 @@ struct options {
         char port_file[EXT_MAX_OPTION_LEN];
         char kubeconfig[EXT_MAX_OPTION_LEN];
         unsigned threads;
+        unsigned max_connections, max_connections_per_ip, idle_timeout_s, body_timeout_s;
+        uint64_t body_budget;
         bool resources_set;
         struct ext_config cfg;
 };
@@ -50,6 +52,11 @@ enum {
         OPT_PORT_FILE,
         OPT_KUBECONFIG,
         OPT_CONFIG,
+        OPT_MAX_CONNECTIONS,
+        OPT_MAX_CONNECTIONS_PER_IP,
+        OPT_IDLE_TIMEOUT,
+        OPT_BODY_TIMEOUT,
+        OPT_BODY_BUDGET,
         OPT_VERSION,
         OPT_HELP,
 };
@@ -68,6 +75,11 @@ static const struct option long_options[] = {
         { "port-file", required_argument, NULL, OPT_PORT_FILE },
         { "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
         { "config", required_argument, NULL, OPT_CONFIG },
+        { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+        { "max-connections-per-ip", required_argument, NULL, OPT_MAX_CONNECTIONS_PER_IP },
+        { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+        { "body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT },
+        { "body-budget", required_argument, NULL, OPT_BODY_BUDGET },
         { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, OPT_HELP },
         {},
@@ -93,6 +105,14 @@ usage(FILE *f)
               "                           the default) or 'reject' (refuse topology-requiring pods)\n"
               "  --reservation-ttl SEC    how long a prioritize reservation waits for bind (30)\n"
               "  --threads N              HTTP worker threads (4)\n"
+              "  --max-connections N      open connections in all (1024)\n"
+              "  --max-connections-per-ip N  open connections from one client address (128)\n"
+              "  --idle-timeout SEC       close a connection that sends nothing this long: no\n"
+              "                           request head yet, idle keep-alive, stalled body (5)\n"
+              "  --body-timeout SEC       a request body must arrive whole this soon after its\n"
+              "                           head (10)\n"
+              "  --body-budget MIB        request bodies buffered at once, all connections\n"
+              "                           together (64; at least 16, the largest body)\n"
               "  --log-level LEVEL        error, warn, info (default), debug\n"
               "  --config FILE            key = value lines with the long option names\n"
               "  --version, --help\n",
@@ -178,6 +198,35 @@ apply(struct options *o, int opt, const char *arg)
                         return -EINVAL;
                 }
                 o->threads = (unsigned)v;
+                return 0;
+        case OPT_MAX_CONNECTIONS:
+        case OPT_MAX_CONNECTIONS_PER_IP:
+                if (str_to_int64(arg, strlen(arg), 1, EXT_MAX_CONNECTIONS, &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --max-connections%s is 1..%d\n",
+                                opt == OPT_MAX_CONNECTIONS ? "" : "-per-ip",
+                                EXT_MAX_CONNECTIONS);
+                        return -EINVAL;
+                }
+                *(opt == OPT_MAX_CONNECTIONS ? &o->max_connections : &o->max_connections_per_ip) =
+                        (unsigned)v;
+                return 0;
+        case OPT_IDLE_TIMEOUT:
+        case OPT_BODY_TIMEOUT:
+                if (str_to_int64(arg, strlen(arg), 1, EXT_MAX_TIMEOUT_S, &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --%s-timeout is 1..%d seconds\n",
+                                opt == OPT_IDLE_TIMEOUT ? "idle" : "body", EXT_MAX_TIMEOUT_S);
+                        return -EINVAL;
+                }
+                *(opt == OPT_IDLE_TIMEOUT ? &o->idle_timeout_s : &o->body_timeout_s) = (unsigned)v;
+                return 0;
+        case OPT_BODY_BUDGET:
+                if (str_to_int64(arg, strlen(arg), EXT_MAX_BODY >> 20, EXT_MAX_BODY_BUDGET >> 20,
+                                 &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --body-budget is %u..%llu MiB\n",
+                                EXT_MAX_BODY >> 20, EXT_MAX_BODY_BUDGET >> 20);
+                        return -EINVAL;
+                }
+                o->body_budget = (uint64_t)v << 20;
                 return 0;
         case OPT_LOG_LEVEL: {
                 enum log_level l = log_level_from_string(arg);
@@ -282,7 +331,7 @@ load_cluster(struct ext_state *s, const char *path)
         for (size_t i = 0; i < c->n_nodes; i++)
                 if (!c->nodes[i].annotated)
                         log_warn("node without usable topology", "node=%s reason=\"%s\" policy=%s",
-                                 c->nodes[i].name, c->nodes[i].why_unannotated,
+                                 LOG_V(c->nodes[i].name), c->nodes[i].why_unannotated,
                                  ext_unannotated_to_string(s->cfg.unannotated));
         log_info("cluster loaded", "path=%s nodes=%zu pods=%zu classes=%zu", path, c->n_nodes,
                  c->n_pods, c->n_classes);
@@ -369,6 +418,11 @@ main(int argc, char **argv)
                 .tls_cert = o.tls_cert[0] ? o.tls_cert : NULL,
                 .tls_key = o.tls_key[0] ? o.tls_key : NULL,
                 .client_ca = o.client_ca[0] ? o.client_ca : NULL,
+                .max_connections = o.max_connections,
+                .max_connections_per_ip = o.max_connections_per_ip,
+                .idle_timeout_s = o.idle_timeout_s,
+                .body_timeout_s = o.body_timeout_s,
+                .body_budget = o.body_budget,
         };
         r = ext_server_start(&s, &so, &srv, &port, &why);
         if (r < 0) {

@@ -90,6 +90,33 @@ render_requests(struct ext_metrics *m, struct buf *out)
         return r;
 }
 
+static const char *const cut_names[_EXT_CUT_MAX] = {
+        [EXT_CUT_HEAD_DEADLINE] = "head_deadline",
+        [EXT_CUT_BODY_DEADLINE] = "body_deadline",
+        [EXT_CUT_BODY_TOO_LARGE] = "body_too_large",
+        [EXT_CUT_BODY_BUDGET] = "body_budget",
+};
+
+const char *
+ext_cut_to_string(enum ext_cut c)
+{
+        return c >= 0 && c < _EXT_CUT_MAX ? cut_names[c] : NULL;
+}
+
+static int
+render_cuts(struct ext_metrics *m, struct buf *out)
+{
+        int r = buf_puts(out, "# HELP topofit_extender_connections_cut_total Connections closed "
+                              "without an answer: a request head or body too slow, a chunked "
+                              "body past its cap or the body budget.\n"
+                              "# TYPE topofit_extender_connections_cut_total counter\n");
+
+        for (int c = 0; r >= 0 && c < _EXT_CUT_MAX; c++)
+                r = buf_printf(out, "topofit_extender_connections_cut_total{reason=\"%s\"} %" PRIu64
+                                    "\n", cut_names[c], (uint64_t)atomic_load(&m->cuts[c]));
+        return r;
+}
+
 static int
 render_latency(struct ext_metrics *m, struct buf *out)
 {
@@ -163,6 +190,8 @@ ext_metrics_render(struct ext_state *s, struct buf *out)
         r = render_requests(&s->metrics, out);
         if (r >= 0)
                 r = render_latency(&s->metrics, out);
+        if (r >= 0)
+                r = render_cuts(&s->metrics, out);
         if (r >= 0)
                 r = render_decisions(&s->metrics, out);
         if (r >= 0)

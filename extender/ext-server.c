@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HTTP side: libmicrohttpd with an internal thread pool, optional TLS and client
- * certificates through its GnuTLS support.  This file only moves bytes: it caps and
- * collects a request body (EXT_MAX_BODY: a larger Content-Length is answered 413 before a
- * byte of body is read; a chunked body past the cap is drained without being kept and
- * answered 413), hands it to ext_handle() and queues the answer.  Per-connection state
- * lives in struct conn, owned by microhttpd's connection and freed in its completion hook.
+ * certificates through its GnuTLS support.  This file only moves bytes and bounds what a
+ * client can hold: connections (a total and a per-address limit; deadlines for the request
+ * head and body, enforced by a reaper thread, since microhttpd's own timeout only sees
+ * silence), and request bodies.  A body is capped at EXT_MAX_BODY (a larger Content-Length
+ * is answered 413 before a byte of it is read; a chunked body is cut off at the cap) and is
+ * held in a buffer charged to one budget shared by every connection (live and pooled
+ * buffers together at most body_budget: a request that would pass it is answered 503 or,
+ * mid-body, cut off).  The complete body goes to ext_handle() and the answer is queued.
+ * Per-connection state lives in struct conn, owned by microhttpd's connection and freed
+ * (its buffer back to the pool) in the completion hook; per-socket deadlines live in struct
+ * sock, owned by microhttpd's connection notifications.
  */
 #include "ext-server.h"
 
@@ -15,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "file.h"
 #include "log.h"
@@ -23,21 +31,205 @@
 
 #define EXT_MAX_PEM_BYTES (1u << 20)
 #define EXT_MAX_LISTEN_LEN 300
+#define EXT_BODY_FIRST_ALLOC (64u << 10) /* a chunked body's first buffer; doubles from there */
+#define EXT_REAPER_TICK_MS 200
+
+/* One open socket, for the deadline reaper: microhttpd's own timeout only closes a
+ * connection that goes quiet, so one that trickles its head or body a byte at a time would
+ * live forever.  Every socket has a deadline (head: idle_timeout after it opened or after its
+ * previous answer; body: body_timeout after its head; none while the request is handled);
+ * the reaper shuts down a socket past its deadline, and microhttpd then closes it as it
+ * would any connection the client dropped.  Entries are created and removed by microhttpd's
+ * connection notifications, which come before it closes the descriptor, and only under
+ * sock_lock; so the reaper never touches a descriptor that has been closed or reused. */
+struct sock {
+        struct sock *prev, *next;
+        int fd;
+        bool in_body;
+        uint64_t deadline_ns; /* 0: none */
+};
 
 struct ext_server {
         struct MHD_Daemon *daemon;
         struct ext_state *state;
         char *cert, *key, *ca;
         bool client_ca;
+        uint64_t idle_timeout_ns, body_timeout_ns;
+        /* Body buffers: mapped, and kept for reuse when freed.  live (held by connections)
+         * + pooled <= body_budget, always; all three under pool_lock. */
+        pthread_mutex_t pool_lock;
+        size_t body_budget, live_bytes, pooled_bytes;
+        size_t small_reserve;   /* the budget's last bytes, for bodies up to EXT_BODY_SMALL */
+        struct pooled *pool;
+        unsigned n_pooled;
+        pthread_mutex_t sock_lock;
+        pthread_cond_t reaper_wake;
+        struct sock *socks;
+        pthread_t reaper;
+        bool reaper_started, stopping;
 };
 
 struct conn {
         enum ext_verb verb;
-        int early_status;   /* answered before the body: 404, 405, 413, 403; 0 otherwise */
-        bool too_big;       /* a body without length passed the cap: drain, then 413 */
+        bool cut;           /* refused mid-body: every later call closes the connection */
         uint64_t start_ns;
-        struct buf body;
+        char *body;         /* from body_get(): alloc bytes, charged to the budget */
+        size_t len, alloc;
 };
+
+/* --- body buffers -----------------------------------------------------------------------
+ * Mapped (mmap) rather than malloc()ed, so that what the process holds for bodies is exactly
+ * what the budget counts: with malloc, glibc kept freed large blocks per thread arena and
+ * fragments between doubling buffers (20 unfinished 15 MiB bodies under a 64 MiB budget
+ * peaked at 85-100 MiB RSS, 6 endless chunked bodies at 94 MiB).  A freed buffer is kept in
+ * a small pool and handed to the next body that fits, because a fresh mapping's page
+ * faults are dear on the development VM (a fresh mapping per 4.5 MB request cost 25 ms of
+ * CPU more); pooled bytes count against the budget too, and are unmapped first when a new
+ * body needs room. */
+
+#define EXT_BODY_POOL_MAX 64  /* buffers kept for reuse */
+/* Large bodies cannot take the last EXT_BODY_RESERVE of the budget (when the budget has that
+ * much beyond one largest body), so that clients holding large bodies half-sent cannot
+ * starve the scheduler's usual requests (a filter with 10,000 node names is 170 KB). */
+#define EXT_BODY_SMALL (1u << 20)
+#define EXT_BODY_RESERVE (8u << 20)
+#define EXT_BODY_PAGE 4096u
+
+struct pooled {
+        struct pooled *next; /* written into the idle buffer itself */
+        size_t size;
+};
+
+static size_t
+page_round(size_t n)
+{
+        return (n + EXT_BODY_PAGE - 1) / EXT_BODY_PAGE * EXT_BODY_PAGE;
+}
+
+/* A buffer of at least n bytes, charged to the budget: a pooled one of at most twice the
+ * size, else a new mapping.  0, -ENOBUFS (the budget is spent by live bodies), -ENOMEM. */
+static int
+body_get(struct ext_server *srv, size_t n, char **ret, size_t *ret_size)
+{
+        size_t size = page_round(n);
+        size_t limit = srv->body_budget - (size > EXT_BODY_SMALL ? srv->small_reserve : 0);
+        struct pooled **best = NULL, *k;
+        void *p;
+
+        pthread_mutex_lock(&srv->pool_lock);
+        for (struct pooled **pp = &srv->pool; *pp; pp = &(*pp)->next)
+                if ((*pp)->size >= size && (*pp)->size / 2 <= size &&
+                    (!best || (*pp)->size < (*best)->size))
+                        best = pp;
+        if (best && (k = *best)->size <= limit - MIN(limit, srv->live_bytes)) {
+                *best = k->next;
+                srv->pooled_bytes -= k->size;
+                srv->n_pooled--;
+                srv->live_bytes += k->size;
+                pthread_mutex_unlock(&srv->pool_lock);
+                *ret_size = k->size;
+                *ret = (char *)k;
+                return 0;
+        }
+        while (srv->pool && srv->live_bytes + srv->pooled_bytes + size > srv->body_budget) {
+                k = srv->pool;
+                srv->pool = k->next;
+                srv->pooled_bytes -= k->size;
+                srv->n_pooled--;
+                munmap(k, k->size);
+        }
+        /* live + size <= limit, and live + pooled + size <= budget (limit <= budget). */
+        if (srv->live_bytes > limit || size > limit - srv->live_bytes ||
+            size > srv->body_budget - srv->live_bytes - srv->pooled_bytes) {
+                pthread_mutex_unlock(&srv->pool_lock);
+                return -ENOBUFS;
+        }
+        srv->live_bytes += size;
+        pthread_mutex_unlock(&srv->pool_lock);
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+                pthread_mutex_lock(&srv->pool_lock);
+                srv->live_bytes -= size;
+                pthread_mutex_unlock(&srv->pool_lock);
+                return -ENOMEM;
+        }
+        *ret_size = size;
+        *ret = p;
+        return 0;
+}
+
+/* Gives a buffer from body_get() back: to the pool, or unmapped when the pool is full. */
+static void
+body_put(struct ext_server *srv, char *p, size_t size)
+{
+        if (!p)
+                return;
+        pthread_mutex_lock(&srv->pool_lock);
+        srv->live_bytes -= size;
+        if (srv->n_pooled < EXT_BODY_POOL_MAX) {
+                struct pooled *k = (struct pooled *)(void *)p;
+
+                k->size = size;
+                k->next = srv->pool;
+                srv->pool = k;
+                srv->pooled_bytes += size;
+                srv->n_pooled++;
+                p = NULL;
+        }
+        pthread_mutex_unlock(&srv->pool_lock);
+        if (p)
+                munmap(p, size);
+}
+
+static void
+body_pool_release(struct ext_server *srv)
+{
+        for (struct pooled *k = srv->pool, *next; k; k = next) {
+                next = k->next;
+                munmap(k, k->size);
+        }
+        srv->pool = NULL;
+}
+
+static void
+conn_free_body(struct ext_server *srv, struct conn *cx)
+{
+        body_put(srv, cx->body, cx->alloc);
+        cx->body = NULL;
+        cx->len = cx->alloc = 0;
+}
+
+/* Appends data to the body: 0, -EMSGSIZE past EXT_MAX_BODY, -ENOBUFS past the budget,
+ * -ENOMEM.  Nothing is appended on failure.  A body with a Content-Length got its buffer at
+ * its head; a chunked one starts at EXT_BODY_FIRST_ALLOC and doubles (while it is copied,
+ * old and new buffer are both charged). */
+static int
+conn_append(struct ext_server *srv, struct conn *cx, const char *data, size_t n)
+{
+        size_t need = cx->len + n + 1; /* + NUL */
+
+        if (cx->len + n > EXT_MAX_BODY)
+                return -EMSGSIZE;
+        if (need > cx->alloc) {
+                size_t a = MAX(need, MIN(MAX(cx->alloc * 2, (size_t)EXT_BODY_FIRST_ALLOC),
+                                         (size_t)EXT_MAX_BODY + 1));
+                size_t size;
+                char *p;
+                int r = body_get(srv, a, &p, &size);
+
+                if (r < 0)
+                        return r;
+                if (cx->len)
+                        memcpy(p, cx->body, cx->len);
+                body_put(srv, cx->body, cx->alloc);
+                cx->body = p;
+                cx->alloc = size;
+        }
+        memcpy(cx->body + cx->len, data, n);
+        cx->len += n;
+        cx->body[cx->len] = 0;
+        return 0;
+}
 
 static enum MHD_Result
 queue(struct MHD_Connection *c, int status, struct buf *out, const char *type)
@@ -95,6 +287,117 @@ client_cert_ok(struct MHD_Connection *c)
                NULL;
 }
 
+/* Sets the socket deadline of connection c: after seconds_ns from now, or none (0). */
+static void
+sock_arm(struct ext_server *srv, struct MHD_Connection *c, uint64_t after_ns, bool in_body)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct sock *k = ci ? ci->socket_context : NULL;
+
+        if (!k)
+                return;
+        pthread_mutex_lock(&srv->sock_lock);
+        k->deadline_ns = after_ns ? ext_now_ns() + after_ns : 0;
+        k->in_body = in_body;
+        pthread_mutex_unlock(&srv->sock_lock);
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+              enum MHD_ConnectionNotificationCode toe)
+{
+        struct ext_server *srv = cls;
+        struct sock *k = *socket_context;
+
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *ci =
+                        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+                k = calloc(1, sizeof(*k));
+                if (!k || !ci) {
+                        free(k); /* without an entry the connection has only the idle timeout */
+                        return;
+                }
+                k->fd = ci->connect_fd;
+                k->deadline_ns = ext_now_ns() + srv->idle_timeout_ns;
+                pthread_mutex_lock(&srv->sock_lock);
+                k->next = srv->socks;
+                if (srv->socks)
+                        srv->socks->prev = k;
+                srv->socks = k;
+                pthread_mutex_unlock(&srv->sock_lock);
+                *socket_context = k;
+                return;
+        }
+        if (!k)
+                return;
+        pthread_mutex_lock(&srv->sock_lock);
+        if (k->prev)
+                k->prev->next = k->next;
+        else
+                srv->socks = k->next;
+        if (k->next)
+                k->next->prev = k->prev;
+        pthread_mutex_unlock(&srv->sock_lock);
+        free(k);
+        *socket_context = NULL;
+}
+
+static void *
+reaper_main(void *arg)
+{
+        struct ext_server *srv = arg;
+
+        pthread_mutex_lock(&srv->sock_lock);
+        while (!srv->stopping) {
+                struct timespec ts;
+                uint64_t now = ext_now_ns();
+                unsigned heads = 0, bodies = 0;
+
+                for (struct sock *k = srv->socks; k; k = k->next) {
+                        if (!k->deadline_ns || now < k->deadline_ns)
+                                continue;
+                        k->deadline_ns = 0;
+                        (void)shutdown(k->fd, SHUT_RDWR);
+                        if (k->in_body)
+                                bodies++;
+                        else
+                                heads++;
+                }
+                if (heads + bodies > 0) {
+                        atomic_fetch_add(&srv->state->metrics.cuts[EXT_CUT_HEAD_DEADLINE], heads);
+                        atomic_fetch_add(&srv->state->metrics.cuts[EXT_CUT_BODY_DEADLINE], bodies);
+                        log_debug("connections closed at their deadline",
+                                  "no_request_head=%u body_too_slow=%u", heads, bodies);
+                }
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_nsec += EXT_REAPER_TICK_MS * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&srv->reaper_wake, &srv->sock_lock, &ts);
+        }
+        pthread_mutex_unlock(&srv->sock_lock);
+        return NULL;
+}
+
+/* Refuses a request in the middle of its body.  microhttpd takes a response only once the
+ * whole body is in (MHD_queue_response answers MHD_NO before), so the connection is closed,
+ * logged and counted; the client sees its connection end, as with any server that stops
+ * reading an abusive upload. */
+static enum MHD_Result
+cut_off(struct ext_server *srv, struct conn *cx, enum ext_cut why)
+{
+        cx->cut = true;
+        conn_free_body(srv, cx);
+        atomic_fetch_add(&srv->state->metrics.cuts[why], 1);
+        log_info("request cut off", "verb=%s reason=%s", ext_verb_to_string(cx->verb),
+                 ext_cut_to_string(why));
+        return MHD_NO;
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
            const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -114,8 +417,8 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                 if (!cx)
                         return MHD_NO;
                 cx->start_ns = ext_now_ns();
-                buf_init(&cx->body, EXT_MAX_BODY);
                 *con_cls = cx;
+                sock_arm(srv, c, srv->body_timeout_ns, true);
                 cx->verb = ext_route(method, url, &method_ok);
                 if (srv->client_ca && !client_cert_ok(c))
                         return queue_error(srv, c, cx, 403,
@@ -138,26 +441,43 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                         if ((uint64_t)n > EXT_MAX_BODY)
                                 return queue_error(srv, c, cx, 413,
                                                    "the request body is larger than the limit");
+                        /* The whole body's buffer is taken now, so a request that would pass
+                         * the budget is refused before a byte of it is read. */
+                        if (n > 0) {
+                                int r = body_get(srv, (size_t)n + 1, &cx->body, &cx->alloc);
+
+                                if (r < 0)
+                                        return queue_error(srv, c, cx, 503,
+                                                           r == -ENOBUFS
+                                                                   ? "the extender is receiving too "
+                                                                     "many request bodies at once; "
+                                                                     "retry"
+                                                                   : "out of memory");
+                        }
                 }
                 return MHD_YES;
         }
+        if (cx->cut)
+                return MHD_NO;
 
         if (*upload_data_size > 0) {
-                if (!cx->too_big && buf_append(&cx->body, upload_data, *upload_data_size) < 0) {
-                        /* Past the cap (or out of memory): keep nothing more, answer 413. */
-                        cx->too_big = true;
-                        buf_release(&cx->body);
-                }
+                int r;
+
+                /* Too slow a body is the reaper's to cut (it needs no data to arrive). */
+                r = conn_append(srv, cx, upload_data, *upload_data_size);
+                if (r == -EMSGSIZE)
+                        return cut_off(srv, cx, EXT_CUT_BODY_TOO_LARGE);
+                if (r == -ENOBUFS || r == -ENOMEM)
+                        return cut_off(srv, cx, EXT_CUT_BODY_BUDGET);
                 *upload_data_size = 0;
                 return MHD_YES;
         }
-        if (cx->too_big)
-                return queue_error(srv, c, cx, 413, "the request body is larger than the limit");
 
+        sock_arm(srv, c, 0, false); /* the answer is ours to be late with */
         buf_init(&out, EXT_MAX_RESPONSE);
-        status = ext_handle(srv->state, method, url, cx->body.data ? cx->body.data : "",
-                            cx->body.len, &out, &type, &verb);
-        buf_release(&cx->body);
+        status = ext_handle(srv->state, method, url, cx->body ? cx->body : "", cx->len, &out,
+                            &type, &verb);
+        conn_free_body(srv, cx);
         ext_metrics_observe(&srv->state->metrics, verb, status, ext_now_ns() - cx->start_ns);
         return queue(c, status, &out, type);
 }
@@ -166,11 +486,14 @@ static void
 on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
              enum MHD_RequestTerminationCode toe)
 {
+        struct ext_server *srv = cls;
         struct conn *cx = *con_cls;
 
+        /* The connection may carry another request: its head is due in idle_timeout. */
+        sock_arm(srv, c, srv->idle_timeout_ns, false);
         if (!cx)
                 return;
-        buf_release(&cx->body);
+        conn_free_body(srv, cx);
         free(cx);
         *con_cls = NULL;
 }
@@ -182,7 +505,7 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 
         vsnprintf(msg, sizeof(msg), fmt, ap);
         msg[strcspn(msg, "\n")] = 0;
-        log_debug("microhttpd", "detail=\"%s\"", msg);
+        log_debug("microhttpd", "detail=%s", LOG_V(msg));
 }
 
 static int
@@ -249,7 +572,20 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
         const union MHD_DaemonInfo *info;
         unsigned threads = o->threads ? MIN(o->threads, (unsigned)EXT_MAX_THREADS)
                                       : EXT_DEFAULT_THREADS;
+        unsigned max_conns = o->max_connections ? o->max_connections : EXT_MAX_CONNECTIONS;
+        unsigned per_ip = o->max_connections_per_ip ? o->max_connections_per_ip
+                                                    : EXT_MAX_CONNECTIONS_PER_IP;
+        unsigned idle_s = o->idle_timeout_s ? o->idle_timeout_s : EXT_IDLE_TIMEOUT_S;
+        unsigned body_s = o->body_timeout_s ? o->body_timeout_s : EXT_BODY_TIMEOUT_S;
+        uint64_t budget = o->body_budget ? o->body_budget : EXT_BODY_BUDGET;
         int r;
+
+        if (budget < EXT_MAX_BODY || budget > EXT_MAX_BODY_BUDGET || budget > SIZE_MAX / 2)
+                return set_why(ret_why, "the body budget is below the largest body or too large"),
+                       -EINVAL;
+        /* Each pool thread takes an equal share of the total: fewer than one each is none. */
+        if (max_conns < threads)
+                return set_why(ret_why, "fewer connections allowed than worker threads"), -EINVAL;
 
         if (parse_listen(o->listen, &addr, &addr_len) < 0)
                 return set_why(ret_why, "the listen address is not host:port"), -EINVAL;
@@ -259,9 +595,25 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
         if (!srv)
                 return -ENOMEM;
         srv->state = s;
+        srv->idle_timeout_ns = (uint64_t)idle_s * 1000000000u;
+        srv->body_timeout_ns = (uint64_t)body_s * 1000000000u;
+        pthread_mutex_init(&srv->sock_lock, NULL);
+        {
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&srv->reaper_wake, &ca);
+                pthread_condattr_destroy(&ca);
+        }
+        /* Buffers are whole pages: the largest body and its NUL take one page more. */
+        srv->body_budget = MAX((size_t)budget, page_round((size_t)EXT_MAX_BODY + 1));
+        srv->small_reserve = MIN((size_t)EXT_BODY_RESERVE,
+                                 srv->body_budget - page_round((size_t)EXT_MAX_BODY + 1));
+        pthread_mutex_init(&srv->pool_lock, NULL);
         if (o->tls_cert || o->tls_key) {
                 if (!o->tls_cert || !o->tls_key) {
-                        free(srv);
+                        ext_server_stop(srv);
                         return set_why(ret_why, "--tls-cert and --tls-key go together"), -EINVAL;
                 }
                 if ((r = read_pem(o->tls_cert, &srv->cert, ret_why)) < 0 ||
@@ -273,7 +625,7 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
                 flags |= MHD_USE_TLS;
                 srv->client_ca = o->client_ca != NULL;
         } else if (o->client_ca) {
-                free(srv);
+                ext_server_stop(srv);
                 return set_why(ret_why, "--client-ca needs --tls-cert and --tls-key"), -EINVAL;
         }
 
@@ -282,9 +634,12 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                 MHD_OPTION_THREAD_POOL_SIZE, threads,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXT_CONNECTION_TIMEOUT_S,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXT_MAX_CONNECTIONS,
+                MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+                MHD_OPTION_CONNECTION_LIMIT, max_conns,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXT_CONNECTION_MEMORY,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                 srv->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, srv->cert,
                 MHD_OPTION_HTTPS_MEM_KEY, srv->key,
                 srv->ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, srv->ca,
@@ -295,6 +650,11 @@ ext_server_start(struct ext_state *s, const struct ext_server_options *o, struct
                                         "TLS key/certificate)"),
                        -EADDRNOTAVAIL;
         }
+        if (pthread_create(&srv->reaper, NULL, reaper_main, srv) != 0) {
+                ext_server_stop(srv);
+                return set_why(ret_why, "cannot start a thread"), -EAGAIN;
+        }
+        srv->reaper_started = true;
         info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
         *ret_port = info ? info->port : 0;
         *ret = srv;
@@ -306,8 +666,19 @@ ext_server_stop(struct ext_server *srv)
 {
         if (!srv)
                 return NULL;
+        if (srv->reaper_started) {
+                pthread_mutex_lock(&srv->sock_lock);
+                srv->stopping = true;
+                pthread_cond_signal(&srv->reaper_wake);
+                pthread_mutex_unlock(&srv->sock_lock);
+                pthread_join(srv->reaper, NULL);
+        }
         if (srv->daemon)
                 MHD_stop_daemon(srv->daemon);
+        pthread_cond_destroy(&srv->reaper_wake);
+        pthread_mutex_destroy(&srv->sock_lock);
+        body_pool_release(srv);
+        pthread_mutex_destroy(&srv->pool_lock);
         free(srv->cert);
         free(srv->key);
         free(srv->ca);

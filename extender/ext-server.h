@@ -16,8 +16,19 @@
 #define EXT_MAX_RESPONSE (64u << 20)    /* full-mode echo of EXT_MAX_NODES Node objects */
 #define EXT_DEFAULT_THREADS 4
 #define EXT_MAX_THREADS 64
-#define EXT_CONNECTION_TIMEOUT_S 30
+/* Connections and request bodies (all but the memory constants can be lowered by flags):
+ * a client may hold EXT_MAX_CONNECTIONS_PER_IP of the EXT_MAX_CONNECTIONS; a connection that
+ * sends nothing for EXT_IDLE_TIMEOUT_S (no request head yet, idle between requests, a
+ * stalled body) is closed; a body must arrive whole within EXT_BODY_TIMEOUT_S of its head;
+ * the bodies being received together hold at most EXT_BODY_BUDGET bytes. */
 #define EXT_MAX_CONNECTIONS 1024
+#define EXT_MAX_CONNECTIONS_PER_IP 128  /* kube-scheduler needs a handful; see docs/extender.md */
+#define EXT_IDLE_TIMEOUT_S 5
+#define EXT_BODY_TIMEOUT_S 10
+#define EXT_MAX_TIMEOUT_S 3600
+#define EXT_BODY_BUDGET (64u << 20)     /* >= EXT_MAX_BODY, so one largest body always fits */
+#define EXT_MAX_BODY_BUDGET (4096ull << 20)
+#define EXT_CONNECTION_MEMORY (32u << 10) /* microhttpd's per-connection pool: head + read buffer */
 #define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
 
 /* Route verbs, also the metrics' verb label. */
@@ -51,6 +62,18 @@ enum ext_outcome {
         _EXT_OUTCOME_INVALID = -EINVAL,
 };
 
+/* Connections the extender closed without an answer (counted in
+ * topofit_extender_connections_cut_total{reason}). */
+enum ext_cut {
+        EXT_CUT_HEAD_DEADLINE,  /* no complete request head within the idle timeout */
+        EXT_CUT_BODY_DEADLINE,  /* the body not complete within the body timeout */
+        EXT_CUT_BODY_TOO_LARGE, /* a chunked body passed EXT_MAX_BODY */
+        EXT_CUT_BODY_BUDGET,    /* a chunked body passed what was left of the body budget */
+        _EXT_CUT_MAX,
+        _EXT_CUT_INVALID = -EINVAL,
+};
+const char *ext_cut_to_string(enum ext_cut c);
+
 #define EXT_N_BUCKETS 14
 #define EXT_N_CODES 8
 
@@ -60,6 +83,7 @@ struct ext_metrics {
         atomic_uint_fast64_t latency_count[_EXT_VERB_MAX];
         atomic_uint_fast64_t latency_sum_ns[_EXT_VERB_MAX];
         atomic_uint_fast64_t decisions[_EXT_VERB_MAX][_EXT_OUTCOME_MAX];
+        atomic_uint_fast64_t cuts[_EXT_CUT_MAX];
 };
 
 struct ext_state;
@@ -132,6 +156,12 @@ struct ext_server_options {
         const char *tls_cert;   /* PEM file paths; NULL for plain HTTP */
         const char *tls_key;
         const char *client_ca;  /* require client certificates signed by it */
+        /* 0 picks the EXT_ default of each. */
+        unsigned max_connections;
+        unsigned max_connections_per_ip;
+        unsigned idle_timeout_s;
+        unsigned body_timeout_s;
+        uint64_t body_budget;   /* bytes, >= EXT_MAX_BODY */
 };
 
 struct ext_server;

@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "file.h"
+#include "log.h"
 #include "str.h"
 
 static void
@@ -236,12 +237,137 @@ file_read_capped_reports_a_missing_file_as_enoent(void **state)
         assert_null(got);
 }
 
+static void
+str_dns_names_match_the_api_servers_rules(void **state)
+{
+        char long_label[70], long_sub[260];
+        static const struct {
+                const char *s;
+                bool label, subdomain;
+        } cases[] = {
+                { "default", true, true },
+                { "kube-system", true, true },
+                { "a", true, true },
+                { "0abc9", true, true },
+                { "gpu-pod.v1", false, true },
+                { "a.b.c", false, true },
+                { "", false, false },
+                { "-a", false, false },
+                { "a-", false, false },
+                { "A", false, false },
+                { "a_b", false, false },
+                { "a..b", false, false },
+                { ".a", false, false },
+                { "a.", false, false },
+                { "a.-b", false, false },
+                { "a-.b", false, false },
+                { "a b", false, false },
+                { "pod\nts=0 level=error", false, false },
+                { "caf\xc3\xa9", false, false },
+                { "\xff\xfe", false, false },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                assert_int_equal(str_is_dns_label(cases[i].s), cases[i].label);
+                assert_int_equal(str_is_dns_subdomain(cases[i].s), cases[i].subdomain);
+        }
+        assert_false(str_is_dns_label(NULL));
+        memset(long_label, 'a', 63);
+        long_label[63] = 0;
+        assert_true(str_is_dns_label(long_label));
+        long_label[63] = 'a';
+        long_label[64] = 0;
+        assert_false(str_is_dns_label(long_label));
+        assert_true(str_is_dns_subdomain(long_label)); /* k8s caps only the whole subdomain */
+        memset(long_sub, 'a', 253);
+        long_sub[253] = 0;
+        assert_true(str_is_dns_subdomain(long_sub));
+        long_sub[253] = 'a';
+        long_sub[254] = 0;
+        assert_false(str_is_dns_subdomain(long_sub));
+}
+
+static void
+str_utf8_len_accepts_only_well_formed_sequences(void **state)
+{
+        static const struct {
+                const char *s;
+                size_t n;
+        } cases[] = {
+                { "a", 1 },
+                { "\xc3\xa9", 2 },         /* e acute */
+                { "\xe2\x82\xac", 3 },     /* euro sign */
+                { "\xf0\x9f\x98\x80", 4 }, /* an emoji */
+                { "\xc3", 0 },             /* cut short */
+                { "\xc0\xaf", 0 },         /* overlong '/' */
+                { "\xe0\x80\xaf", 0 },     /* overlong */
+                { "\xed\xa0\x80", 0 },     /* a surrogate */
+                { "\xf4\x90\x80\x80", 0 }, /* past U+10FFFF */
+                { "\xff", 0 },
+                { "\x80", 0 },             /* a lone continuation byte */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_int_equal(str_utf8_len((const unsigned char *)cases[i].s,
+                                              strlen(cases[i].s)), cases[i].n);
+}
+
+static void
+buf_json_strings_replace_bytes_that_are_not_utf8(void **state)
+{
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "caf\xc3\xa9", "\"caf\xc3\xa9\"" },
+                { "a\xff" "b", "\"a\\ufffdb\"" },
+                { "\xc3", "\"\\ufffd\"" },
+                { "\xed\xa0\x80x", "\"\\ufffd\\ufffd\\ufffdx\"" },
+                { "n\n\"q\"", "\"n\\n\\\"q\\\"\"" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct buf b;
+
+                buf_init(&b, 1024);
+                assert_int_equal(buf_put_json_string(&b, cases[i].in), 0);
+                assert_string_equal(b.data, cases[i].out);
+                buf_release(&b);
+        }
+}
+
+static void
+log_value_quotes_and_escapes_untrusted_strings(void **state)
+{
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "gpu-node-1", "gpu-node-1" },
+                { "", "\"\"" },
+                { "a b", "\"a b\"" },
+                { "k=v", "\"k=v\"" },
+                { "x\nts=0 level=error msg=forged", "\"x\\nts=0 level=error msg=forged\"" },
+                { "q\"\\", "\"q\\\"\\\\\"" },
+                { "\x01\x7f\xff", "\"\\x01\\x7f\\xff\"" },
+        };
+        char small[12];
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_string_equal(LOG_V(cases[i].in), cases[i].out);
+        assert_null(strchr(LOG_V("\r\n"), '\n'));
+        assert_string_equal(log_value(small, sizeof(small), "aaaa aaaaaaaa"), "\"aaaa a...\"");
+        assert_string_equal(LOG_V(NULL), "\"\"");
+}
+
 int
 main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(str_to_int64_parses_table),
                 cmocka_unit_test(str_to_quantity_count_follows_the_kubernetes_grammar),
+                cmocka_unit_test(str_dns_names_match_the_api_servers_rules),
+                cmocka_unit_test(str_utf8_len_accepts_only_well_formed_sequences),
+                cmocka_unit_test(buf_json_strings_replace_bytes_that_are_not_utf8),
+                cmocka_unit_test(log_value_quotes_and_escapes_untrusted_strings),
                 cmocka_unit_test(str_to_double_rejects_non_numbers),
                 cmocka_unit_test(buf_refuses_to_pass_its_cap),
                 cmocka_unit_test(buf_escapes_json_strings),

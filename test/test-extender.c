@@ -235,6 +235,29 @@ codec_rejects_hostile_inputs(void **state)
                 { "placement is a number", POD("{}", ",\"annotations\":{\"topofit.io/placement\":1}")
                   "\"NodeNames\":[]}", -EINVAL },
                 { "uid is a number", "{\"Pod\":{\"metadata\":{\"uid\":5}},\"NodeNames\":[]}", -EINVAL },
+                { "pod name with bytes that are not UTF-8",
+                  "{\"Pod\":{\"metadata\":{\"name\":\"p\xff\xfe\"}},\"NodeNames\":[]}", -EINVAL },
+                { "pod name with a newline (a forged log line)",
+                  "{\"Pod\":{\"metadata\":{\"name\":\"p\\nts=0 level=error\"}},\"NodeNames\":[]}",
+                  -EINVAL },
+                { "pod name in capitals", "{\"Pod\":{\"metadata\":{\"name\":\"Pod\"}},\"NodeNames\":[]}",
+                  -EINVAL },
+                { "namespace with a dot", "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":"
+                  "\"a.b\"}},\"NodeNames\":[]}", -EINVAL },
+                { "uid with a quote", "{\"Pod\":{\"metadata\":{\"uid\":\"a\\\"b\"}},\"NodeNames\":[]}",
+                  -EINVAL },
+                { "a repeated key at the top", POD("{}", "") "\"NodeNames\":[\"a\"],"
+                  "\"NodeNames\":[\"b\"]}", -EINVAL },
+                { "a repeated GPU limit", POD("{\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpu\":\"8\"}", "")
+                  "\"NodeNames\":[]}", -EINVAL },
+                { "a repeated key among many", POD("{\"nvidia.com/gpu\":\"1\",\"a1\":1,\"a2\":1,"
+                  "\"a3\":1,\"a4\":1,\"a5\":1,\"a6\":1,\"a7\":1,\"a8\":1,\"a9\":1,\"b0\":1,"
+                  "\"b1\":1,\"b2\":1,\"b3\":1,\"b4\":1,\"b5\":1,\"b6\":1,\"b7\":1,"
+                  "\"nvidia.com/gpu\":\"8\"}", "") "\"NodeNames\":[]}", -EINVAL },
+                { "a repeated Pod", "{\"Pod\":{},\"Pod\":{\"metadata\":{}},\"NodeNames\":[]}",
+                  -EINVAL },
+                { "a repeated Node name", "{\"Pod\":{\"metadata\":{}},\"Nodes\":{\"items\":[{"
+                  "\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}]}}", -EINVAL },
         };
         struct ext_config cfg;
 
@@ -249,6 +272,89 @@ codec_rejects_hostile_inputs(void **state)
                 assert_non_null(why);
                 assert_true(strlen(why) > 10);
         }
+}
+
+static void
+codec_refuses_bindings_with_invalid_names(void **state)
+{
+        static const struct {
+                const char *json;
+                int r;
+        } cases[] = {
+                { "{\"PodName\":\"p-1.a\",\"PodNamespace\":\"ns-1\",\"PodUID\":\"u-1\","
+                  "\"Node\":\"gpu-node-1\"}", 0 },
+                { "{\"PodName\":\"p\\n\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                  -EINVAL },
+                { "{\"PodName\":\"p\",\"PodNamespace\":\"n.s\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                  -EINVAL },
+                { "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u u\",\"Node\":\"n\"}",
+                  -EINVAL },
+                { "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"N\\u00e9\"}",
+                  -EINVAL },
+                { "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\","
+                  "\"Node\":\"m\"}", -EINVAL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_binding b;
+                const char *why = NULL;
+                int r = ext_binding_decode(cases[i].json, strlen(cases[i].json), &b, &why);
+
+                if (r != cases[i].r)
+                        fail_msg("case %zu: got %d, want %d (%s)", i, r, cases[i].r,
+                                 why ? why : "");
+                if (r < 0)
+                        assert_true(why && strlen(why) > 10);
+        }
+}
+
+static void
+codec_refuses_repeats_only_of_keys_it_reads(void **state)
+{
+        static const char unread[] = POD("{}", ",\"labels\":{\"x\":\"1\",\"x\":\"2\"}")
+                "\"NodeNames\":[\"a\"]}";
+        static const char victims[] =
+                "{\"Pod\":{\"metadata\":{\"uid\":\"p\"}},\"NodeNameToMetaVictims\":{"
+                "\"n1\":{\"Pods\":[{\"UID\":\"a\"}]},\"n1\":{\"Pods\":[]}}}";
+        struct ext_preempt_args pa;
+        struct ext_config cfg;
+        struct ext_args a;
+        const char *why = NULL;
+
+        ext_config_default(&cfg);
+        /* Labels are not read: their repeat cannot make two readers disagree on a decision. */
+        assert_int_equal(ext_args_decode(unread, sizeof(unread) - 1, &cfg, &a, NULL), 0);
+        ext_args_release(&a);
+        /* The victims map is walked whole: any repeated node is refused. */
+        assert_int_equal(ext_preempt_args_decode(victims, sizeof(victims) - 1, &cfg, &pa, &why),
+                         -EINVAL);
+        assert_non_null(strstr(why, "repeats a key"));
+}
+
+static void
+codec_answers_are_json_whatever_the_node_names(void **state)
+{
+        static const char json[] =
+                "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},"
+                "\"NodeNames\":[\"ok\",\"bad\xff\",\"q\\\"\\n\"]}";
+        struct ext_verdict v[3] = { { .r = 0 }, { .r = 0 }, { .r = -ENOSPC, .why = "x" } };
+        struct ext_config cfg;
+        struct ext_args a;
+        struct buf out;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_args_decode(json, sizeof(json) - 1, &cfg, &a, NULL), 0);
+        buf_init(&out, 1 << 20);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_non_null(strstr(out.data, "[\"ok\",\"bad\\ufffd\"]"));
+        assert_non_null(strstr(out.data, "{\"q\\\"\\n\":\"x\"}"));
+        buf_reset(&out);
+        assert_int_equal(ext_priorities_encode(&a, v, &out), 0);
+        assert_non_null(strstr(out.data, "{\"Host\":\"bad\\ufffd\",\"Score\":"));
+        for (const unsigned char *p = (const unsigned char *)out.data; *p; p++)
+                assert_true(*p >= 0x20 && *p < 0x80);
+        buf_release(&out);
+        ext_args_release(&a);
 }
 
 static void
@@ -876,6 +982,9 @@ main(void)
                 cmocka_unit_test(codec_decodes_binding_fixtures),
                 cmocka_unit_test(codec_rejects_hostile_inputs),
                 cmocka_unit_test(codec_caps_depth_and_node_count),
+                cmocka_unit_test(codec_refuses_bindings_with_invalid_names),
+                cmocka_unit_test(codec_refuses_repeats_only_of_keys_it_reads),
+                cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
