@@ -388,7 +388,9 @@ need_api_mode() {
 
 need_topofit() {
         [ "${E2E_TOPOFIT_UP:-0}" = 1 ] && return 0
-        skip "needs the topofit extender and CLI (see the earlier skipped cases)"
+        # Where the control plane cannot be built, that is the reason, not a missing part
+        # of topofit.
+        skip "${E2E_BIN_WHY:-needs the topofit extender and CLI (see the earlier skipped cases)}"
         return 1
 }
 
@@ -601,6 +603,29 @@ e2e_ha_bound() {
 }
 e2e_ha_bound_at_least() { [ "$(e2e_ha_bound "$1")" -ge "$2" ] 2>/dev/null; }
 
+# e2e_ha_lease: "HOLDER TRANSITIONS" of the Lease topofit-system/topofit-scheduler, read
+# through the API; 1 when there is none or it has no holder.
+e2e_ha_lease() {
+        local out
+        out=$(kubectl -n topofit-system get lease topofit-scheduler \
+                -o 'jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}' 2>/dev/null) || return 1
+        [ -n "${out%% *}" ] || return 1
+        # leaseTransitions is left out while it is 0.
+        [ -n "${out#* }" ] || out+="0"
+        echo "$out"
+}
+
+# e2e_ha_lease_acquired_after EPOCH: seconds from EPOCH (date +%s.%N) to the Lease's
+# acquireTime, one decimal.
+e2e_ha_lease_acquired_after() {
+        kubectl -n topofit-system get lease topofit-scheduler -o 'jsonpath={.spec.acquireTime}' |
+                "$E2E_PY" -c '
+import datetime, sys
+t = datetime.datetime.strptime(sys.stdin.read().strip(), "%Y-%m-%dT%H:%M:%S.%fZ")
+t = t.replace(tzinfo=datetime.timezone.utc).timestamp()
+print(f"{t - float(sys.argv[1]):.1f}")' "$1"
+}
+
 t_ha_failover() {
         need_topofit || return 0
         need_api_mode || return 0
@@ -628,6 +653,9 @@ t_ha_failover() {
         leader=$(e2e_ha_leader)
         other=a
         [ "$leader" = a ] && other=b
+        # The Lease as the API server holds it: the new leader must take it over.
+        local lease_before lease_after
+        lease_before=$(e2e_ha_lease) || { fail "no Lease topofit-system/topofit-scheduler"; return; }
         e2e_gpu_pods_paced h 1 "$pods" ha &
         local creator=$!
         unset E2E_SCHEDULER_NAME
@@ -643,6 +671,9 @@ t_ha_failover() {
         t_first=$(date +%s.%N)
         wait "$creator" || { fail "creating the HA pods failed"; return; }
         [ "$(e2e_ha_leader)" = "$other" ] || { fail "replica $other does not hold the lease"; return; }
+        lease_after=$(e2e_ha_lease)
+        [ "${lease_after%% *}" != "${lease_before%% *}" ] && [ "${lease_after#* }" -gt "${lease_before#* }" ] ||
+                { fail "the Lease did not change hands: before '$lease_before', after '$lease_after'"; return; }
         e2e_wait 120 "all HA pods bound" e2e_bound_at_least "$pods" ha ||
                 { fail "only $(e2e_bound_count ha) of $pods placed 120 s after the failover"; return; }
         e2e_check_no_double_allocation || { fail "a GPU is on two pods (log)"; return; }
@@ -656,10 +687,11 @@ print(" ".join(p["metadata"]["name"] for p in json.load(sys.stdin)["items"]
         by_new=$(e2e_ha_bound "$other")
         [ "${by_new:-0}" -ge "$after" ] ||
                 { fail "replica $other bound ${by_new:-0} pods, $after were left at the kill"; return; }
-        local fo
+        local fo taken
         fo=$(awk -v a="$t_kill" -v b="$t_first" 'BEGIN { printf "%.1f", b - a }')
-        echo "# ha: leader $leader killed with its extender at $bound_at_kill of $pods bound; replica $other bound its first pod ${fo}s later and $by_new in all; no GPU on two pods" \
+        taken=$(e2e_ha_lease_acquired_after "$t_kill")
+        echo "# ha: leader $leader killed with its extender at $bound_at_kill of $pods bound; Lease (holder leaseTransitions) '$lease_before' -> '$lease_after', taken ${taken}s after the kill; replica $other bound its first pod ${fo}s after the kill and $by_new in all; no GPU on two pods" \
                 >>"$E2E_DIR/placements.txt"
         # shellcheck disable=SC2034
-        E2E_NOTE="failover ${fo}s from kill to the new leader's first bind; $bound_at_kill of $pods bound at the kill, $by_new by the new leader"
+        E2E_NOTE="failover ${fo}s from kill to the new leader's first bind, Lease taken over after ${taken}s; $bound_at_kill of $pods bound at the kill, $by_new by the new leader"
 }
