@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "str.h"
 #include "topofit-version.h"
 
 static const char *const verb_names[_EXT_VERB_MAX] = {
@@ -115,6 +116,46 @@ ext_pending_forget(struct ext_state *s, const char *uid)
                         s->pending[i] = NULL;
                 }
         pthread_mutex_unlock(&s->pending_lock);
+}
+
+void
+ext_grant_remember(struct ext_state *s, const char *uid, const char *node,
+                   const struct topo_mask *gpus, uint64_t now_ns)
+{
+        struct ext_grant *g = NULL;
+
+        if (!uid[0])
+                return;
+        pthread_mutex_lock(&s->pending_lock);
+        for (size_t i = 0; i < EXT_MAX_GRANTS && !g; i++)
+                if (strcmp(s->grants[i].uid, uid) == 0 && strcmp(s->grants[i].node, node) == 0)
+                        g = &s->grants[i];
+        if (!g)
+                g = &s->grants[s->grant_next++ % EXT_MAX_GRANTS];
+        *g = (struct ext_grant){ .gpus = *gpus, .until_ns = now_ns + EXT_GRANT_NS };
+        (void)str_copy(g->uid, sizeof(g->uid), uid, strlen(uid));
+        (void)str_copy(g->node, sizeof(g->node), node, strlen(node));
+        pthread_mutex_unlock(&s->pending_lock);
+}
+
+bool
+ext_grant_waiting(struct ext_state *s, const char *uid, const struct ext_node *n, uint64_t now_ns)
+{
+        bool waiting = false;
+
+        if (!uid[0] || !n)
+                return false;
+        pthread_mutex_lock(&s->pending_lock);
+        for (size_t i = 0; i < EXT_MAX_GRANTS && !waiting; i++) {
+                const struct ext_grant *g = &s->grants[i];
+
+                if (g->until_ns <= now_ns || strcmp(g->uid, uid) != 0 || strcmp(g->node, n->name) != 0)
+                        continue;
+                for (size_t k = 0; k < ELEMENTSOF(g->gpus.w); k++)
+                        waiting |= (g->gpus.w[k] & n->used.w[k]) != 0;
+        }
+        pthread_mutex_unlock(&s->pending_lock);
+        return waiting;
 }
 
 struct ext_cluster *
@@ -317,8 +358,23 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                          ext_placement_to_string(a.req.placement), a.n,
                          a.n > 0 && v[0].why ? v[0].why : "no nodes");
 
+        /* No node fits, but one is where the scheduler preempted for this pod and the view
+         * still shows the victims' GPUs in use: it has deleted them and retried before this
+         * view saw the deletions.  Answering "no room" would park the pod until some later
+         * cluster event; an Error makes the scheduler retry it after its backoff. */
+        const char *wait = NULL;
+
+        for (size_t i = 0; verb == EXT_VERB_FILTER && fits == 0 && !wait && i < a.n; i++)
+                if (v[i].r != 0 && ext_grant_waiting(s, a.req.uid, nodes[i], ext_now_ns()))
+                        wait = a.names[i];
+        if (wait)
+                log_info("decision", "verb=filter pod=%s/%s uid=%s node=%s outcome=victims_in_view "
+                         "reason=\"the preemption's victims are still in the cluster view\"",
+                         a.req.namespace, a.req.name, a.req.uid, LOG_V(wait));
+
         if (verb == EXT_VERB_FILTER)
-                r = ext_filter_result_encode(&a, v, NULL, out);
+                r = ext_filter_result_encode(&a, v, wait ? "topofit: waiting for the cluster view "
+                                             "to see this pod's preemption victims leave" : NULL, out);
         else
                 r = ext_priorities_encode(&a, v, out);
         for (size_t i = 0; i < n_extra; i++)
@@ -446,6 +502,16 @@ handle_preempt(struct ext_state *s, const char *body, size_t len, struct buf *ou
                                 (const char *const *)a.nodes[i].victims, a.nodes[i].n_victims,
                                 ext_now_ns(), needed[i], &v);
                 keep[i] = r == 0;
+                if (keep[i] && node) {
+                        /* The GPUs of the chosen set that victims hold: until the view
+                         * shows them gone, filter answers "wait", not "no room". */
+                        struct topo_mask taken;
+
+                        for (size_t k = 0; k < ELEMENTSOF(taken.w); k++)
+                                taken.w[k] = v.choice.set.w[k] & node->used.w[k];
+                        if (topo_mask_count(&taken) > 0)
+                                ext_grant_remember(s, a.req.uid, node->name, &taken, ext_now_ns());
+                }
                 ext_metrics_decision(&s->metrics, EXT_VERB_PREEMPT,
                                      keep[i] ? EXT_OUTCOME_VICTIMS_KEPT : EXT_OUTCOME_NODE_DROPPED);
                 log_info("decision", "verb=preempt pod=%s/%s uid=%s node=%s outcome=%s reason=\"%s\"",

@@ -30,6 +30,10 @@
 #define EXT_MAX_BODY_BUDGET (4096ull << 20)
 #define EXT_CONNECTION_MEMORY (32u << 10) /* microhttpd's per-connection pool: head + read buffer */
 #define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
+#define EXT_MAX_GRANTS 64     /* preemptions answered, awaiting their victims' departure */
+/* How long a preemption's victims may take to leave the view: three times the default
+ * terminationGracePeriodSeconds (30 s). */
+#define EXT_GRANT_NS (90ull * 1000000000ull)
 
 /* Route verbs, also the metrics' verb label. */
 enum ext_verb {
@@ -107,6 +111,17 @@ struct ext_state {
         pthread_mutex_t pending_lock;
         struct ext_request *pending[EXT_MAX_PENDING];
         unsigned pending_next;
+        /* Preemptions answered with GPU victims: the preemptor's uid, the node, the GPUs of
+         * its set that victims held, and until when (monotonic ns).  A ring, under
+         * pending_lock.  Filter reads it to tell "the victims have not left this view yet"
+         * from "no room" (ext_grant_waiting). */
+        struct ext_grant {
+                char uid[EXT_UID_MAX];
+                char node[EXT_NAME_MAX];
+                struct topo_mask gpus;
+                uint64_t until_ns;
+        } grants[EXT_MAX_GRANTS];
+        unsigned grant_next;
         /* Live mode: fetches a pod the ring no longer has (after a restart).  Optional. */
         int (*fetch_pod)(struct ext_state *s, const struct ext_binding *b, struct ext_request *ret);
         struct ext_metrics metrics;
@@ -131,6 +146,14 @@ struct ext_live;
 int ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **ret,
                    const char **ret_why);
 struct ext_live *ext_live_stop(struct ext_live *lv);
+
+/* Preemption grants: remember that uid's preemption on node takes gpus from victims; and
+ * whether a grant of uid on node is live while the view n still shows any of its GPUs in
+ * use (the victims are going, the view has not seen it yet). */
+void ext_grant_remember(struct ext_state *s, const char *uid, const char *node,
+                        const struct topo_mask *gpus, uint64_t now_ns);
+bool ext_grant_waiting(struct ext_state *s, const char *uid, const struct ext_node *n,
+                       uint64_t now_ns);
 
 /* The pending ring: remember a decoded request, look one up by UID (0 or -ENOENT), forget. */
 int ext_pending_remember(struct ext_state *s, const struct ext_request *req);

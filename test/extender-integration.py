@@ -47,12 +47,12 @@ def _stop_leftovers():
 class Extender:
     """One extender process on a free loopback port; stop() leaves nothing running."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, cluster=CLUSTER):
         self.dir = tempfile.mkdtemp(prefix="topofit-ext-")
         port_file = os.path.join(self.dir, "port")
         self.log = open(os.path.join(self.dir, "log"), "w+")
         self.proc = subprocess.Popen(
-            [BIN, "--cluster", CLUSTER, "--listen", "127.0.0.1:0", "--port-file", port_file,
+            [BIN, "--cluster", cluster, "--listen", "127.0.0.1:0", "--port-file", port_file,
              "--threads", "4", *args],
             stdout=self.log, stderr=subprocess.STDOUT)
         RUNNING.add(self)
@@ -652,6 +652,55 @@ def endpoints():
         check("SIGTERM stops the extender cleanly", rc == 0, "exit %s" % rc)
 
 
+def preempt_then_filter():
+    """After the preempt verb kept GPU victims for a pod, a filter for that pod that finds the
+    victims still in the view answers with an Error (the scheduler retries after its
+    backoff) rather than "no room" (which parks the pod until some later cluster event).
+    The static view never changes, so the victims stay in it here."""
+    cluster = json.load(open(CLUSTER))
+    tmp = tempfile.mkdtemp(prefix="topofit-grant-")
+    gpus = {"version": 1, "node": "gpu-node-1",
+            "containers": [{"name": "main", "indices": list(range(8)), "uuids": [""] * 8}]}
+    cluster["items"].append({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "victim", "namespace": "default", "uid": "victim-uid",
+                     "annotations": {"topofit.io/gpus": json.dumps(gpus)}},
+        "spec": {"nodeName": "gpu-node-1", "priority": 0, "containers": [
+            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+        "status": {"phase": "Running"}})
+    path = os.path.join(tmp, "cluster.json")
+    json.dump(cluster, open(path, "w"))
+    ext = Extender(cluster=path)
+    try:
+        def args(uid):
+            a = json.loads(fixture("nodecache-true", "01-filter.json"))
+            a["Pod"]["metadata"]["uid"] = uid
+            a["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "8"
+            a["Pod"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
+            a["NodeNames"] = ["gpu-node-1"]
+            return a
+        status, body, _ = ext.request("POST", "/filter", json.dumps(args("preemptor")))
+        r = json.loads(body) if status == 200 else {}
+        check("before preemption a full node is no room, not an error",
+              r.get("Error") == "" and "gpu-node-1" in (r.get("FailedNodes") or {}), body)
+        pre = {"Pod": args("preemptor")["Pod"], "NodeNameToVictims": None,
+               "NodeNameToMetaVictims": {"gpu-node-1": {"Pods": [{"UID": "victim-uid"}],
+                                                        "NumPDBViolations": 0}}}
+        status, body, _ = ext.request("POST", "/preempt", json.dumps(pre))
+        check("preempt keeps the GPU victim", status == 200 and '"victim-uid"' in body, body)
+        status, body, _ = ext.request("POST", "/filter", json.dumps(args("preemptor")))
+        r = json.loads(body) if status == 200 else {}
+        check("the preemptor's filter while its victims are still in the view is an Error",
+              "preemption victims" in r.get("Error", ""), body)
+        status, body, _ = ext.request("POST", "/filter", json.dumps(args("someone-else")))
+        r = json.loads(body) if status == 200 else {}
+        check("another pod's filter on that node is still no room",
+              r.get("Error") == "" and "gpu-node-1" in (r.get("FailedNodes") or {}), body)
+    finally:
+        ext.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def tls_get(port, ctx, path="/healthz"):
     c = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx)
     try:
@@ -770,7 +819,7 @@ def main():
         except Exception as e:  # a crash is a failed case, not a lost plan
             check("%s: replay ran" % mode, False, repr(e))
     for part in (hostile, untrusted_output, connection_exhaustion, silent_hangs, body_budget,
-                 endpoints, concurrent_binds, tls, config_file, bad_flags):
+                 endpoints, preempt_then_filter, concurrent_binds, tls, config_file, bad_flags):
         try:
             part()
         except Exception as e:
