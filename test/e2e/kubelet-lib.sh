@@ -48,6 +48,9 @@ kl_containerd() {
         local d=$E2E_DIR/containerd
         mkdir -p "$d/root" "$d/state" "$d/cni-conf"
         E2E_CTRD_SOCK=$d/containerd.sock
+        # containerd 1.6 keeps its shims' sockets in /run/containerd/s whatever its state
+        # directory; kl_down removes that directory again when this stage made it.
+        [ -d /run/containerd ] || KL_MADE_RUN_CONTAINERD=1
         cat >"$d/config.toml" <<TOML
 version = 2
 root = "$d/root"
@@ -66,11 +69,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$E2E_PAUSE_IMAGE"
   disable_apparmor = true
+  # The sandbox asks for oom_score_adj -998, which needs CAP_SYS_RESOURCE; where the stage
+  # itself runs in a container without it, runc fails ("can't get final child's PID from
+  # pipe").  Never below containerd's own value instead.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "$d/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = "$d/cni-conf"
     bin_dir = "$E2E_CNI_BIN"
@@ -237,4 +246,45 @@ if args[0] == "--many":
 else:
     print(json.dumps(pod(*args)))
 PY
+}
+
+# kl_down: what containerd started outlives it (runc shims and their containers, the
+# sandboxes' /dev/shm and the rootfs mounts under $E2E_DIR): the kubelets stop first (they
+# would recreate sandboxes), then every task is killed and deleted through containerd, then
+# whatever is still left is found by our own socket's path (shims whose -address is
+# $E2E_CTRD_SOCK, one pid at a time) and the mounts under $E2E_DIR are lazily unmounted.
+# Run before e2e_down.
+kl_down() {
+        local f id pid
+        [ -n "${E2E_DIR:-}" ] && [ -d "$E2E_DIR" ] || return 0
+        for f in "$E2E_DIR"/topofit-node-*.pid "$E2E_DIR"/kubelet-*.pid; do
+                [ -f "$f" ] || continue
+                f=${f##*/}
+                e2e_stop "${f%.pid}"
+        done
+        if [ -n "${E2E_CTRD_SOCK:-}" ] && [ -f "$E2E_DIR/containerd.pid" ]; then
+                for id in $(kl_ctr tasks ls -q 2>/dev/null); do
+                        kl_ctr tasks kill -s SIGKILL "$id" >/dev/null 2>&1
+                done
+                for id in $(kl_ctr tasks ls -q 2>/dev/null); do
+                        timeout 10 "${E2E_CTR:-ctr}" --address "$E2E_CTRD_SOCK" --namespace k8s.io \
+                                tasks delete --force "$id" >/dev/null 2>&1
+                done
+                for id in $(kl_ctr containers ls -q 2>/dev/null); do
+                        kl_ctr containers delete "$id" >/dev/null 2>&1
+                done
+        fi
+        if [ -n "${E2E_CTRD_SOCK:-}" ]; then
+                for f in /proc/[0-9]*/cmdline; do
+                        pid=${f#/proc/}
+                        pid=${pid%/cmdline}
+                        tr '\0' ' ' 2>/dev/null <"$f" | grep -q -- "-address $E2E_CTRD_SOCK " || continue
+                        pkill -KILL -P "$pid" 2>/dev/null   # its containers' first processes
+                        kill -KILL "$pid" 2>/dev/null
+                done
+        fi
+        grep -F " $E2E_DIR/" /proc/mounts | awk '{ print $2 }' | sort -r |
+                while read -r f; do umount -l "$f" 2>/dev/null; done
+        [ "${KL_MADE_RUN_CONTAINERD:-0}" = 1 ] && rmdir /run/containerd/s /run/containerd 2>/dev/null
+        return 0
 }
