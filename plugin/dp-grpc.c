@@ -1022,41 +1022,49 @@ dp_podresources_list(const char *path, const char *resource, int timeout_ms,
                 const V1__PodResources *pr = resp->pod_resources[p];
                 for (size_t c = 0; c < pr->n_containers; c++) {
                         const V1__ContainerResources *cr = pr->containers[c];
-                        for (size_t d = 0; d < cr->n_devices; d++) {
-                                const V1__ContainerDevices *cd = cr->devices[d];
-                                struct dp_container_devices *e;
-                                if (strcmp(cd->resource_name, resource) != 0 || cd->n_device_ids == 0)
-                                        continue;
-                                if (cd->n_device_ids > DP_MAX_IDS || n >= DP_MAX_PODS * 4) {
-                                        dp_container_devices_free_array(out, n);
-                                        return set_why(ret_why, "PodResources answer over the caps"),
-                                               -E2BIG;
-                                }
-                                if (n == cap) {
-                                        size_t nc = cap ? cap * 2 : 16;
-                                        e = realloc(out, nc * sizeof(*out));
-                                        if (!e) {
-                                                dp_container_devices_free_array(out, n);
-                                                return -ENOMEM;
-                                        }
-                                        out = e;
-                                        cap = nc;
-                                }
-                                e = &out[n];
-                                *e = (struct dp_container_devices){ 0 };
-                                (void)str_copy(e->ns, sizeof(e->ns), pr->namespace_, strlen(pr->namespace_));
-                                (void)str_copy(e->pod, sizeof(e->pod), pr->name, strlen(pr->name));
-                                (void)str_copy(e->container, sizeof(e->container), cr->name,
-                                               strlen(cr->name));
-                                e->ids = calloc(cd->n_device_ids, sizeof(char *));
-                                n++;
-                                if (!e->ids) {
+                        struct dp_container_devices *e;
+                        size_t total = 0;
+
+                        /* The real kubelet lists one ContainerDevices per device (grouped by
+                         * NUMA affinity), not one per resource: gather them into one
+                         * record per container. */
+                        for (size_t d = 0; d < cr->n_devices; d++)
+                                if (strcmp(cr->devices[d]->resource_name, resource) == 0)
+                                        total += cr->devices[d]->n_device_ids;
+                        if (total == 0)
+                                continue;
+                        if (total > DP_MAX_IDS || n >= DP_MAX_PODS * 4) {
+                                dp_container_devices_free_array(out, n);
+                                return set_why(ret_why, "PodResources answer over the caps"), -E2BIG;
+                        }
+                        if (n == cap) {
+                                size_t nc = cap ? cap * 2 : 16;
+                                e = realloc(out, nc * sizeof(*out));
+                                if (!e) {
                                         dp_container_devices_free_array(out, n);
                                         return -ENOMEM;
                                 }
+                                out = e;
+                                cap = nc;
+                        }
+                        e = &out[n];
+                        *e = (struct dp_container_devices){ 0 };
+                        (void)str_copy(e->ns, sizeof(e->ns), pr->namespace_, strlen(pr->namespace_));
+                        (void)str_copy(e->pod, sizeof(e->pod), pr->name, strlen(pr->name));
+                        (void)str_copy(e->container, sizeof(e->container), cr->name, strlen(cr->name));
+                        e->ids = calloc(total, sizeof(char *));
+                        n++;
+                        if (!e->ids) {
+                                dp_container_devices_free_array(out, n);
+                                return -ENOMEM;
+                        }
+                        for (size_t d = 0; d < cr->n_devices; d++) {
+                                const V1__ContainerDevices *cd = cr->devices[d];
+                                if (strcmp(cd->resource_name, resource) != 0)
+                                        continue;
                                 for (size_t k = 0; k < cd->n_device_ids; k++) {
-                                        e->ids[k] = strdup(cd->device_ids[k]);
-                                        if (!e->ids[k]) {
+                                        e->ids[e->n_ids] = strdup(cd->device_ids[k]);
+                                        if (!e->ids[e->n_ids]) {
                                                 dp_container_devices_free_array(out, n);
                                                 return -ENOMEM;
                                         }

@@ -363,9 +363,11 @@ try:
             podresources_pb2.ContainerResources(name="main", devices=[
                 podresources_pb2.ContainerDevices(resource_name=RESOURCE, device_ids=gpus(6))])]),
         podresources_pb2.PodResources(name="pod-c", namespace="default", containers=[
+            # As the real kubelet lists them: one ContainerDevices per device.
             podresources_pb2.ContainerResources(name="main", devices=[
+                podresources_pb2.ContainerDevices(resource_name=RESOURCE, device_ids=gpus(7)),
                 podresources_pb2.ContainerDevices(resource_name=RESOURCE,
-                                                  device_ids=gpus(7, 6))])])])
+                                                  device_ids=gpus(6))])])])
 
     def observed():
         p = API.call("GET", "/api/v1/namespaces/default/pods/pod-a")
