@@ -300,7 +300,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         CLEANUP(freep) struct ext_node *extra = NULL;
         CLEANUP(freep) struct ext_verdict *v = NULL;
         struct ext_args a = { 0 };
-        const char *why = NULL;
+        const char *why = NULL, *wait = NULL;
         size_t n_extra = 0;
         int r, fits, best = -1;
 
@@ -362,8 +362,6 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
          * still shows the victims' GPUs in use: it has deleted them and retried before this
          * view saw the deletions.  Answering "no room" would park the pod until some later
          * cluster event; an Error makes the scheduler retry it after its backoff. */
-        const char *wait = NULL;
-
         for (size_t i = 0; verb == EXT_VERB_FILTER && fits == 0 && !wait && i < a.n; i++)
                 if (v[i].r != 0 && ext_grant_waiting(s, a.req.uid, nodes[i], ext_now_ns()))
                         wait = a.names[i];
