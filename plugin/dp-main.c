@@ -755,10 +755,14 @@ run(struct dp_opts *o)
                         r = dp_register(d->kubelet_path, o->endpoint, o->resource,
                                         DP_REGISTER_TIMEOUT_MS, &why);
                         pthread_mutex_lock(&d->lock);
-                        if (r < 0)
+                        if (r < 0) {
                                 d->n_register_failed++;
-                        else
+                        } else {
                                 d->n_registered++;
+                                /* A (re)started kubelet admits its pods anew: offers made to
+                                 * the one before would put those pods behind the others. */
+                                dp_cache_forget_offers(&d->cache);
+                        }
                         pthread_mutex_unlock(&d->lock);
                         if (r < 0) {
                                 log_warn("registration failed", "why=\"%s\" retry_ms=%lld",
