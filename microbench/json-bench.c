@@ -2,10 +2,11 @@
 /*
  * The JSON reader benchmark behind the choice of one reader for the project (docs/
  * performance.md, "One JSON reader"): parses each file given (the extender's real request
- * bodies, from `topofit-ext-bench --dump`, and node annotations) ROUNDS times with cJSON
- * on malloc, cJSON on a bump arena (as the extender's codec parses) and common/json.c,
- * then walks the tree once per parse (every value visited), and prints ms per parse and
- * MB/s.  A benchmark, never a test: timing goals live here.
+ * bodies, from `topofit-ext-bench --dump`, and node annotations) ROUNDS times with plain
+ * cJSON on malloc and with the project's reader (json_parse(): the checks, then cJSON in a
+ * bump arena), walks the tree once per parse (every value visited), and prints ms per
+ * parse and MB/s.  The hand-written reader that json_parse() replaced was measured by this
+ * file at commit a222008.  A benchmark, never a test: timing goals live here.
  * Usage: json-bench ROUNDS FILE...
  */
 #include <cjson/cJSON.h>
@@ -19,6 +20,7 @@
 #include "str.h"
 
 #define JB_MAX_FILE (256u << 20)
+#define JB_MAX_MEMORY ((size_t)1 << 30)
 
 static double
 now_s(void)
@@ -27,30 +29,6 @@ now_s(void)
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* A bump arena behind cJSON's hooks, the shape of the extender codec's. */
-static char *arena, *arena_top;
-static size_t arena_size;
-
-static void *
-arena_malloc(size_t n)
-{
-        size_t need = (n + 15) & ~(size_t)15;
-        void *p;
-
-        if (!arena || (size_t)(arena_top - arena) + need > arena_size)
-                return malloc(n); /* never happens with the sizes below; keeps it safe */
-        p = arena_top;
-        arena_top += need;
-        return p;
-}
-
-static void
-arena_free_one(void *p)
-{
-        if (!arena || (char *)p < arena || (char *)p >= arena + arena_size)
-                free(p);
 }
 
 static size_t
@@ -65,51 +43,28 @@ walk_cjson(const cJSON *j)
         return n;
 }
 
-static size_t
-walk_json(const struct json_doc *d, uint32_t n)
-{
-        size_t k = 1;
-        const char *s;
-        size_t len;
-
-        if (json_get_string(d, n, &s, &len) == 0)
-                k += len;
-        for (uint32_t c = json_first(d, n); c != JSON_NONE; c = json_next(d, c))
-                k += walk_json(d, c);
-        return k;
-}
-
-enum jb_reader { JB_CJSON_MALLOC, JB_CJSON_ARENA, JB_COMMON_JSON, _JB_MAX };
+enum jb_reader { JB_CJSON_MALLOC, JB_JSON_PARSE, _JB_MAX };
 static const char *const jb_names[_JB_MAX] = {
         [JB_CJSON_MALLOC] = "cJSON (malloc)",
-        [JB_CJSON_ARENA] = "cJSON (arena)",
-        [JB_COMMON_JSON] = "common/json.c",
+        [JB_JSON_PARSE] = "json_parse()",
 };
 
 static int
 parse_once(enum jb_reader which, const char *text, size_t len, size_t *ret_walk)
 {
-        if (which == JB_COMMON_JSON) {
+        if (which == JB_JSON_PARSE) {
                 CLEANUP(json_doc_freep) struct json_doc *d = NULL;
-                struct json_error err;
 
-                if (json_parse(text, len, &d, &err) < 0)
+                if (json_parse(text, len, JB_MAX_MEMORY, 0, &d, NULL) < 0)
                         return -EINVAL;
-                *ret_walk = walk_json(d, json_root(d));
+                *ret_walk = walk_cjson(d->root);
                 return 0;
         }
-        cJSON_Hooks hooks = { 0 };
-        if (which == JB_CJSON_ARENA) {
-                hooks = (cJSON_Hooks){ .malloc_fn = arena_malloc, .free_fn = arena_free_one };
-                arena_top = arena;
-        }
-        cJSON_InitHooks(&hooks);
         cJSON *j = cJSON_ParseWithLength(text, len);
         if (!j)
                 return -EINVAL;
         *ret_walk = walk_cjson(j);
-        if (which == JB_CJSON_MALLOC)
-                cJSON_Delete(j);
+        cJSON_Delete(j);
         return 0;
 }
 
@@ -130,10 +85,6 @@ main(int argc, char **argv)
                         fprintf(stderr, "json-bench: cannot read %s\n", argv[f]);
                         return 1;
                 }
-                arena_size = 32 * len + (1u << 20);
-                arena = malloc(arena_size);
-                if (!arena)
-                        return 1;
                 printf("%s (%zu bytes)\n", argv[f], len);
                 for (int w = 0; w < _JB_MAX; w++) {
                         size_t walk = 0;
@@ -155,8 +106,6 @@ main(int argc, char **argv)
                         printf("  %-16s %9.3f ms/parse %8.1f MB/s  (walk %zu)\n", jb_names[w],
                                best * 1e3, (double)len / best / 1e6, walk);
                 }
-                free(arena);
-                arena = NULL;
         }
         return 0;
 }
