@@ -520,12 +520,14 @@ try:
     # The half-sent calls are real calls: 70 of them hold every call slot (DP_MAX_CALLS, 64),
     # so another call waits; once their connections die they are freed.
     held = [half_sent_allocate(before_x) for _ in range(70)]
-    time.sleep(0.3)
-    try:
-        stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=1)
-        blocked = None
-    except grpc.RpcError as e:
-        blocked = e.code()
+
+    def another_call_waits():
+        try:
+            stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=0.5)
+            return None
+        except grpc.RpcError as e:
+            return e.code()
+    blocked = wait_for(another_call_waits, 10, 0.1)  # until the server has taken them all
     for s_ in held:
         s_.close()
     try:
