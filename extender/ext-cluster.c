@@ -263,14 +263,25 @@ name_ok(const char *s)
         return n > 0 && n < EXT_NAME_MAX;
 }
 
+/* A hash of a node's annotation bytes and capacity, compared on every rebuild of the view
+ * (every node, every rebuild: 1,000 annotations of 3 KB per pod bound in live mode), so it
+ * takes 8 bytes a step; a byte-at-a-time FNV here was the largest cost of a rebuild. */
 static uint64_t
 topo_digest(const char *topo_json, size_t len, unsigned gpu_capacity)
 {
-        uint64_t h = 1469598103934665603ull ^ gpu_capacity;
+        uint64_t h = 1469598103934665603ull ^ gpu_capacity ^ ((uint64_t)len << 32);
+        size_t i = 0;
 
         if (!topo_json)
                 return h;
-        for (size_t i = 0; i < len; i++)
+        for (; i + 8 <= len; i += 8) {
+                uint64_t w;
+
+                memcpy(&w, topo_json + i, 8);
+                h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+                h ^= h >> 29;
+        }
+        for (; i < len; i++)
                 h = (h ^ (unsigned char)topo_json[i]) * 1099511628211ull;
         return h ^ 0x5bd1e995u;
 }
