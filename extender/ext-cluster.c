@@ -8,7 +8,7 @@
  * Readers take a reference (ext_cluster_ref) and never write; nothing is ever mutated
  * after ext_cluster_builder_finish(), a change is a new snapshot (ext_cluster_with_pod).
  */
-#include "ext-core.h"
+#include "ext-core-private.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +72,8 @@ cluster_free(struct ext_cluster *c)
         free(c);
 }
 
-static uint32_t
-name_hash(const char *s)
+uint32_t
+ext__name_hash(const char *s)
 {
         uint32_t h = 2166136261u;
 
@@ -95,7 +95,7 @@ build_index(struct ext_cluster *c)
                 return -ENOMEM;
         c->index_size = size;
         for (size_t i = 0; i < c->n_nodes; i++) {
-                size_t k = name_hash(c->nodes[i].name) & (size - 1);
+                size_t k = c->nodes[i].name_hash & (size - 1);
 
                 while (c->index[k])
                         k = (k + 1) & (size - 1);
@@ -131,7 +131,7 @@ ext_cluster_find_node(const struct ext_cluster *c, const char *name)
 
         if (!c || !name || !c->index)
                 return NULL;
-        for (k = name_hash(name) & (c->index_size - 1); c->index[k];
+        for (k = ext__name_hash(name) & (c->index_size - 1); c->index[k];
              k = (k + 1) & (c->index_size - 1)) {
                 const struct ext_node *n = &c->nodes[c->index[k] - 1];
 
@@ -309,6 +309,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 return 0;
         }
         memcpy(node.name, name, strlen(name) + 1);
+        node.name_hash = ext__name_hash(node.name);
         if (topo_json) {
                 struct topo_error err = { 0 };
                 int r = topo_parse_annotation(topo_json, len, &t, &err);
