@@ -72,14 +72,32 @@ cluster_free(struct ext_cluster *c)
         free(c);
 }
 
+/* Every node name of every request is hashed once to find it, so 8 bytes a step. */
 uint32_t
 ext__name_hash(const char *s)
 {
-        uint32_t h = 2166136261u;
+        size_t n = strlen(s), i = 0;
+        uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
 
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-                h = (h ^ *p) * 16777619u;
-        return h;
+        for (; i + 8 <= n; i += 8) {
+                uint64_t w;
+
+                memcpy(&w, s + i, 8);
+                h = (h ^ w) * 0xff51afd7ed558ccdull;
+                h ^= h >> 32;
+        }
+        if (i < n && n >= 8) {
+                uint64_t w;
+
+                /* The last 8 bytes, overlapping the words before: the tail in one step. */
+                memcpy(&w, s + n - 8, 8);
+                h = (h ^ w) * 0xff51afd7ed558ccdull;
+        } else
+                for (; i < n; i++)
+                        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+        h ^= h >> 29;
+        h *= 0xc4ceb9fe1a85ec53ull;
+        return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Open addressing, load at most 1/2: slot = node index + 1, 0 = empty. */
