@@ -790,7 +790,8 @@ plain(const char *s, size_t n)
                     !plain_bytes(s + i, 8))
                         return false;
         }
-        return plain_bytes(s + i, n - i);
+        /* The tail: the last 8 bytes, overlapping the words before, when there are 8. */
+        return i == n || n < 8 ? plain_bytes(s + i, n - i) : plain(s + n - 8, 8);
 }
 
 /* A JSON string literal: a plain ASCII string (node names almost always are one) appended
