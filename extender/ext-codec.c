@@ -978,111 +978,41 @@ int
 ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
                            const struct score_choice *set, char **ret_json)
 {
-        const struct topo *t = node->cls ? score_class_topo(node->cls) : NULL;
+        struct topo_gpus_out out[EXT_MAX_CONTAINERS];
         unsigned next = 0;
-        struct buf b;
-        int r;
 
-        buf_init(&b, EXT_MAX_GPU_ANNOTATION_BYTES);
-        r = buf_printf(&b, "{\"version\":%d,\"node\":", EXT_GPUS_ANNOTATION_VERSION);
-        if (r >= 0)
-                r = buf_put_json_string(&b, node->name);
-        if (r >= 0)
-                r = buf_puts(&b, ",\"containers\":[");
-        for (unsigned c = 0; r >= 0 && c < req->n_containers; c++) {
+        if (req->n_containers > EXT_MAX_CONTAINERS)
+                return -E2BIG;
+        for (unsigned c = 0; c < req->n_containers; c++) {
                 const struct ext_container *ct = &req->containers[c];
                 /* Init containers run before the others and reuse the set's first GPUs. */
-                unsigned from = ct->init ? 0 : next, k;
+                unsigned from = ct->init ? 0 : next;
 
                 if (!ct->init)
                         next += ct->count;
-                if (from + ct->count > set->n) {
-                        r = -EINVAL;
-                        break;
-                }
-                r = buf_puts(&b, c > 0 ? ",{\"name\":" : "{\"name\":");
-                if (r >= 0)
-                        r = buf_put_json_string(&b, ct->name);
-                if (r >= 0 && ct->init)
-                        r = buf_puts(&b, ",\"init\":true");
-                if (r >= 0)
-                        r = buf_puts(&b, ",\"indices\":[");
-                for (k = 0; r >= 0 && k < ct->count; k++)
-                        r = buf_printf(&b, k ? ",%u" : "%u", set->gpus[from + k]);
-                if (r >= 0)
-                        r = buf_puts(&b, "],\"uuids\":[");
-                for (k = 0; r >= 0 && k < ct->count; k++) {
-                        unsigned g = set->gpus[from + k];
-
-                        if (k)
-                                r = buf_puts(&b, ",");
-                        if (r >= 0)
-                                r = buf_put_json_string(&b, t && g < t->n_gpus ? t->gpus[g].uuid
-                                                                              : "");
-                }
-                if (r >= 0)
-                        r = buf_puts(&b, "]}");
+                if (from + ct->count > set->n)
+                        return -EINVAL;
+                out[c] = (struct topo_gpus_out){ .name = ct->name, .init = ct->init,
+                                                 .count = ct->count, .gpus = set->gpus + from };
         }
-        if (r >= 0)
-                r = buf_puts(&b, "]}");
-        if (r < 0) {
-                buf_release(&b);
-                return r;
-        }
-        *ret_json = buf_steal(&b, NULL);
-        return *ret_json ? 0 : -ENOMEM;
+        return topo_gpus_encode(node->name, out, req->n_containers,
+                                node->cls ? score_class_topo(node->cls) : NULL, ret_json);
 }
 
 int
 ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct topo_mask *ret,
                            const char **ret_why)
 {
-        struct topo_mask m = { 0 };
-        const cJSON *containers, *c, *version;
-        struct json_doc *jd = NULL;
-        cJSON *doc = NULL;
+        CLEANUP(freep) struct topo_gpus *g = malloc(sizeof(*g));
         int r;
 
-        if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
-                return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
-        tl_repeated = false;
-        r = parse_doc(json, len, &jd, ret_why);
-        doc = jd ? jd->root : NULL;
+        if (!g)
+                return -ENOMEM;
+        r = topo_gpus_decode(json, len, n_gpus, NULL, NULL, g, ret_why);
         if (r < 0)
                 return r;
-        version = get(doc, "version");
-        containers = get(doc, "containers");
-        if (!cJSON_IsNumber(version) || version->valuedouble != EXT_GPUS_ANNOTATION_VERSION) {
-                r = why_err(ret_why, "the topofit.io/gpus annotation has an unknown version", -EPROTONOSUPPORT);
-                goto out;
-        }
-        if (!cJSON_IsArray(containers)) {
-                r = why_err(ret_why, "topofit.io/gpus has no containers array", -EINVAL);
-                goto out;
-        }
-        cJSON_ArrayForEach(c, containers) {
-                const cJSON *indices = get(c, "indices"), *i;
-
-                if (!cJSON_IsArray(indices)) {
-                        r = why_err(ret_why, "a topofit.io/gpus container has no indices", -EINVAL);
-                        goto out;
-                }
-                cJSON_ArrayForEach(i, indices) {
-                        double d = cJSON_IsNumber(i) ? i->valuedouble : -1;
-
-                        if (d < 0 || d >= n_gpus || d != (double)(unsigned)d) {
-                                r = why_err(ret_why, "a topofit.io/gpus index is out of range", -ERANGE);
-                                goto out;
-                        }
-                        topo_mask_set(&m, (unsigned)d);
-                }
-        }
-        r = refuse_repeats(0, ret_why);
-        if (r >= 0)
-                *ret = m;
-out:
-        json_doc_free(jd);
-        return r;
+        topo_gpus_union(g, ret);
+        return 0;
 }
 
 /* Node or Pod, for List items that carry no kind (a NodeList's or PodList's items). */
@@ -1120,7 +1050,7 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
         if (node && !is_null_or_absent(node) &&
             (!cJSON_IsString(node) || strlen(node->valuestring) >= EXT_NAME_MAX))
                 return set_why(ret_why, "a Pod's spec.nodeName is not a valid string"), -EINVAL;
-        gpus_a = get(get(meta, "annotations"), EXT_GPUS_ANNOTATION);
+        gpus_a = get(get(meta, "annotations"), TOPO_GPUS_KEY);
         /* A damaged record cannot say which GPUs the pod holds: it counts as none, and the
          * device plugin refuses to hand out GPUs twice on the node itself. */
         if (cJSON_IsString(gpus_a))

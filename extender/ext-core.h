@@ -33,10 +33,9 @@
 #define EXT_MAX_NODES 10000             /* nodes in one request and in the cluster view */
 #define EXT_MAX_PODS 250000             /* pods in the cluster view */
 #define EXT_MAX_JSON_DEPTH 64           /* nesting of any JSON document we accept */
-#define EXT_MAX_CONTAINERS 32           /* containers + init containers of one pod */
+#define EXT_MAX_CONTAINERS TOPO_GPUS_MAX_CONTAINERS /* containers + init containers of a pod */
 #define EXT_MAX_VICTIMS 1024            /* preemption victims per node */
 #define EXT_MAX_RESOURCES 8             /* configured GPU resource names */
-#define EXT_MAX_GPU_ANNOTATION_BYTES (16u << 10) /* topofit.io/gpus on one pod */
 #define EXT_NAME_MAX 254                /* DNS subdomain (253) + NUL: node, pod, namespace */
 #define EXT_UID_MAX 64                  /* pod UID (36 chars in practice) + NUL */
 #define EXT_RESOURCE_NAME_MAX 128
@@ -45,8 +44,6 @@
 #define EXT_COMMITTED_TTL_NS (300ull * 1000000000ull)  /* bind -> seen in the cluster view */
 
 #define EXT_PLACEMENT_ANNOTATION "topofit.io/placement"
-#define EXT_GPUS_ANNOTATION "topofit.io/gpus"
-#define EXT_GPUS_ANNOTATION_VERSION 1
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
 
 /* topofit.io/placement: what a pod asks of its GPU set. */
@@ -342,12 +339,13 @@ void ext_preempt_args_release(struct ext_preempt_args *a);
 int ext_preempt_result_encode(const struct ext_preempt_args *a, const bool *keep,
                               bool *const *needed, struct buf *out);
 
-/* The topofit.io/gpus annotation for a bound pod: version, node, and per container
- * (init containers included) its GPU indices and UUIDs, carved from set in container
- * order.  Writes a malloc()ed string. */
+/* The topofit.io/gpus annotation for a bound pod (the codec is topology/topo-gpus.c):
+ * per container (init containers included) its GPUs, carved from set in container order.
+ * Writes a malloc()ed string. */
 int ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
                                const struct score_choice *set, char **ret_json);
-/* Its inverse as far as scheduling needs: the union of indices, below n_gpus. */
+/* Its inverse as far as scheduling needs (topo_gpus_decode, indices only): the union of
+ * the containers' GPUs, below n_gpus.  Error codes and *ret_why as topo_gpus_decode. */
 int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
                                struct topo_mask *ret, const char **ret_why);
 

@@ -195,7 +195,7 @@ kube_sync_locked(struct dp_daemon *d)
                 bool observed = false;
 
                 for (uint32_t k = 0; k < kp->n_annotations; k++) {
-                        if (strcmp(kp->annotations[k].key, DP_GPUS_ANNOTATION) == 0)
+                        if (strcmp(kp->annotations[k].key, TOPO_GPUS_KEY) == 0)
                                 gpus = kp->annotations[k].value;
                         if (strcmp(kp->annotations[k].key, DP_MISMATCH_ANNOTATION) == 0)
                                 observed = true;
@@ -404,7 +404,7 @@ report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char
                 return;
         snprintf(value, sizeof(value), "%s=%s", container, actual);
         snprintf(msg, sizeof(msg),
-                 "container %s got GPUs %s, not the ones in " DP_GPUS_ANNOTATION, container, actual);
+                 "container %s got GPUs %s, not the ones in " TOPO_GPUS_KEY, container, actual);
         if (kube_emit_event(d->kc, ns, pod, uid, "Warning", "GPUMismatch", msg, &err) < 0)
                 log_warn("mismatch event failed", "pod=%s/%s why=\"%s\"", ns, pod, err.message);
         if (!d->o.annotate_mismatch)
