@@ -7,12 +7,15 @@
  *   - the cluster view: an immutable, refcounted snapshot of nodes (name, topology class,
  *     GPUs used by live pods) and pods (uid, node, GPU set), built to the side with a
  *     builder and swapped in whole;
- *   - the reservation ledger: the one mutable, locked place where GPU sets are held for a
- *     (pod UID, node) between prioritize and bind, and committed at bind;
+ *   - the reservation ledger: the one mutable, locked place for what outlives a request:
+ *     GPU sets held for a (pod UID, node) between prioritize and bind and committed at
+ *     bind, the decoded requests bind looks up, and preemption grants;
  *   - the verbs: ext_filter / ext_prioritize / ext_bind / ext_preempt, pure functions of a
- *     snapshot, the ledger and a clock value passed in;
+ *     snapshot, the ledger and a clock value passed in (ext_nodes_resolve gives them the
+ *     request's nodes);
  *   - the codec: kube-scheduler's extender JSON (and the Kubernetes objects inside it) to
- *     and from the plain structs below.  cJSON stays behind this header.
+ *     and from the plain structs below (cJSON through common/json.h stays behind it; the
+ *     topofit.io/gpus record is topology/'s codec).
  *
  * Depends on topology/, scoring/ and common/ only: no sockets, no clocks, no microhttpd, no
  * curl.  Everything here is safe to call from many threads at once.
@@ -192,6 +195,12 @@ void ext_node_release(struct ext_node *n);
 
 /* --- the reservation ledger -------------------------------------------------------------- */
 
+#define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
+#define EXT_MAX_GRANTS 64    /* preemptions answered, awaiting their victims' departure */
+/* How long a preemption's victims may take to leave the view: three times the default
+ * terminationGracePeriodSeconds (30 s). */
+#define EXT_GRANT_NS (90ull * 1000000000ull)
+
 struct ext_ledger;
 struct ext_ledger *ext_ledger_new(const struct ext_config *cfg);
 struct ext_ledger *ext_ledger_free(struct ext_ledger *l);
@@ -212,6 +221,20 @@ struct ext_ledger_stats {
         unsigned gpus_held;
 };
 void ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats *ret);
+
+/* What else outlives a request, in the ledger too (bounded rings, oldest evicted).
+ * The requests filter and prioritize decoded, since bind names only the pod: remember a
+ * copy (-EINVAL without a UID, -ENOMEM), look one up by UID (0 or -ENOENT), forget it. */
+int ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req);
+int ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_request *ret);
+void ext_ledger_forget_request(struct ext_ledger *l, const char *uid);
+/* Preemption grants: uid's preemption on node takes gpus from victims (until now_ns +
+ * EXT_GRANT_NS); and whether a live grant of uid on node n overlaps GPUs the view n still
+ * shows in use (the victims are going, the view has not seen it yet). */
+void ext_ledger_grant(struct ext_ledger *l, const char *uid, const char *node,
+                      const struct topo_mask *gpus, uint64_t now_ns);
+bool ext_ledger_grant_waiting(struct ext_ledger *l, const char *uid, const struct ext_node *n,
+                              uint64_t now_ns);
 
 /* --- the verbs ---------------------------------------------------------------------------- */
 
@@ -292,6 +315,19 @@ struct ext_args {
 int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
 void ext_args_release(struct ext_args *a);
+
+/* The request's nodes, resolved for the verbs: the view's node by name, or (Nodes mode)
+ * one built from the Node object the scheduler sent when the view does not have it; NULL
+ * ("not in the cluster view") when neither.  nodes[a->n]; extra holds the built ones. */
+struct ext_nodes {
+        const struct ext_node **nodes;
+        struct ext_node *extra;
+        size_t n_extra;
+};
+/* Fills *ret (release it with ext_nodes_release, also after a failure): 0 or -ENOMEM. */
+int ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
+                      const struct ext_args *a, struct ext_nodes *ret);
+void ext_nodes_release(struct ext_nodes *n);
 
 /* A Pod object (Kubernetes JSON) into a request. */
 int ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,

@@ -972,6 +972,46 @@ placement_names_round_trip(void **state)
         assert_int_equal(ext_unannotated_from_string("drop"), _EXT_UNANNOTATED_INVALID);
 }
 
+/* What outlives a request lives in the ledger: the requests bind will look up (a bounded
+ * ring, oldest evicted) and preemption grants (live until their TTL, waiting only while
+ * the view still shows one of their GPUs in use). */
+static void
+ledger_remembers_requests_and_grants_for_later_requests(void **state)
+{
+        struct ext_config cfg;
+        struct ext_request req = { .count = 2 }, got;
+        struct ext_node n = { 0 };
+        struct topo_mask gpus = { 0 };
+        struct ext_ledger *l;
+
+        ext_config_default(&cfg);
+        l = ext_ledger_new(&cfg);
+        assert_non_null(l);
+        assert_int_equal(ext_ledger_remember_request(l, &req), -EINVAL); /* no UID */
+        for (unsigned i = 0; i <= EXT_MAX_PENDING; i++) {
+                snprintf(req.uid, sizeof(req.uid), "u-%u", i);
+                req.count = i % 8 + 1;
+                assert_int_equal(ext_ledger_remember_request(l, &req), 0);
+        }
+        /* The oldest went when the ring was full; the newest is there, copied whole. */
+        assert_int_equal(ext_ledger_lookup_request(l, "u-0", &got), -ENOENT);
+        snprintf(req.uid, sizeof(req.uid), "u-%u", EXT_MAX_PENDING);
+        assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), 0);
+        assert_int_equal(got.count, EXT_MAX_PENDING % 8 + 1);
+        ext_ledger_forget_request(l, req.uid);
+        assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), -ENOENT);
+
+        snprintf(n.name, sizeof(n.name), "n1");
+        topo_mask_set(&gpus, 3);
+        ext_ledger_grant(l, "p", "n1", &gpus, 1000);
+        assert_false(ext_ledger_grant_waiting(l, "p", &n, 2000)); /* the view shows 3 free */
+        topo_mask_set(&n.used, 3);
+        assert_true(ext_ledger_grant_waiting(l, "p", &n, 2000));
+        assert_false(ext_ledger_grant_waiting(l, "q", &n, 2000));  /* another pod */
+        assert_false(ext_ledger_grant_waiting(l, "p", &n, 1000 + EXT_GRANT_NS)); /* expired */
+        ext_ledger_free(l);
+}
+
 int
 main(void)
 {
@@ -987,6 +1027,7 @@ main(void)
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
+                cmocka_unit_test(ledger_remembers_requests_and_grants_for_later_requests),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
                 cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
