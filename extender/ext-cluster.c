@@ -470,8 +470,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 n = &c->nodes[p->node];
                 for (unsigned g = n->n_gpus; g < TOPO_MAX_GPUS; g++)
                         topo_mask_unset(&p->gpus, g);
-                for (size_t k = 0; k < ELEMENTSOF(n->used.w); k++)
-                        n->used.w[k] |= p->gpus.w[k];
+                topo_mask_or(&n->used, &p->gpus);
         }
 
         for (size_t i = 0; i < b->n_classes; i++)
@@ -557,8 +556,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         }
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
-        for (size_t k = 0; k < ELEMENTSOF(pod.gpus.w); k++)
-                next->nodes[pod.node].used.w[k] |= pod.gpus.w[k];
+        topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
         *ret = next;
         return 0;
 }

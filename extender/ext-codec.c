@@ -279,9 +279,8 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         if (placement) {
                 if (!cJSON_IsString(placement) ||
                     (r = ext_placement_from_string(placement->valuestring)) < 0)
-                        return set_why(ret_why, "the topofit.io/placement annotation is not one of "
-                                                "best-effort, nvlink-required, nvlink-preferred, numa, "
-                                                "pcie-switch, nic, none"),
+                        return set_why(ret_why, "the topofit.io/placement annotation is not one "
+                                                "of:" EXT_PLACEMENT_NAMES),
                                -EINVAL;
                 req.placement = (enum ext_placement)r;
         }

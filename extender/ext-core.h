@@ -49,22 +49,42 @@
 #define EXT_PLACEMENT_ANNOTATION "topofit.io/placement"
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
 
-/* topofit.io/placement: what a pod asks of its GPU set. */
+/* topofit.io/placement: what a pod asks of its GPU set.  ONE ROW PER VALUE, and the row is
+ * all the code there is to a value: the enum, its name, the codec's list of valid values
+ * and the decision all come from it (docs/extender.md, "How to add a placement value").
+ *   X(ID, "annotation value", require, prefer, lowest_free)
+ *   require:     score_require bits every chosen set must meet (the node is refused else);
+ *   prefer:      bits tried first; when no set meets them, the best other set, at half
+ *                the priority;
+ *   lowest_free: no topology at all, the lowest free GPU indices.
+ * The first row is the default (no annotation). */
+#define EXT_PLACEMENTS(X)                                                                    \
+        X(BEST_EFFORT, "best-effort", 0, 0, false)                                           \
+        X(NVLINK_REQUIRED, "nvlink-required", SCORE_REQUIRE_NVLINK, 0, false)                \
+        X(NVLINK_PREFERRED, "nvlink-preferred", 0, SCORE_REQUIRE_NVLINK, false)              \
+        X(NUMA, "numa", SCORE_REQUIRE_NUMA, 0, false)                                        \
+        X(PCIE_SWITCH, "pcie-switch", SCORE_REQUIRE_PCIE_SWITCH, 0, false)                   \
+        X(NIC, "nic", SCORE_REQUIRE_NIC, 0, false)                                           \
+        X(NONE, "none", 0, 0, true)
+
 enum ext_placement {
-        EXT_PLACEMENT_BEST_EFFORT,     /* no annotation: prefer the best set, refuse nothing */
-        EXT_PLACEMENT_NVLINK_REQUIRED, /* "nvlink-required": an all-NVLink/XGMI ring */
-        EXT_PLACEMENT_NVLINK_PREFERRED,/* "nvlink-preferred": like best effort, NVLink first */
-        EXT_PLACEMENT_NUMA,            /* "numa": all GPUs on one NUMA node */
-        EXT_PLACEMENT_PCIE_SWITCH,     /* "pcie-switch": all pairs PIX/PXB or better */
-        EXT_PLACEMENT_NIC,             /* "nic": every GPU has a GPUDirect NIC */
-        EXT_PLACEMENT_NONE,            /* "none": no topology; lowest free GPU indices */
+#define EXT_PLACEMENT_ENUM(id, ...) EXT_PLACEMENT_##id,
+        EXT_PLACEMENTS(EXT_PLACEMENT_ENUM)
+#undef EXT_PLACEMENT_ENUM
         _EXT_PLACEMENT_MAX,
         _EXT_PLACEMENT_INVALID = -EINVAL,
 };
+/* The valid values, space-separated, for error messages and help. */
+#define EXT_PLACEMENT_NAME(id, name, ...) " " name
+#define EXT_PLACEMENT_NAMES EXT_PLACEMENTS(EXT_PLACEMENT_NAME)
 const char *ext_placement_to_string(enum ext_placement p); /* NULL when invalid */
 enum ext_placement ext_placement_from_string(const char *s);
 /* The score_require bits a placement asks for (0 for the soft ones). */
 unsigned ext_placement_require(enum ext_placement p);
+/* The bits it tries first (0 for all but the "preferred" ones). */
+unsigned ext_placement_prefer(enum ext_placement p);
+/* Whether it ignores topology (the lowest free GPU indices). */
+bool ext_placement_lowest_free(enum ext_placement p);
 
 /* What to do with a node that carries no topofit.io/topology annotation. */
 enum ext_unannotated {

@@ -141,8 +141,7 @@ ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                 /* The view already accounts for this pod (or its deletion). */
                 if (e->seen_gen != 0 && view_gen >= e->seen_gen)
                         continue;
-                for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
-                        ret->w[k] |= e->set.w[k];
+                topo_mask_or(ret, &e->set);
         }
 }
 

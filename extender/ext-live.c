@@ -101,8 +101,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                                 bad_records++;
                         if (!rec && node[0] && p->gpu_request > 0)
                                 unrecorded += p->gpu_request;
-                        for (size_t k = 0; k < ELEMENTSOF(held.w); k++)
-                                held.w[k] |= gpus.w[k];
+                        topo_mask_or(&held, &gpus);
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
                         if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                                 left_out++;

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "str.h"
+
 static const char *const verb_names[_EXT_VERB_MAX] = {
         [EXT_VERB_FILTER] = "filter",
         [EXT_VERB_PRIORITIZE] = "prioritize",
@@ -24,11 +26,7 @@ static const char *const verb_names[_EXT_VERB_MAX] = {
         [EXT_VERB_OTHER] = "other",
 };
 
-const char *
-ext_verb_to_string(enum ext_verb v)
-{
-        return v >= 0 && v < _EXT_VERB_MAX ? verb_names[v] : NULL;
-}
+DEFINE_STRING_TABLE_TO_STRING(ext_verb, enum ext_verb, verb_names)
 
 uint64_t
 ext_now_ns(void)

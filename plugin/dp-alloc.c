@@ -130,15 +130,6 @@ dp_cache_find(const struct dp_cache *c, const char *ns, const char *name)
         return NULL;
 }
 
-static bool
-dp__mask_subset(const struct topo_mask *a, const struct topo_mask *b)
-{
-        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
-                if (a->w[k] & ~b->w[k])
-                        return false;
-        return true;
-}
-
 int
 dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
                const struct topo_mask *must, unsigned size, int64_t now_ms,
@@ -157,7 +148,7 @@ dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
                 for (unsigned k = 0; k < p->n_sets; k++) {
                         const struct dp_pod_set *s = &p->sets[k];
                         if (topo_mask_count(&s->gpus) != size ||
-                            !dp__mask_subset(&s->gpus, available) || !dp__mask_subset(must, &s->gpus))
+                            !topo_mask_subset(&s->gpus, available) || !topo_mask_subset(must, &s->gpus))
                                 continue;
                         /* Not-yet-offered pods first, oldest first (the kubelet admits pods
                          * in the order it learns about them); then the least recently

@@ -829,15 +829,13 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
         /* Requests still on s0 must not get a's GPUs. */
         assert_int_equal(ext_bind(s0, l, &cfg, &late, "bare", t + 2, &got, NULL), -ENOSPC);
         assert_int_equal(ext_bind(s0, l, &cfg, &late4, "bare", t + 2, &got, NULL), 0);
-        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
-                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        assert_false(topo_mask_intersects(&got.set, &a_got.set));
         ext_ledger_release(l, "late4");
 
         /* On s1 the pod counts once, not twice: the other four GPUs are there. */
         assert_int_equal(ext_bind(s1, l, &cfg, &next, "bare", t + 3, &got, NULL), 0);
         assert_int_equal(topo_mask_count(&got.set), 4);
-        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
-                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        assert_false(topo_mask_intersects(&got.set, &a_got.set));
         ext_ledger_release(l, "next");
 
         /* A newer view without the pod (it was deleted) frees its GPUs at once, not at the
@@ -972,6 +970,49 @@ placement_names_round_trip(void **state)
         assert_int_equal(ext_unannotated_from_string("drop"), _EXT_UNANNOTATED_INVALID);
 }
 
+/* A placement value is one row of EXT_PLACEMENTS: the codec's error lists every row, and
+ * docs/annotations.md has a row for each (so a new value cannot go undocumented). */
+static void
+placement_rows_reach_the_codec_and_the_docs(void **state)
+{
+        char path[4096], doc_row[64];
+        CLEANUP(freep) char *docs = NULL;
+        struct ext_config cfg;
+        struct ext_request req;
+        const char *why = NULL;
+        const char *root = getenv("TOPOFIT_SOURCE_ROOT");
+        size_t len;
+
+        ext_config_default(&cfg);
+        static const char pod[] = "{\"metadata\":{\"name\":\"p\",\"annotations\":"
+                                  "{\"topofit.io/placement\":\"nvlink\"}},\"spec\":{}}";
+        assert_int_equal(ext_request_decode(pod, strlen(pod), &cfg, &req, &why), -EINVAL);
+        assert_non_null(why);
+        if (!root) {
+                print_message("# skipped the docs check: TOPOFIT_SOURCE_ROOT is not set\n");
+                return;
+        }
+        snprintf(path, sizeof(path), "%s/docs/annotations.md", root);
+        assert_int_equal(file_read_capped(path, 1u << 20, &docs, &len), 0);
+        for (int p = 0; p < _EXT_PLACEMENT_MAX; p++) {
+                const char *name = ext_placement_to_string(p);
+                char word[64];
+
+                snprintf(word, sizeof(word), " %s", name);
+                if (!strstr(why, word))
+                        fail_msg("the codec's error does not list %s: %s", name, why);
+                snprintf(doc_row, sizeof(doc_row), "`%s` |", name);
+                if (!strstr(docs, doc_row))
+                        fail_msg("docs/annotations.md has no row %s", doc_row);
+                /* Rows are consistent: a value is strict, preferring or topology-free. */
+                assert_false(ext_placement_require(p) && ext_placement_prefer(p));
+                assert_false(ext_placement_lowest_free(p) &&
+                             (ext_placement_require(p) || ext_placement_prefer(p)));
+        }
+        assert_int_equal(ext_placement_prefer(EXT_PLACEMENT_NVLINK_PREFERRED), SCORE_REQUIRE_NVLINK);
+        assert_true(ext_placement_lowest_free(EXT_PLACEMENT_NONE));
+}
+
 /* What outlives a request lives in the ledger: the requests bind will look up (a bounded
  * ring, oldest evicted) and preemption grants (live until their TTL, waiting only while
  * the view still shows one of their GPUs in use). */
@@ -1037,6 +1078,7 @@ main(void)
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
+                cmocka_unit_test(placement_rows_reach_the_codec_and_the_docs),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1484,6 +1484,39 @@ topo_refcount_keeps_a_shared_snapshot_alive(void **state)
         assert_null(topo_new(1, TOPO_MAX_NICS + 1));
 }
 
+/* The mask helpers, across the 64-bit word boundary. */
+static void
+topo_mask_helpers_combine_and_walk_masks(void **state)
+{
+        struct topo_mask a = { 0 }, b = { 0 }, c;
+        unsigned seen[8], n = 0;
+
+        for (unsigned g = 0; g < TOPO_MAX_GPUS; g += 31)
+                topo_mask_set(&a, g); /* 0 31 62 93 124 */
+        topo_mask_set(&b, 62);
+        topo_mask_set(&b, 63);
+        assert_true(topo_mask_intersects(&a, &b));
+        assert_false(topo_mask_subset(&b, &a));
+        c = a;
+        topo_mask_and(&c, &b);
+        assert_int_equal(topo_mask_count(&c), 1);
+        assert_true(topo_mask_subset(&c, &a) && topo_mask_subset(&c, &b));
+        c = a;
+        topo_mask_or(&c, &b);
+        assert_int_equal(topo_mask_count(&c), 6);
+        topo_mask_andnot(&c, &a);
+        assert_int_equal(topo_mask_count(&c), 1);
+        assert_true(topo_mask_test(&c, 63));
+        for (int g = topo_mask_next(&a, 0); g >= 0; g = topo_mask_next(&a, (unsigned)g + 1))
+                seen[n++] = (unsigned)g;
+        assert_int_equal(n, 5);
+        assert_int_equal(seen[0], 0);
+        assert_int_equal(seen[2], 62);
+        assert_int_equal(seen[4], 124);
+        assert_int_equal(topo_mask_next(&a, 125), -1);
+        assert_int_equal(topo_mask_next(&a, TOPO_MAX_GPUS), -1);
+}
+
 /* topofit.io/gpus: what the codec writes it reads back, by indices (the extender) and by
  * UUIDs (the plugin), and the two readers agree. */
 static void
@@ -1562,6 +1595,7 @@ main(void)
                 cmocka_unit_test(topo_rocm_reads_indented_output_and_model_lines),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
                 cmocka_unit_test(topo_gpus_round_trips_by_indices_and_by_uuids),
+                cmocka_unit_test(topo_mask_helpers_combine_and_walk_masks),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
                 cmocka_unit_test(topo_parsers_refuse_a_null_empty_input),
                 cmocka_unit_test(topo_annotation_escapes_quotes_and_backslashes),
