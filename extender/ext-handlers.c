@@ -68,6 +68,53 @@ log_verdict(enum ext_verb verb, const struct ext_request *req, const char *node,
                   gpus, v->choice.busbw_gbps, v->priority);
 }
 
+/* The verdicts into the decisions counter: counted locally, added once (no atomic per
+ * node). */
+static void
+count_outcomes(struct ext_state *s, enum ext_verb verb, const struct ext_verdict *v, size_t n)
+{
+        uint64_t outcomes[_EXT_OUTCOME_MAX] = { 0 };
+
+        for (size_t i = 0; i < n; i++)
+                outcomes[v[i].r == 0                        ? EXT_OUTCOME_FIT
+                         : ext_verdict_unresolvable(&v[i]) ? EXT_OUTCOME_UNRESOLVABLE
+                                                           : EXT_OUTCOME_NO_FIT]++;
+        for (int o = 0; o < _EXT_OUTCOME_MAX; o++)
+                if (outcomes[o])
+                        atomic_fetch_add(&s->metrics.decisions[verb][o], outcomes[o]);
+}
+
+/* One info line per request (the best node and set, or why none fits), one debug line per
+ * node. */
+static void
+log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verdict *v, int fits)
+{
+        int best = -1;
+
+        for (size_t i = 0; i < a->n; i++) {
+                if (log_get_level() >= LOG_LEVEL_DEBUG)
+                        log_verdict(verb, &a->req, a->names[i], &v[i]);
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = (int)i;
+        }
+        if (best >= 0) {
+                char gpus[TOPO_MAX_GPUS * 4];
+
+                if (topo_mask_format(&v[best].choice.set, gpus, sizeof(gpus)) < 0)
+                        gpus[0] = 0;
+                log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
+                         "fit=%d best_node=%s gpus=%s busbw_gbps=%.1f score=%d",
+                         ext_verb_to_string(verb), a->req.namespace, a->req.name, a->req.uid,
+                         a->req.count, ext_placement_to_string(a->req.placement), a->n, fits,
+                         LOG_V(a->names[best]), gpus, v[best].choice.busbw_gbps, v[best].priority);
+        } else
+                log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
+                         "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a->req.namespace,
+                         a->req.name, a->req.uid, a->req.count,
+                         ext_placement_to_string(a->req.placement), a->n,
+                         a->n > 0 && v[0].why ? v[0].why : "no nodes");
+}
+
 static int
 handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char *body, size_t len,
                             struct buf *out)
@@ -77,7 +124,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         struct ext_nodes rn = { 0 };
         struct ext_args a = { 0 };
         const char *why = NULL, *wait = NULL;
-        int r, fits, best = -1;
+        int r, fits;
 
         r = ext_args_decode(body, len, &s->cfg, &a, &why);
         if (r < 0) {
@@ -98,40 +145,8 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         else
                 fits = ext_prioritize(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n, ext_now_ns(), v);
 
-        {
-                /* Counted locally, added once: no atomic per node. */
-                uint64_t outcomes[_EXT_OUTCOME_MAX] = { 0 };
-
-                for (size_t i = 0; i < a.n; i++)
-                        outcomes[v[i].r == 0                        ? EXT_OUTCOME_FIT
-                                 : ext_verdict_unresolvable(&v[i]) ? EXT_OUTCOME_UNRESOLVABLE
-                                                                   : EXT_OUTCOME_NO_FIT]++;
-                for (int o = 0; o < _EXT_OUTCOME_MAX; o++)
-                        if (outcomes[o])
-                                atomic_fetch_add(&s->metrics.decisions[verb][o], outcomes[o]);
-        }
-        for (size_t i = 0; i < a.n; i++) {
-                if (log_get_level() >= LOG_LEVEL_DEBUG)
-                        log_verdict(verb, &a.req, a.names[i], &v[i]);
-                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
-                        best = (int)i;
-        }
-        if (best >= 0) {
-                char gpus[TOPO_MAX_GPUS * 4];
-
-                if (topo_mask_format(&v[best].choice.set, gpus, sizeof(gpus)) < 0)
-                        gpus[0] = 0;
-                log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
-                         "fit=%d best_node=%s gpus=%s busbw_gbps=%.1f score=%d",
-                         ext_verb_to_string(verb), a.req.namespace, a.req.name, a.req.uid,
-                         a.req.count, ext_placement_to_string(a.req.placement), a.n, fits,
-                         LOG_V(a.names[best]), gpus, v[best].choice.busbw_gbps, v[best].priority);
-        } else
-                log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
-                         "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a.req.namespace,
-                         a.req.name, a.req.uid, a.req.count,
-                         ext_placement_to_string(a.req.placement), a.n,
-                         a.n > 0 && v[0].why ? v[0].why : "no nodes");
+        count_outcomes(s, verb, v, a.n);
+        log_decision(verb, &a, v, fits);
 
         /* No node fits, but one is where the scheduler preempted for this pod and the view
          * still shows the victims' GPUs in use: it has deleted them and retried before this
