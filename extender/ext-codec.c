@@ -480,98 +480,109 @@ node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_na
         return 0;
 }
 
+/* Which list the request carries (NodeNames or Nodes.items) and how long it is. */
+static int
+args_node_list(const cJSON *doc, struct ext_args *a, const cJSON **ret_list, size_t *ret_n,
+               const char **ret_why)
+{
+        const cJSON *names = get(doc, "NodeNames"), *nodes = get(doc, "Nodes"), *list;
+
+        if (!is_null_or_absent(names)) {
+                if (!cJSON_IsArray(names))
+                        return why_err(ret_why, "NodeNames is not an array", -EINVAL);
+                a->node_names = true;
+                list = names;
+        } else if (!is_null_or_absent(nodes)) {
+                list = get(nodes, "items");
+                if (!cJSON_IsArray(list))
+                        return why_err(ret_why, "Nodes is not a NodeList with an items array",
+                                       -EINVAL);
+        } else
+                return why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
+        *ret_n = (size_t)cJSON_GetArraySize(list);
+        if (*ret_n > EXT_MAX_NODES)
+                return why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
+        *ret_list = list;
+        return 0;
+}
+
+/* The per-node arrays, n entries each (at least one). */
+static int
+args_alloc(struct ext_args *a, size_t n)
+{
+        a->names = calloc(MAX(n, (size_t)1), sizeof(*a->names));
+        a->topo_json = calloc(MAX(n, (size_t)1), sizeof(*a->topo_json));
+        a->topo_len = calloc(MAX(n, (size_t)1), sizeof(*a->topo_len));
+        a->gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a->gpu_capacity));
+        return a->names && a->topo_json && a->topo_len && a->gpu_capacity ? 0 : -ENOMEM;
+}
+
+/* The nodes of the list, by name (NodeNames) or as Node objects (Nodes). */
+static int
+args_nodes(const cJSON *list, const struct ext_config *cfg, struct ext_args *a,
+           const char **ret_why)
+{
+        const cJSON *e;
+        int r;
+
+        cJSON_ArrayForEach(e, list) {
+                const char *name;
+
+                if (a->node_names) {
+                        if (!cJSON_IsString(e) || e->valuestring[0] == 0 ||
+                            strlen(e->valuestring) >= EXT_NAME_MAX)
+                                return why_err(ret_why, "a NodeNames entry is not a valid node name",
+                                               -EINVAL);
+                        a->names[a->n++] = e->valuestring;
+                        continue;
+                }
+                r = node_fields(e, cfg, &name, &a->topo_json[a->n], &a->topo_len[a->n],
+                                &a->gpu_capacity[a->n], ret_why);
+                if (r < 0)
+                        return r;
+                a->names[a->n++] = (char *)name;
+        }
+        return 0;
+}
+
 int
 ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, struct ext_args *ret,
                 const char **ret_why)
 {
         struct ext_args a = { 0 };
-        const cJSON *names, *nodes, *items = NULL;
+        const cJSON *list = NULL;
         struct json_doc *jd = NULL;
-        cJSON *doc = NULL;
-        size_t n;
+        cJSON *doc;
+        size_t n = 0;
         int r;
 
         tl_repeated = false;
         r = parse_doc(json, len, &jd, ret_why);
-        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         a.doc = jd;
-        if (!cJSON_IsObject(doc)) {
+        doc = jd->root;
+        if (!cJSON_IsObject(doc))
                 r = why_err(ret_why, "ExtenderArgs is not a JSON object", -EINVAL);
-                goto fail;
-        }
-        r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
-        if (r < 0)
-                goto fail;
-
-        names = get(doc, "NodeNames");
-        nodes = get(doc, "Nodes");
-        if (!is_null_or_absent(names)) {
-                if (!cJSON_IsArray(names)) {
-                        r = why_err(ret_why, "NodeNames is not an array", -EINVAL);
-                        goto fail;
-                }
-                a.node_names = true;
-                n = (size_t)cJSON_GetArraySize(names);
-        } else if (!is_null_or_absent(nodes)) {
-                items = get(nodes, "items");
-                if (!cJSON_IsArray(items)) {
-                        r = why_err(ret_why, "Nodes is not a NodeList with an items array", -EINVAL);
-                        goto fail;
-                }
-                n = (size_t)cJSON_GetArraySize(items);
-        } else {
-                r = why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
-                goto fail;
-        }
-        if (n > EXT_MAX_NODES) {
-                r = why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
-                goto fail;
-        }
-        a.names = calloc(MAX(n, (size_t)1), sizeof(*a.names));
-        a.topo_json = calloc(MAX(n, (size_t)1), sizeof(*a.topo_json));
-        a.topo_len = calloc(MAX(n, (size_t)1), sizeof(*a.topo_len));
-        a.gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a.gpu_capacity));
-        if (!a.names || !a.topo_json || !a.topo_len || !a.gpu_capacity) {
-                r = -ENOMEM;
-                goto fail;
-        }
-
-        if (a.node_names) {
-                const cJSON *s;
-
-                cJSON_ArrayForEach(s, names) {
-                        if (!cJSON_IsString(s) || s->valuestring[0] == 0 ||
-                            strlen(s->valuestring) >= EXT_NAME_MAX) {
-                                r = why_err(ret_why, "a NodeNames entry is not a valid node name", -EINVAL);
-                                goto fail;
-                        }
-                        a.names[a.n++] = s->valuestring;
-                }
-        } else {
-                const cJSON *node;
-
-                cJSON_ArrayForEach(node, items) {
-                        const char *name;
-
-                        r = node_fields(node, cfg, &name, &a.topo_json[a.n], &a.topo_len[a.n],
-                                        &a.gpu_capacity[a.n], ret_why);
-                        if (r < 0)
-                                goto fail;
-                        a.names[a.n++] = (char *)name;
-                }
+        if (r >= 0)
+                r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
+        if (r >= 0)
+                r = args_node_list(doc, &a, &list, &n, ret_why);
+        if (r >= 0)
+                r = args_alloc(&a, n);
+        if (r >= 0)
+                r = args_nodes(list, cfg, &a, ret_why);
+        if (r >= 0 && !a.node_names) {
                 a.json = json;
                 a.json_len = len;
         }
-        r = refuse_repeats(0, ret_why);
-        if (r < 0)
-                goto fail;
+        r = refuse_repeats(r, ret_why);
+        if (r < 0) {
+                ext_args_release(&a);
+                return r;
+        }
         *ret = a;
         return 0;
-fail:
-        ext_args_release(&a);
-        return r;
 }
 
 /* true when s is printable ASCII that needs no escaping in a JSON string. */
