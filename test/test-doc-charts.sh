@@ -16,7 +16,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
 mapfile -t imgs < <(cd "$root/docs/img" && ls)
-mapfile -t refs < <(cd "$root" && grep -ho 'img/[A-Za-z0-9._-]*' docs/*.md README.md | sort -u)
+mapfile -t refs < <(cd "$root" && grep -Eho 'img/[A-Za-z0-9._-]+\.(svg|png|jpg)' docs/*.md README.md | sort -u)
 [ -x "$root/scripts/doc-charts" ] && ok "the chart generator scripts/doc-charts exists" ||
         notok "the chart generator scripts/doc-charts exists"
 for f in "${imgs[@]}"; do
