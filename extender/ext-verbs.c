@@ -81,7 +81,7 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 {
         struct topo_mask held;
 
-        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
+        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
                                 now_ns, &held);
         *ret = n->healthy;
         topo_mask_andnot(ret, &n->used);
