@@ -500,8 +500,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 n = &c->nodes[p->node];
                 for (unsigned g = n->n_gpus; g < TOPO_MAX_GPUS; g++)
                         topo_mask_unset(&p->gpus, g);
-                for (size_t k = 0; k < ELEMENTSOF(n->used.w); k++)
-                        n->used.w[k] |= p->gpus.w[k];
+                topo_mask_or(&n->used, &p->gpus);
         }
 
         for (size_t i = 0; i < b->n_classes; i++)
@@ -587,8 +586,43 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         }
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
-        for (size_t k = 0; k < ELEMENTSOF(pod.gpus.w); k++)
-                next->nodes[pod.node].used.w[k] |= pod.gpus.w[k];
+        topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
         *ret = next;
         return 0;
+}
+
+int
+ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
+                  const struct ext_args *a, struct ext_nodes *ret)
+{
+        *ret = (struct ext_nodes){ 0 };
+        ret->nodes = malloc(MAX(a->n, (size_t)1) * sizeof(*ret->nodes));
+        if (!ret->nodes)
+                return -ENOMEM;
+        for (size_t i = 0; i < a->n; i++) {
+                ret->nodes[i] = ext_cluster_find_node(c, a->names[i]);
+                if (ret->nodes[i] || a->node_names)
+                        continue;
+                /* Allocated at the first such node: usually never, the view has them all. */
+                if (!ret->extra) {
+                        ret->extra = malloc((a->n - i) * sizeof(*ret->extra));
+                        if (!ret->extra)
+                                return -ENOMEM;
+                }
+                if (ext_node_init(&ret->extra[ret->n_extra], cfg, a->names[i], a->topo_json[i],
+                                  a->topo_len[i], a->gpu_capacity[i], NULL) < 0)
+                        continue; /* stays NULL: "not in the cluster view" */
+                ret->nodes[i] = &ret->extra[ret->n_extra++];
+        }
+        return 0;
+}
+
+void
+ext_nodes_release(struct ext_nodes *n)
+{
+        for (size_t i = 0; i < n->n_extra; i++)
+                ext_node_release(&n->extra[i]);
+        free(n->extra);
+        free(n->nodes);
+        *n = (struct ext_nodes){ 0 };
 }

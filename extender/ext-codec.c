@@ -279,9 +279,8 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         if (placement) {
                 if (!cJSON_IsString(placement) ||
                     (r = ext_placement_from_string(placement->valuestring)) < 0)
-                        return set_why(ret_why, "the topofit.io/placement annotation is not one of "
-                                                "best-effort, nvlink-required, nvlink-preferred, numa, "
-                                                "pcie-switch, nic, none"),
+                        return set_why(ret_why, "the topofit.io/placement annotation is not one "
+                                                "of:" EXT_PLACEMENT_NAMES),
                                -EINVAL;
                 req.placement = (enum ext_placement)r;
         }
@@ -481,98 +480,109 @@ node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_na
         return 0;
 }
 
+/* Which list the request carries (NodeNames or Nodes.items) and how long it is. */
+static int
+args_node_list(const cJSON *doc, struct ext_args *a, const cJSON **ret_list, size_t *ret_n,
+               const char **ret_why)
+{
+        const cJSON *names = get(doc, "NodeNames"), *nodes = get(doc, "Nodes"), *list;
+
+        if (!is_null_or_absent(names)) {
+                if (!cJSON_IsArray(names))
+                        return why_err(ret_why, "NodeNames is not an array", -EINVAL);
+                a->node_names = true;
+                list = names;
+        } else if (!is_null_or_absent(nodes)) {
+                list = get(nodes, "items");
+                if (!cJSON_IsArray(list))
+                        return why_err(ret_why, "Nodes is not a NodeList with an items array",
+                                       -EINVAL);
+        } else
+                return why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
+        *ret_n = (size_t)cJSON_GetArraySize(list);
+        if (*ret_n > EXT_MAX_NODES)
+                return why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
+        *ret_list = list;
+        return 0;
+}
+
+/* The per-node arrays, n entries each (at least one). */
+static int
+args_alloc(struct ext_args *a, size_t n)
+{
+        a->names = calloc(MAX(n, (size_t)1), sizeof(*a->names));
+        a->topo_json = calloc(MAX(n, (size_t)1), sizeof(*a->topo_json));
+        a->topo_len = calloc(MAX(n, (size_t)1), sizeof(*a->topo_len));
+        a->gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a->gpu_capacity));
+        return a->names && a->topo_json && a->topo_len && a->gpu_capacity ? 0 : -ENOMEM;
+}
+
+/* The nodes of the list, by name (NodeNames) or as Node objects (Nodes). */
+static int
+args_nodes(const cJSON *list, const struct ext_config *cfg, struct ext_args *a,
+           const char **ret_why)
+{
+        const cJSON *e;
+        int r;
+
+        cJSON_ArrayForEach(e, list) {
+                const char *name;
+
+                if (a->node_names) {
+                        if (!cJSON_IsString(e) || e->valuestring[0] == 0 ||
+                            strlen(e->valuestring) >= EXT_NAME_MAX)
+                                return why_err(ret_why, "a NodeNames entry is not a valid node name",
+                                               -EINVAL);
+                        a->names[a->n++] = e->valuestring;
+                        continue;
+                }
+                r = node_fields(e, cfg, &name, &a->topo_json[a->n], &a->topo_len[a->n],
+                                &a->gpu_capacity[a->n], ret_why);
+                if (r < 0)
+                        return r;
+                a->names[a->n++] = (char *)name;
+        }
+        return 0;
+}
+
 int
 ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, struct ext_args *ret,
                 const char **ret_why)
 {
         struct ext_args a = { 0 };
-        const cJSON *names, *nodes, *items = NULL;
+        const cJSON *list = NULL;
         struct json_doc *jd = NULL;
-        cJSON *doc = NULL;
-        size_t n;
+        cJSON *doc;
+        size_t n = 0;
         int r;
 
         tl_repeated = false;
         r = parse_doc(json, len, &jd, ret_why);
-        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         a.doc = jd;
-        if (!cJSON_IsObject(doc)) {
+        doc = jd->root;
+        if (!cJSON_IsObject(doc))
                 r = why_err(ret_why, "ExtenderArgs is not a JSON object", -EINVAL);
-                goto fail;
-        }
-        r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
-        if (r < 0)
-                goto fail;
-
-        names = get(doc, "NodeNames");
-        nodes = get(doc, "Nodes");
-        if (!is_null_or_absent(names)) {
-                if (!cJSON_IsArray(names)) {
-                        r = why_err(ret_why, "NodeNames is not an array", -EINVAL);
-                        goto fail;
-                }
-                a.node_names = true;
-                n = (size_t)cJSON_GetArraySize(names);
-        } else if (!is_null_or_absent(nodes)) {
-                items = get(nodes, "items");
-                if (!cJSON_IsArray(items)) {
-                        r = why_err(ret_why, "Nodes is not a NodeList with an items array", -EINVAL);
-                        goto fail;
-                }
-                n = (size_t)cJSON_GetArraySize(items);
-        } else {
-                r = why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
-                goto fail;
-        }
-        if (n > EXT_MAX_NODES) {
-                r = why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
-                goto fail;
-        }
-        a.names = calloc(MAX(n, (size_t)1), sizeof(*a.names));
-        a.topo_json = calloc(MAX(n, (size_t)1), sizeof(*a.topo_json));
-        a.topo_len = calloc(MAX(n, (size_t)1), sizeof(*a.topo_len));
-        a.gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a.gpu_capacity));
-        if (!a.names || !a.topo_json || !a.topo_len || !a.gpu_capacity) {
-                r = -ENOMEM;
-                goto fail;
-        }
-
-        if (a.node_names) {
-                const cJSON *s;
-
-                cJSON_ArrayForEach(s, names) {
-                        if (!cJSON_IsString(s) || s->valuestring[0] == 0 ||
-                            strlen(s->valuestring) >= EXT_NAME_MAX) {
-                                r = why_err(ret_why, "a NodeNames entry is not a valid node name", -EINVAL);
-                                goto fail;
-                        }
-                        a.names[a.n++] = s->valuestring;
-                }
-        } else {
-                const cJSON *node;
-
-                cJSON_ArrayForEach(node, items) {
-                        const char *name;
-
-                        r = node_fields(node, cfg, &name, &a.topo_json[a.n], &a.topo_len[a.n],
-                                        &a.gpu_capacity[a.n], ret_why);
-                        if (r < 0)
-                                goto fail;
-                        a.names[a.n++] = (char *)name;
-                }
+        if (r >= 0)
+                r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
+        if (r >= 0)
+                r = args_node_list(doc, &a, &list, &n, ret_why);
+        if (r >= 0)
+                r = args_alloc(&a, n);
+        if (r >= 0)
+                r = args_nodes(list, cfg, &a, ret_why);
+        if (r >= 0 && !a.node_names) {
                 a.json = json;
                 a.json_len = len;
         }
-        r = refuse_repeats(0, ret_why);
-        if (r < 0)
-                goto fail;
+        r = refuse_repeats(r, ret_why);
+        if (r < 0) {
+                ext_args_release(&a);
+                return r;
+        }
         *ret = a;
         return 0;
-fail:
-        ext_args_release(&a);
-        return r;
 }
 
 /* The byte-wise test of plain(). */
@@ -1046,111 +1056,41 @@ int
 ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
                            const struct score_choice *set, char **ret_json)
 {
-        const struct topo *t = node->cls ? score_class_topo(node->cls) : NULL;
+        struct topo_gpus_out out[EXT_MAX_CONTAINERS];
         unsigned next = 0;
-        struct buf b;
-        int r;
 
-        buf_init(&b, EXT_MAX_GPU_ANNOTATION_BYTES);
-        r = buf_printf(&b, "{\"version\":%d,\"node\":", EXT_GPUS_ANNOTATION_VERSION);
-        if (r >= 0)
-                r = buf_put_json_string(&b, node->name);
-        if (r >= 0)
-                r = buf_puts(&b, ",\"containers\":[");
-        for (unsigned c = 0; r >= 0 && c < req->n_containers; c++) {
+        if (req->n_containers > EXT_MAX_CONTAINERS)
+                return -E2BIG;
+        for (unsigned c = 0; c < req->n_containers; c++) {
                 const struct ext_container *ct = &req->containers[c];
                 /* Init containers run before the others and reuse the set's first GPUs. */
-                unsigned from = ct->init ? 0 : next, k;
+                unsigned from = ct->init ? 0 : next;
 
                 if (!ct->init)
                         next += ct->count;
-                if (from + ct->count > set->n) {
-                        r = -EINVAL;
-                        break;
-                }
-                r = buf_puts(&b, c > 0 ? ",{\"name\":" : "{\"name\":");
-                if (r >= 0)
-                        r = buf_put_json_string(&b, ct->name);
-                if (r >= 0 && ct->init)
-                        r = buf_puts(&b, ",\"init\":true");
-                if (r >= 0)
-                        r = buf_puts(&b, ",\"indices\":[");
-                for (k = 0; r >= 0 && k < ct->count; k++)
-                        r = buf_printf(&b, k ? ",%u" : "%u", set->gpus[from + k]);
-                if (r >= 0)
-                        r = buf_puts(&b, "],\"uuids\":[");
-                for (k = 0; r >= 0 && k < ct->count; k++) {
-                        unsigned g = set->gpus[from + k];
-
-                        if (k)
-                                r = buf_puts(&b, ",");
-                        if (r >= 0)
-                                r = buf_put_json_string(&b, t && g < t->n_gpus ? t->gpus[g].uuid
-                                                                              : "");
-                }
-                if (r >= 0)
-                        r = buf_puts(&b, "]}");
+                if (from + ct->count > set->n)
+                        return -EINVAL;
+                out[c] = (struct topo_gpus_out){ .name = ct->name, .init = ct->init,
+                                                 .count = ct->count, .gpus = set->gpus + from };
         }
-        if (r >= 0)
-                r = buf_puts(&b, "]}");
-        if (r < 0) {
-                buf_release(&b);
-                return r;
-        }
-        *ret_json = buf_steal(&b, NULL);
-        return *ret_json ? 0 : -ENOMEM;
+        return topo_gpus_encode(node->name, out, req->n_containers,
+                                node->cls ? score_class_topo(node->cls) : NULL, ret_json);
 }
 
 int
 ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct topo_mask *ret,
                            const char **ret_why)
 {
-        struct topo_mask m = { 0 };
-        const cJSON *containers, *c, *version;
-        struct json_doc *jd = NULL;
-        cJSON *doc = NULL;
+        CLEANUP(freep) struct topo_gpus *g = malloc(sizeof(*g));
         int r;
 
-        if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
-                return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
-        tl_repeated = false;
-        r = parse_doc(json, len, &jd, ret_why);
-        doc = jd ? jd->root : NULL;
+        if (!g)
+                return -ENOMEM;
+        r = topo_gpus_decode(json, len, n_gpus, NULL, NULL, g, ret_why);
         if (r < 0)
                 return r;
-        version = get(doc, "version");
-        containers = get(doc, "containers");
-        if (!cJSON_IsNumber(version) || version->valuedouble != EXT_GPUS_ANNOTATION_VERSION) {
-                r = why_err(ret_why, "the topofit.io/gpus annotation has an unknown version", -EPROTONOSUPPORT);
-                goto out;
-        }
-        if (!cJSON_IsArray(containers)) {
-                r = why_err(ret_why, "topofit.io/gpus has no containers array", -EINVAL);
-                goto out;
-        }
-        cJSON_ArrayForEach(c, containers) {
-                const cJSON *indices = get(c, "indices"), *i;
-
-                if (!cJSON_IsArray(indices)) {
-                        r = why_err(ret_why, "a topofit.io/gpus container has no indices", -EINVAL);
-                        goto out;
-                }
-                cJSON_ArrayForEach(i, indices) {
-                        double d = cJSON_IsNumber(i) ? i->valuedouble : -1;
-
-                        if (d < 0 || d >= n_gpus || d != (double)(unsigned)d) {
-                                r = why_err(ret_why, "a topofit.io/gpus index is out of range", -ERANGE);
-                                goto out;
-                        }
-                        topo_mask_set(&m, (unsigned)d);
-                }
-        }
-        r = refuse_repeats(0, ret_why);
-        if (r >= 0)
-                *ret = m;
-out:
-        json_doc_free(jd);
-        return r;
+        topo_gpus_union(g, ret);
+        return 0;
 }
 
 /* Node or Pod, for List items that carry no kind (a NodeList's or PodList's items). */
@@ -1188,7 +1128,7 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
         if (node && !is_null_or_absent(node) &&
             (!cJSON_IsString(node) || strlen(node->valuestring) >= EXT_NAME_MAX))
                 return set_why(ret_why, "a Pod's spec.nodeName is not a valid string"), -EINVAL;
-        gpus_a = get(get(meta, "annotations"), EXT_GPUS_ANNOTATION);
+        gpus_a = get(get(meta, "annotations"), TOPO_GPUS_KEY);
         /* A damaged record cannot say which GPUs the pod holds: it counts as none, and the
          * device plugin refuses to hand out GPUs twice on the node itself. */
         if (cJSON_IsString(gpus_a))

@@ -7,12 +7,15 @@
  *   - the cluster view: an immutable, refcounted snapshot of nodes (name, topology class,
  *     GPUs used by live pods) and pods (uid, node, GPU set), built to the side with a
  *     builder and swapped in whole;
- *   - the reservation ledger: the one mutable, locked place where GPU sets are held for a
- *     (pod UID, node) between prioritize and bind, and committed at bind;
+ *   - the reservation ledger: the one mutable, locked place for what outlives a request:
+ *     GPU sets held for a (pod UID, node) between prioritize and bind and committed at
+ *     bind, the decoded requests bind looks up, and preemption grants;
  *   - the verbs: ext_filter / ext_prioritize / ext_bind / ext_preempt, pure functions of a
- *     snapshot, the ledger and a clock value passed in;
+ *     snapshot, the ledger and a clock value passed in (ext_nodes_resolve gives them the
+ *     request's nodes);
  *   - the codec: kube-scheduler's extender JSON (and the Kubernetes objects inside it) to
- *     and from the plain structs below.  cJSON stays behind this header.
+ *     and from the plain structs below (cJSON through common/json.h stays behind it; the
+ *     topofit.io/gpus record is topology/'s codec).
  *
  * Depends on topology/, scoring/ and common/ only: no sockets, no clocks, no microhttpd, no
  * curl.  Everything here is safe to call from many threads at once.
@@ -33,10 +36,9 @@
 #define EXT_MAX_NODES 10000             /* nodes in one request and in the cluster view */
 #define EXT_MAX_PODS 250000             /* pods in the cluster view */
 #define EXT_MAX_JSON_DEPTH 64           /* nesting of any JSON document we accept */
-#define EXT_MAX_CONTAINERS 32           /* containers + init containers of one pod */
+#define EXT_MAX_CONTAINERS TOPO_GPUS_MAX_CONTAINERS /* containers + init containers of a pod */
 #define EXT_MAX_VICTIMS 1024            /* preemption victims per node */
 #define EXT_MAX_RESOURCES 8             /* configured GPU resource names */
-#define EXT_MAX_GPU_ANNOTATION_BYTES (16u << 10) /* topofit.io/gpus on one pod */
 #define EXT_NAME_MAX 254                /* DNS subdomain (253) + NUL: node, pod, namespace */
 #define EXT_UID_MAX 64                  /* pod UID (36 chars in practice) + NUL */
 #define EXT_RESOURCE_NAME_MAX 128
@@ -45,26 +47,44 @@
 #define EXT_COMMITTED_TTL_NS (300ull * 1000000000ull)  /* bind -> seen in the cluster view */
 
 #define EXT_PLACEMENT_ANNOTATION "topofit.io/placement"
-#define EXT_GPUS_ANNOTATION "topofit.io/gpus"
-#define EXT_GPUS_ANNOTATION_VERSION 1
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
 
-/* topofit.io/placement: what a pod asks of its GPU set. */
+/* topofit.io/placement: what a pod asks of its GPU set.  ONE ROW PER VALUE, and the row is
+ * all the code there is to a value: the enum, its name, the codec's list of valid values
+ * and the decision all come from it (docs/extender.md, "How to add a placement value").
+ *   X(ID, "annotation value", require, prefer, lowest_free)
+ *   require:     score_require bits every chosen set must meet (the node is refused else);
+ *   prefer:      bits tried first; when no set meets them, the best other set, at half
+ *                the priority;
+ *   lowest_free: no topology at all, the lowest free GPU indices.
+ * The first row is the default (no annotation). */
+#define EXT_PLACEMENTS(X)                                                                    \
+        X(BEST_EFFORT, "best-effort", 0, 0, false)                                           \
+        X(NVLINK_REQUIRED, "nvlink-required", SCORE_REQUIRE_NVLINK, 0, false)                \
+        X(NVLINK_PREFERRED, "nvlink-preferred", 0, SCORE_REQUIRE_NVLINK, false)              \
+        X(NUMA, "numa", SCORE_REQUIRE_NUMA, 0, false)                                        \
+        X(PCIE_SWITCH, "pcie-switch", SCORE_REQUIRE_PCIE_SWITCH, 0, false)                   \
+        X(NIC, "nic", SCORE_REQUIRE_NIC, 0, false)                                           \
+        X(NONE, "none", 0, 0, true)
+
 enum ext_placement {
-        EXT_PLACEMENT_BEST_EFFORT,     /* no annotation: prefer the best set, refuse nothing */
-        EXT_PLACEMENT_NVLINK_REQUIRED, /* "nvlink-required": an all-NVLink/XGMI ring */
-        EXT_PLACEMENT_NVLINK_PREFERRED,/* "nvlink-preferred": like best effort, NVLink first */
-        EXT_PLACEMENT_NUMA,            /* "numa": all GPUs on one NUMA node */
-        EXT_PLACEMENT_PCIE_SWITCH,     /* "pcie-switch": all pairs PIX/PXB or better */
-        EXT_PLACEMENT_NIC,             /* "nic": every GPU has a GPUDirect NIC */
-        EXT_PLACEMENT_NONE,            /* "none": no topology; lowest free GPU indices */
+#define EXT_PLACEMENT_ENUM(id, ...) EXT_PLACEMENT_##id,
+        EXT_PLACEMENTS(EXT_PLACEMENT_ENUM)
+#undef EXT_PLACEMENT_ENUM
         _EXT_PLACEMENT_MAX,
         _EXT_PLACEMENT_INVALID = -EINVAL,
 };
+/* The valid values, space-separated, for error messages and help. */
+#define EXT_PLACEMENT_NAME(id, name, ...) " " name
+#define EXT_PLACEMENT_NAMES EXT_PLACEMENTS(EXT_PLACEMENT_NAME)
 const char *ext_placement_to_string(enum ext_placement p); /* NULL when invalid */
 enum ext_placement ext_placement_from_string(const char *s);
 /* The score_require bits a placement asks for (0 for the soft ones). */
 unsigned ext_placement_require(enum ext_placement p);
+/* The bits it tries first (0 for all but the "preferred" ones). */
+unsigned ext_placement_prefer(enum ext_placement p);
+/* Whether it ignores topology (the lowest free GPU indices). */
+bool ext_placement_lowest_free(enum ext_placement p);
 
 /* What to do with a node that carries no topofit.io/topology annotation. */
 enum ext_unannotated {
@@ -196,6 +216,12 @@ void ext_node_release(struct ext_node *n);
 
 /* --- the reservation ledger -------------------------------------------------------------- */
 
+#define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
+#define EXT_MAX_GRANTS 64    /* preemptions answered, awaiting their victims' departure */
+/* How long a preemption's victims may take to leave the view: three times the default
+ * terminationGracePeriodSeconds (30 s). */
+#define EXT_GRANT_NS (90ull * 1000000000ull)
+
 struct ext_ledger;
 struct ext_ledger *ext_ledger_new(const struct ext_config *cfg);
 struct ext_ledger *ext_ledger_free(struct ext_ledger *l);
@@ -216,6 +242,20 @@ struct ext_ledger_stats {
         unsigned gpus_held;
 };
 void ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats *ret);
+
+/* What else outlives a request, in the ledger too (bounded rings, oldest evicted).
+ * The requests filter and prioritize decoded, since bind names only the pod: remember a
+ * copy (-EINVAL without a UID, -ENOMEM), look one up by UID (0 or -ENOENT), forget it. */
+int ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req);
+int ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_request *ret);
+void ext_ledger_forget_request(struct ext_ledger *l, const char *uid);
+/* Preemption grants: uid's preemption on node takes gpus from victims (until now_ns +
+ * EXT_GRANT_NS); and whether a live grant of uid on node n overlaps GPUs the view n still
+ * shows in use (the victims are going, the view has not seen it yet). */
+void ext_ledger_grant(struct ext_ledger *l, const char *uid, const char *node,
+                      const struct topo_mask *gpus, uint64_t now_ns);
+bool ext_ledger_grant_waiting(struct ext_ledger *l, const char *uid, const struct ext_node *n,
+                              uint64_t now_ns);
 
 /* --- the verbs ---------------------------------------------------------------------------- */
 
@@ -297,6 +337,19 @@ int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
 void ext_args_release(struct ext_args *a);
 
+/* The request's nodes, resolved for the verbs: the view's node by name, or (Nodes mode)
+ * one built from the Node object the scheduler sent when the view does not have it; NULL
+ * ("not in the cluster view") when neither.  nodes[a->n]; extra holds the built ones. */
+struct ext_nodes {
+        const struct ext_node **nodes;
+        struct ext_node *extra;
+        size_t n_extra;
+};
+/* Fills *ret (release it with ext_nodes_release, also after a failure): 0 or -ENOMEM. */
+int ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
+                      const struct ext_args *a, struct ext_nodes *ret);
+void ext_nodes_release(struct ext_nodes *n);
+
 /* A Pod object (Kubernetes JSON) into a request. */
 int ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
                        struct ext_request *ret, const char **ret_why);
@@ -343,12 +396,13 @@ void ext_preempt_args_release(struct ext_preempt_args *a);
 int ext_preempt_result_encode(const struct ext_preempt_args *a, const bool *keep,
                               bool *const *needed, struct buf *out);
 
-/* The topofit.io/gpus annotation for a bound pod: version, node, and per container
- * (init containers included) its GPU indices and UUIDs, carved from set in container
- * order.  Writes a malloc()ed string. */
+/* The topofit.io/gpus annotation for a bound pod (the codec is topology/topo-gpus.c):
+ * per container (init containers included) its GPUs, carved from set in container order.
+ * Writes a malloc()ed string. */
 int ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
                                const struct score_choice *set, char **ret_json);
-/* Its inverse as far as scheduling needs: the union of indices, below n_gpus. */
+/* Its inverse as far as scheduling needs (topo_gpus_decode, indices only): the union of
+ * the containers' GPUs, below n_gpus.  Error codes and *ret_why as topo_gpus_decode. */
 int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
                                struct topo_mask *ret, const char **ret_why);
 

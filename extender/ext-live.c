@@ -104,14 +104,13 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                         if (p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
                                 continue;
-                        rec = annotation(p, EXT_GPUS_ANNOTATION);
+                        rec = annotation(p, TOPO_GPUS_KEY);
                         if (rec && ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS,
                                                               &gpus, NULL) < 0)
                                 bad_records++;
                         if (!rec && node[0] && p->gpu_request > 0)
                                 unrecorded += p->gpu_request;
-                        for (size_t k = 0; k < ELEMENTSOF(held.w); k++)
-                                held.w[k] |= gpus.w[k];
+                        topo_mask_or(&held, &gpus);
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
                         if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                                 left_out++;
@@ -145,7 +144,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                 return r;
         if (bad_records)
                 log_warn("pods with an unreadable GPU record", "count=%u annotation=%s", bad_records,
-                         EXT_GPUS_ANNOTATION);
+                         TOPO_GPUS_KEY);
         if (left_out)
                 log_warn("objects left out of the cluster view", "count=%u reason=\"over "
                          "EXT_MAX_NODES/EXT_MAX_PODS or malformed\"", left_out);
@@ -224,7 +223,7 @@ live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_n
             const struct topo_mask *gpus, const char *annotation_json, const char **ret_why)
 {
         struct ext_live *lv = s->binder_data;
-        struct kube_kv kv = { .key = EXT_GPUS_ANNOTATION, .value = annotation_json };
+        struct kube_kv kv = { .key = TOPO_GPUS_KEY, .value = annotation_json };
         struct kube_error err = { 0 };
         int r;
 

@@ -15,39 +15,37 @@
 
 #include "str.h"
 
-static const char *const placement_names[_EXT_PLACEMENT_MAX] = {
-        [EXT_PLACEMENT_BEST_EFFORT] = "best-effort",
-        [EXT_PLACEMENT_NVLINK_REQUIRED] = "nvlink-required",
-        [EXT_PLACEMENT_NVLINK_PREFERRED] = "nvlink-preferred",
-        [EXT_PLACEMENT_NUMA] = "numa",
-        [EXT_PLACEMENT_PCIE_SWITCH] = "pcie-switch",
-        [EXT_PLACEMENT_NIC] = "nic",
-        [EXT_PLACEMENT_NONE] = "none",
+static const struct placement_row {
+        const char *name; /* first: DEFINE_ROW_TABLE */
+        unsigned require;
+        unsigned prefer;
+        bool lowest_free;
+} placements[_EXT_PLACEMENT_MAX] = {
+#define PLACEMENT_ROW(id, name_, require_, prefer_, lowest_free_)                            \
+        [EXT_PLACEMENT_##id] = { .name = name_, .require = require_, .prefer = prefer_,       \
+                                 .lowest_free = lowest_free_ },
+        EXT_PLACEMENTS(PLACEMENT_ROW)
+#undef PLACEMENT_ROW
 };
 
-static const unsigned placement_require[_EXT_PLACEMENT_MAX] = {
-        [EXT_PLACEMENT_NVLINK_REQUIRED] = SCORE_REQUIRE_NVLINK,
-        [EXT_PLACEMENT_NUMA] = SCORE_REQUIRE_NUMA,
-        [EXT_PLACEMENT_PCIE_SWITCH] = SCORE_REQUIRE_PCIE_SWITCH,
-        [EXT_PLACEMENT_NIC] = SCORE_REQUIRE_NIC,
-};
-
-const char *
-ext_placement_to_string(enum ext_placement p)
-{
-        return p >= 0 && p < _EXT_PLACEMENT_MAX ? placement_names[p] : NULL;
-}
-
-enum ext_placement
-ext_placement_from_string(const char *s)
-{
-        return (enum ext_placement)str_table_index(placement_names, _EXT_PLACEMENT_MAX, s);
-}
+DEFINE_ROW_TABLE(ext_placement, enum ext_placement, placements)
 
 unsigned
 ext_placement_require(enum ext_placement p)
 {
-        return p >= 0 && p < _EXT_PLACEMENT_MAX ? placement_require[p] : 0;
+        return (size_t)p < ELEMENTSOF(placements) ? placements[p].require : 0;
+}
+
+unsigned
+ext_placement_prefer(enum ext_placement p)
+{
+        return (size_t)p < ELEMENTSOF(placements) ? placements[p].prefer : 0;
+}
+
+bool
+ext_placement_lowest_free(enum ext_placement p)
+{
+        return (size_t)p < ELEMENTSOF(placements) && placements[p].lowest_free;
 }
 
 static const char *const unannotated_names[_EXT_UNANNOTATED_MAX] = {
@@ -55,17 +53,7 @@ static const char *const unannotated_names[_EXT_UNANNOTATED_MAX] = {
         [EXT_UNANNOTATED_REJECT] = "reject",
 };
 
-const char *
-ext_unannotated_to_string(enum ext_unannotated u)
-{
-        return u >= 0 && u < _EXT_UNANNOTATED_MAX ? unannotated_names[u] : NULL;
-}
-
-enum ext_unannotated
-ext_unannotated_from_string(const char *s)
-{
-        return (enum ext_unannotated)str_table_index(unannotated_names, _EXT_UNANNOTATED_MAX, s);
-}
+DEFINE_STRING_TABLE(ext_unannotated, enum ext_unannotated, unannotated_names)
 
 void
 ext_config_default(struct ext_config *cfg)
@@ -95,8 +83,9 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 
         ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
                                 now_ns, &held);
-        for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
-                ret->w[k] = n->healthy.w[k] & ~n->used.w[k] & ~held.w[k];
+        *ret = n->healthy;
+        topo_mask_andnot(ret, &n->used);
+        topo_mask_andnot(ret, &held);
 }
 
 /* The lowest-indexed count GPUs of free, for placement "none". */
@@ -124,6 +113,8 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
 {
         struct score_request sreq = { .count = req->count, .require = req->require };
         const char *why = NULL;
+        unsigned prefer;
+        bool fell_back = false;
         int r, prio;
 
         *v = (struct ext_verdict){ .free = *free };
@@ -146,24 +137,22 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
                 return;
         }
 
-        switch (req->placement) {
-        case EXT_PLACEMENT_NONE:
+        /* The placement's row says how (EXT_PLACEMENTS in ext-core.h). */
+        prefer = ext_placement_prefer(req->placement);
+        if (ext_placement_lowest_free(req->placement)) {
                 r = lowest_free(n, free, req->count, &v->choice);
                 if (r == -ENOSPC)
                         why = "not enough free GPUs";
-                break;
-        case EXT_PLACEMENT_NVLINK_PREFERRED:
-                sreq.require = SCORE_REQUIRE_NVLINK;
+        } else if (prefer) {
+                sreq.require |= prefer;
                 r = score_best(n->cls, free, &sreq, &v->choice, &why);
                 if (r == -EAGAIN || r == -ENOEXEC) {
-                        sreq.require = 0;
+                        sreq.require &= ~prefer;
+                        fell_back = true; /* no set meets prefer: the best other one */
                         r = score_best(n->cls, free, &sreq, &v->choice, &why);
                 }
-                break;
-        default:
+        } else
                 r = score_best(n->cls, free, &sreq, &v->choice, &why);
-                break;
-        }
         if (r < 0) {
                 v->r = r;
                 v->why = why ? why
@@ -176,7 +165,7 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
         if (!with_priority)
                 return;
         prio = score_node_priority(n->cls, free, &v->choice);
-        if (req->placement == EXT_PLACEMENT_NVLINK_PREFERRED && !v->choice.all_nvlink_ring)
+        if (fell_back)
                 prio /= 2;
         v->priority = MAX(0, MIN(prio, EXT_PRIORITY_MAX));
 }
@@ -264,9 +253,10 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         continue;
                 if (holds)
                         free_gpus_locked(c, l, req, nodes[i], now_ns, free);
-                else
-                        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
-                                free->w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
+                else {
+                        *free = nodes[i]->healthy;
+                        topo_mask_andnot(free, &nodes[i]->used);
+                }
         }
         if (holds)
                 ext__ledger_unlock(l);
@@ -349,15 +339,6 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         return fits;
 }
 
-static bool
-mask_subset(const struct topo_mask *a, const struct topo_mask *b)
-{
-        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
-                if (a->w[k] & ~b->w[k])
-                        return false;
-        return true;
-}
-
 int
 ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
          const struct ext_request *req, const char *node, uint64_t now_ns,
@@ -394,7 +375,7 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
         }
         free_gpus_locked(c, l, req, n, now_ns, &free);
         mine = ext__ledger_find_locked(l, req->uid, n->name, EXT_HOLD_RESERVED, now_ns);
-        if (mine && topo_mask_count(mine) == req->count && mask_subset(mine, &free)) {
+        if (mine && topo_mask_count(mine) == req->count && topo_mask_subset(mine, &free)) {
                 v = (struct ext_verdict){ 0 };
                 v.r = score_evaluate(n->cls, mine, &free, &v.choice);
         } else
@@ -434,15 +415,15 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                 const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
 
                 if (p && p->node >= 0 && &c->nodes[p->node] == node)
-                        for (size_t k = 0; k < ELEMENTSOF(freed.w); k++)
-                                freed.w[k] |= p->gpus.w[k] & node->healthy.w[k];
+                        topo_mask_or(&freed, &p->gpus);
         }
+        topo_mask_and(&freed, &node->healthy);
 
         /* Fewest evictions first: does it fit without the GPU victims at all? */
         decide(cfg, req, node, &free, true, &v);
         if (v.r != 0) {
-                for (size_t k = 0; k < ELEMENTSOF(with.w); k++)
-                        with.w[k] = free.w[k] | freed.w[k];
+                with = free;
+                topo_mask_or(&with, &freed);
                 decide(cfg, req, node, &with, true, &v);
         }
         if (v.r != 0) {
@@ -453,12 +434,8 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                 const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
                 bool gpu_victim = p && p->node >= 0 && &c->nodes[p->node] == node &&
                                   topo_mask_count(&p->gpus) > 0;
-                bool overlaps = false;
 
-                if (gpu_victim)
-                        for (size_t k = 0; k < ELEMENTSOF(p->gpus.w); k++)
-                                overlaps |= (p->gpus.w[k] & v.choice.set.w[k]) != 0;
-                needed[i] = !gpu_victim || overlaps;
+                needed[i] = !gpu_victim || topo_mask_intersects(&p->gpus, &v.choice.set);
         }
         *ret = v;
         return 0;

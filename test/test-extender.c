@@ -829,15 +829,13 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
         /* Requests still on s0 must not get a's GPUs. */
         assert_int_equal(ext_bind(s0, l, &cfg, &late, "bare", t + 2, &got, NULL), -ENOSPC);
         assert_int_equal(ext_bind(s0, l, &cfg, &late4, "bare", t + 2, &got, NULL), 0);
-        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
-                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        assert_false(topo_mask_intersects(&got.set, &a_got.set));
         ext_ledger_release(l, "late4");
 
         /* On s1 the pod counts once, not twice: the other four GPUs are there. */
         assert_int_equal(ext_bind(s1, l, &cfg, &next, "bare", t + 3, &got, NULL), 0);
         assert_int_equal(topo_mask_count(&got.set), 4);
-        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
-                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        assert_false(topo_mask_intersects(&got.set, &a_got.set));
         ext_ledger_release(l, "next");
 
         /* A newer view without the pod (it was deleted) frees its GPUs at once, not at the
@@ -972,6 +970,89 @@ placement_names_round_trip(void **state)
         assert_int_equal(ext_unannotated_from_string("drop"), _EXT_UNANNOTATED_INVALID);
 }
 
+/* A placement value is one row of EXT_PLACEMENTS: the codec's error lists every row, and
+ * docs/annotations.md has a row for each (so a new value cannot go undocumented). */
+static void
+placement_rows_reach_the_codec_and_the_docs(void **state)
+{
+        char path[4096], doc_row[64];
+        CLEANUP(freep) char *docs = NULL;
+        struct ext_config cfg;
+        struct ext_request req;
+        const char *why = NULL;
+        const char *root = getenv("TOPOFIT_SOURCE_ROOT");
+        size_t len;
+
+        ext_config_default(&cfg);
+        static const char pod[] = "{\"metadata\":{\"name\":\"p\",\"annotations\":"
+                                  "{\"topofit.io/placement\":\"nvlink\"}},\"spec\":{}}";
+        assert_int_equal(ext_request_decode(pod, strlen(pod), &cfg, &req, &why), -EINVAL);
+        assert_non_null(why);
+        if (!root) {
+                print_message("# skipped the docs check: TOPOFIT_SOURCE_ROOT is not set\n");
+                return;
+        }
+        snprintf(path, sizeof(path), "%s/docs/annotations.md", root);
+        assert_int_equal(file_read_capped(path, 1u << 20, &docs, &len), 0);
+        for (int p = 0; p < _EXT_PLACEMENT_MAX; p++) {
+                const char *name = ext_placement_to_string(p);
+                char word[64];
+
+                snprintf(word, sizeof(word), " %s", name);
+                if (!strstr(why, word))
+                        fail_msg("the codec's error does not list %s: %s", name, why);
+                snprintf(doc_row, sizeof(doc_row), "`%s` |", name);
+                if (!strstr(docs, doc_row))
+                        fail_msg("docs/annotations.md has no row %s", doc_row);
+                /* Rows are consistent: a value is strict, preferring or topology-free. */
+                assert_false(ext_placement_require(p) && ext_placement_prefer(p));
+                assert_false(ext_placement_lowest_free(p) &&
+                             (ext_placement_require(p) || ext_placement_prefer(p)));
+        }
+        assert_int_equal(ext_placement_prefer(EXT_PLACEMENT_NVLINK_PREFERRED), SCORE_REQUIRE_NVLINK);
+        assert_true(ext_placement_lowest_free(EXT_PLACEMENT_NONE));
+}
+
+/* What outlives a request lives in the ledger: the requests bind will look up (a bounded
+ * ring, oldest evicted) and preemption grants (live until their TTL, waiting only while
+ * the view still shows one of their GPUs in use). */
+static void
+ledger_remembers_requests_and_grants_for_later_requests(void **state)
+{
+        struct ext_config cfg;
+        struct ext_request req = { .count = 2 }, got;
+        struct ext_node n = { 0 };
+        struct topo_mask gpus = { 0 };
+        struct ext_ledger *l;
+
+        ext_config_default(&cfg);
+        l = ext_ledger_new(&cfg);
+        assert_non_null(l);
+        assert_int_equal(ext_ledger_remember_request(l, &req), -EINVAL); /* no UID */
+        for (unsigned i = 0; i <= EXT_MAX_PENDING; i++) {
+                snprintf(req.uid, sizeof(req.uid), "u-%u", i);
+                req.count = i % 8 + 1;
+                assert_int_equal(ext_ledger_remember_request(l, &req), 0);
+        }
+        /* The oldest went when the ring was full; the newest is there, copied whole. */
+        assert_int_equal(ext_ledger_lookup_request(l, "u-0", &got), -ENOENT);
+        snprintf(req.uid, sizeof(req.uid), "u-%u", EXT_MAX_PENDING);
+        assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), 0);
+        assert_int_equal(got.count, EXT_MAX_PENDING % 8 + 1);
+        ext_ledger_forget_request(l, req.uid);
+        assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), -ENOENT);
+
+        snprintf(n.name, sizeof(n.name), "n1");
+        topo_mask_set(&gpus, 3);
+        ext_ledger_grant(l, "p", "n1", &gpus, 1000);
+        assert_false(ext_ledger_grant_waiting(l, "p", &n, 2000)); /* the view shows 3 free */
+        topo_mask_set(&n.used, 3);
+        assert_true(ext_ledger_grant_waiting(l, "p", &n, 2000));
+        assert_false(ext_ledger_grant_waiting(l, "q", &n, 2000));  /* another pod */
+        assert_false(ext_ledger_grant_waiting(l, "p", &n, 1000 + EXT_GRANT_NS)); /* expired */
+        ext_ledger_free(l);
+}
+
 int
 main(void)
 {
@@ -987,6 +1068,7 @@ main(void)
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
+                cmocka_unit_test(ledger_remembers_requests_and_grants_for_later_requests),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
                 cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
@@ -996,6 +1078,7 @@ main(void)
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
+                cmocka_unit_test(placement_rows_reach_the_codec_and_the_docs),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -219,11 +219,23 @@ LINKS = [row.split() for row in ann["links"]]
 
 API = Api()
 API.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
-API.pod("pod-a", 1, UUIDS[5])                                          # plain list
-API.pod("pod-b", 2, json.dumps({"version": 1, "node": NODE, "containers": [  # the extender's
-    {"name": "main", "indices": [1, 4], "uuids": gpus(1, 4)}]}))
-API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))                  # per container
-API.pod("pod-foreign", 1, "GPU-not-on-this-node")                      # untrusted content
+
+
+def record(*idx, node=NODE):
+    """The one topofit.io/gpus form (docs/annotations.md), as the extender writes it."""
+    rec = {"version": 1, "node": node, "containers": [
+        {"name": "main", "indices": list(idx), "uuids": gpus(*idx)}]}
+    if node is None:
+        del rec["node"]
+    return json.dumps(rec)
+
+
+API.pod("pod-a", 1, record(5))
+API.pod("pod-b", 2, record(1, 4))
+API.pod("pod-c", 2, json.dumps({"version": 1, "containers": [          # UUIDs only
+    {"name": "main", "uuids": gpus(6, 7)}]}))
+API.pod("pod-foreign", 1, json.dumps({"version": 1, "containers": [    # untrusted content
+    {"name": "main", "indices": [0], "uuids": ["GPU-not-on-this-node"]}]}))
 
 podres = PodResources()
 podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
@@ -672,7 +684,7 @@ try:
         with open(pods_file + ".tmp", "w") as f:
             json.dump({"kind": "PodList", "items": [{"metadata": {
                 "uid": "u-static", "namespace": "default", "name": "static",
-                "annotations": {"topofit.io/gpus": UUIDS[gpu]}}, "status": {"phase": "Pending"}}]}, f)
+                "annotations": {"topofit.io/gpus": record(gpu, node=None)}}, "status": {"phase": "Pending"}}]}, f)
         os.rename(pods_file + ".tmp", pods_file)
     write_pods(3)
     static = subprocess.Popen([BINARY, "--no-kube", "--pods-file", pods_file, "--device-plugin-dir",
