@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * placement: the cluster above one node.  scoring/ picks the best GPU set inside a node;
+ * this library says what a placement costs the rest of the cluster, so the node priority
+ * can keep scarce capability whole.  Three parts:
+ *
+ *   - capacity: for a mix of request classes (size x constraint: 8 GPUs all-NVLink, 4 GPUs
+ *     all-NVLink, 4 GPUs on one NUMA node, 2, 1), how many requests of each class a node's
+ *     free GPUs can serve at that node type's best quality (disjoint sets, each as good as
+ *     the best set of that class on an empty node of the type);
+ *   - the view: per node its free GPUs and capacity, cluster totals, per multi-node domain
+ *     (NVLink clique or network tier) the free GPUs and capacity; immutable, refcounted,
+ *     built once per cluster-snapshot generation, reusing the capacities of nodes whose
+ *     free GPUs did not change since the base view;
+ *   - the cluster term: the weighted share of the cluster's best-quality capacity a
+ *     candidate placement destroys, and the rule that folds it into the node priority.
+ *
+ * The idea of scoring a placement by what it takes from the workload mix the cluster can
+ * still serve follows Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing
+ * Workloads with Fragmentation Gradient Descent" (USENIX ATC 2023); their measure counts
+ * GPUs, ours counts servable GPU sets, so it knows links.  docs/placement.md has the
+ * formulas.
+ *
+ * PURE: no I/O, clocks or globals; depends on scoring/, topology/ and common/ only.  Time
+ * comes in as a parameter (group holds).  Views are safe to share between threads; the
+ * group table (place_groups) has its own lock.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../scoring/score.h"
+
+#define PLACE_MAX_CLASSES 8          /* request classes in the mix */
+#define PLACE_MAX_LEVELS 4           /* domain levels: NVLink domain + network tiers */
+#define PLACE_NAME_MAX 96            /* a domain or group name, NUL included */
+#define PLACE_MAX_DOMAINS 20000      /* distinct domains per level in one view */
+#define PLACE_QUALITY_EPS 1e-6       /* "as good as the best": relative busbw tolerance */
+#define PLACE_PRIOR_PODS 20.0        /* default: the configured weights count as 20 pods */
+#define PLACE_CLUSTER_SHARE 0.5      /* default share of the cluster term in the priority */
+#define PLACE_PRIORITY_MAX 10        /* kube-scheduler's MaxExtenderPriority */
+
+/* One request class of the mix. */
+struct place_class {
+        unsigned size;    /* GPUs, 1..TOPO_MAX_GPUS */
+        unsigned require; /* enum score_require bits */
+        double weight;    /* prior weight, >= 0 */
+};
+
+struct place_config {
+        unsigned n_classes;
+        struct place_class classes[PLACE_MAX_CLASSES];
+        /* How many pods the configured weights count as against the sizes of the live
+         * pods the cluster shows (the weights learnt are (prior * w + seen) / (prior +
+         * pods)); 0 keeps the configured weights as they are. */
+        double prior_pods;
+        /* Share of the cluster term in the final node priority, 0..1; 0 turns it off. */
+        double cluster_share;
+};
+
+/* Classes 8 all-NVLink, 4 all-NVLink, 4 one-NUMA, 2, 1 with the size mix of
+ * score_config_default() (1: 0.55, 2: 0.2, 4: 0.15 split over its two classes, 8: 0.1),
+ * prior_pods PLACE_PRIOR_PODS, cluster_share PLACE_CLUSTER_SHARE. */
+void place_config_default(struct place_config *cfg);
+/* 0, or -EINVAL with *ret_why: no classes or more than PLACE_MAX_CLASSES, a size 0 or over
+ * TOPO_MAX_GPUS, a weight negative or not finite or all zero, prior_pods negative,
+ * cluster_share outside 0..1. */
+int place_config_check(const struct place_config *cfg, const char **ret_why);
+
+/* --- capacity ------------------------------------------------------------------------- */
+
+/* How many disjoint sets of each class of cfg the GPUs in free can serve, each at the best
+ * quality its class reaches on an empty node of cls's type (satisfies the class's
+ * constraint, bus bandwidth within PLACE_QUALITY_EPS of the empty node's best).  Greedy:
+ * the best set (score_best), then the best of the rest, while one is as good as the best.
+ * Writes n_classes counts to ret.  Returns 0, -EINVAL (NULL cls or free). */
+int place_capacity(const struct place_config *cfg, struct score_class *cls,
+                   const struct topo_mask *free, uint16_t ret[PLACE_MAX_CLASSES]);
+
+/* How many disjoint sets of count GPUs meeting require the GPUs in free hold (any
+ * quality): what a node can give a gang whose pods ask for count GPUs each. */
+unsigned place_count_sets(struct score_class *cls, const struct topo_mask *free, unsigned count,
+                          unsigned require);
+
+/* --- the view ------------------------------------------------------------------------- */
+
+/* One node as the view is given it.  Borrowed for the call. */
+struct place_node {
+        struct score_class *cls;  /* NULL: no GPUs */
+        struct topo_mask free;    /* healthy GPUs not on live pods */
+        /* The node's domain at each level, "" or NULL when none: level 0 is the multi-node
+         * NVLink domain (clique), levels 1.. the network tiers innermost first (rack, then
+         * block...).  At most PLACE_NAME_MAX - 1 bytes each; longer names are cut. */
+        const char *domain[PLACE_MAX_LEVELS];
+};
+
+struct place_domain {
+        char name[PLACE_NAME_MAX];
+        unsigned level;
+        unsigned n_nodes;
+        unsigned free_gpus;
+        uint32_t capacity[PLACE_MAX_CLASSES]; /* sum over its nodes */
+};
+
+struct place_view;
+
+/* Builds the view of n nodes.  size_hist[s] (s < hist_len; may be NULL) is how many live
+ * pods hold s GPUs: the "seen" part of the weights.  base (may be NULL) and base_index[i]
+ * (its index of node i, or -1; NULL: none) lend capacities of nodes whose class and free
+ * GPUs are unchanged, so a new generation only computes the nodes that changed.  cfg is
+ * copied.  Returns 0 and *ret (one reference), -EINVAL (bad cfg), -E2BIG (more than
+ * PLACE_MAX_DOMAINS domains at a level), -ENOMEM. */
+int place_view_new(const struct place_config *cfg, const struct place_node *nodes, size_t n,
+                   const unsigned *size_hist, size_t hist_len, const struct place_view *base,
+                   const ssize_t *base_index, struct place_view **ret);
+struct place_view *place_view_ref(struct place_view *v);
+struct place_view *place_view_unref(struct place_view *v); /* accepts NULL, returns NULL */
+DEFINE_CLEANUP_FUNC(struct place_view, place_view_unref)
+
+const struct place_config *place_view_config(const struct place_view *v);
+size_t place_view_n_nodes(const struct place_view *v);
+/* Node i's capacity per class (n_classes entries), NULL when i is out of range. */
+const uint16_t *place_view_capacity(const struct place_view *v, size_t i);
+/* The cluster's capacity of class k (sum over nodes); 0 when k is out of range. */
+uint64_t place_view_total(const struct place_view *v, unsigned k);
+/* The effective (learnt, normalized to sum 1) weight of class k. */
+double place_view_weight(const struct place_view *v, unsigned k);
+/* How many node capacities this view computed rather than took from its base. */
+size_t place_view_computed(const struct place_view *v);
+
+/* Domains at level (sorted by name); node i's domain index at level, -1 when none. */
+size_t place_view_n_domains(const struct place_view *v, unsigned level);
+const struct place_domain *place_view_domain(const struct place_view *v, unsigned level, size_t d);
+ssize_t place_view_node_domain(const struct place_view *v, size_t i, unsigned level);
+/* The index of the domain named name at level, -1 when absent. */
+ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const char *name);
+
+/* --- the cluster term ----------------------------------------------------------------- */
+
+/* What placing set on node i costs the cluster: sum over classes k of weight_k x (node i's
+ * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
+ * of k), in 0..1.  free is the node's free GPUs for this request (the view's, less holds:
+ * when it equals the view's, the view's capacity is used rather than recomputed).  -1 when i
+ * is out of range or cls does not match. */
+double place_loss(const struct place_view *v, size_t i, struct score_class *cls,
+                  const struct topo_mask *free, const struct topo_mask *set);
+
+/* A candidate of one request, for place_rank(). */
+struct place_candidate {
+        bool fits;        /* false: left at priority 0 */
+        int priority;     /* in: the per-node priority, 0..PLACE_PRIORITY_MAX; out: final */
+        unsigned tier;    /* place_tier() of its set */
+        double loss;      /* place_loss() */
+};
+
+/* The quality tier of a chosen set for the ranking: 2 all-NVLink ring, 1 direct
+ * peer-to-peer, 0 otherwise; single GPUs are all tier 2 (no links to compare). */
+unsigned place_tier(const struct score_choice *ch);
+
+/* Folds the cluster term into the priorities of n candidates of one request: among the
+ * fitting candidates of the best tier, the one losing least gets cluster score 10 and the
+ * one losing most 0 (linear between; all 10 when they lose alike); lower tiers get 0, so a
+ * worse link class is never chosen to spare capacity.  Final = round((1 - share) x
+ * priority + share x cluster score), share = cfg->cluster_share. */
+void place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n);
