@@ -69,6 +69,7 @@ cluster_free(struct ext_cluster *c)
         free(c->pods);
         free(c->classes);
         free(c->index);
+        place_view_unref(c->place);
         free(c);
 }
 
@@ -327,6 +328,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 if (!node.cls)
                         return -ENOMEM;
                 node.n_gpus = t->n_gpus;
+                memcpy(node.domain, t->nvlink_domain, sizeof(node.domain));
                 for (unsigned i = 0; i < t->n_gpus; i++)
                         if (t->gpus[i].healthy)
                                 topo_mask_set(&node.healthy, i);
@@ -411,6 +413,43 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
         return 0;
 }
 
+/* The cluster term's view of c (placement/): per node its class, free GPUs (healthy, not
+ * on live pods) and domain, and the live pods' sizes for the learnt weights.  base (may be
+ * NULL) lends the capacities of nodes that did not change.  Left NULL when the term is off
+ * or the view cannot be built: prioritize then goes without the cluster term. */
+static void
+place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ext_cluster *base)
+{
+        CLEANUP(freep) struct place_node *in = NULL;
+        CLEANUP(freep) ssize_t *base_index = NULL;
+        unsigned hist[TOPO_MAX_GPUS + 1] = { 0 };
+
+        c->place = NULL;
+        if (!cfg || cfg->place.cluster_share <= 0)
+                return;
+        in = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*in));
+        base_index = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*base_index));
+        if (!in || !base_index)
+                return;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct ext_node *n = &c->nodes[i];
+                const struct ext_node *old = base && base->place ? ext_cluster_find_node(base, n->name)
+                                                                 : NULL;
+
+                in[i].cls = n->cls;
+                for (size_t k = 0; k < ELEMENTSOF(in[i].free.w); k++)
+                        in[i].free.w[k] = n->healthy.w[k] & ~n->used.w[k];
+                in[i].domain[0] = n->domain;
+                base_index[i] = old ? old - base->nodes : -1;
+        }
+        for (size_t i = 0; i < c->n_pods; i++)
+                if (c->pods[i].node >= 0)
+                        hist[MIN(topo_mask_count(&c->pods[i].gpus), (unsigned)TOPO_MAX_GPUS)]++;
+        hist[0] = 0;
+        (void)place_view_new(&cfg->place, in, c->n_nodes, hist, ELEMENTSOF(hist),
+                             base ? base->place : NULL, base_index, &c->place);
+}
+
 int
 ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct ext_cluster **ret)
 {
@@ -477,6 +516,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         for (size_t i = 0; i < b->n_classes; i++)
                 c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
         b->n_classes = 0;
+        place_build(c, b->cfg, b->base);
 
         *ret = c;
         return 0;
@@ -496,7 +536,6 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         struct ext_pod pod = { .node = -1 };
         size_t at, lo = 0, hi;
 
-        (void)cfg;
         (void)namespace;
         (void)name;
         if (ext_cluster_find_pod(c, uid))
@@ -559,6 +598,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->n_pods = c->n_pods + 1;
         for (size_t k = 0; k < ELEMENTSOF(pod.gpus.w); k++)
                 next->nodes[pod.node].used.w[k] |= pod.gpus.w[k];
+        place_build(next, cfg, c); /* only the pod's node is computed again */
         *ret = next;
         return 0;
 }

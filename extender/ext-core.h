@@ -25,6 +25,7 @@
 
 #include "../common/buf.h"
 #include "../common/macro.h"
+#include "../placement/place.h"
 #include "../scoring/score.h"
 #include "../topology/topo.h"
 
@@ -83,8 +84,10 @@ struct ext_config {
         uint64_t reservation_ttl_ns;
         uint64_t committed_ttl_ns;
         struct score_config score;
+        struct place_config place; /* the cluster term of prioritize (placement/) */
 };
-/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(). */
+/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(),
+ * place_config_default(). */
 void ext_config_default(struct ext_config *cfg);
 
 /* --- the pod's request ------------------------------------------------------------------ */
@@ -119,6 +122,7 @@ struct ext_node {
         const char *why_unannotated; /* static string when !annotated: missing or bad */
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
+        char domain[TOPO_ID_MAX]; /* multi-node NVLink domain from the annotation, "" none */
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
@@ -140,6 +144,10 @@ struct ext_cluster {
         struct score_class **classes; /* distinct classes, for metrics and reuse */
         size_t index_size;            /* private: open-addressing name index of nodes */
         uint32_t *index;
+        /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
+         * when the term is off (cluster_share 0) or could not be built (then prioritize
+         * goes without it). */
+        struct place_view *place;
 };
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
@@ -227,6 +235,7 @@ struct ext_verdict {
         int priority;        /* 0..EXT_PRIORITY_MAX, prioritize only */
         struct topo_mask free; /* GPUs free for this pod when decided */
         struct score_choice choice; /* the set; valid when r == 0 */
+        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
 };
 
 /* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */
@@ -242,7 +251,10 @@ int ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 /* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others):
  * the mean of score_node_priority() (bandwidth against the node's own best, packing,
  * fragmentation) and 10 x the set's bandwidth relative to the best set of any fitting node
- * in this request (for multi-GPU requests), rounded; and
+ * in this request (for multi-GPU requests), rounded; then, when the snapshot has a
+ * placement view (cfg->place.cluster_share > 0), the cluster term folded in by
+ * place_rank(): what each node's set takes from the capacity the cluster has left of the
+ * request-class mix (docs/placement.md); and
  * a tentative reservation of the chosen set on the best node (ties: name) for the pod,
  * replacing its earlier one.  Returns how many fit. */
 int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,

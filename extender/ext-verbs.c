@@ -78,6 +78,7 @@ ext_config_default(struct ext_config *cfg)
                 .committed_ttl_ns = EXT_COMMITTED_TTL_NS,
         };
         score_config_default(&cfg->score);
+        place_config_default(&cfg->place);
 }
 
 bool
@@ -243,6 +244,18 @@ memo_find(const struct memo *memo, const struct ext_node *node, const struct top
         return NULL;
 }
 
+/* The cluster term of v's set on node (placement/): against the snapshot's view, using
+ * its cached capacity when node is one of the snapshot's own nodes. */
+static double
+node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct ext_verdict *v)
+{
+        size_t i = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
+                                                                   : PLACE_NO_NODE;
+        double loss = place_loss(c->place, i, node->cls, &v->free, &v->choice.set);
+
+        return loss > 0 ? loss : 0;
+}
+
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -286,6 +299,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         ret[i] = ret[m->verdict];
                 else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                        if (with_priority && ret[i].r == 0 && c && c->place)
+                                ret[i].loss = node_loss(c, nodes[i], &ret[i]);
                         if (m)
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
@@ -304,6 +319,31 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            uint64_t now_ns, struct ext_verdict *ret)
 {
         return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret);
+}
+
+/* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
+ * the best link class on offer, those taking least of the cluster's scarce capacity score
+ * higher.  Pods that name no topology (placement none) are left as they are. */
+static void
+rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
+             const struct ext_request *req, struct ext_verdict *ret, size_t n)
+{
+        CLEANUP(freep) struct place_candidate *cand = NULL;
+
+        if (!c || !c->place || cfg->place.cluster_share <= 0 ||
+            req->placement == EXT_PLACEMENT_NONE)
+                return;
+        cand = calloc(MAX(n, (size_t)1), sizeof(*cand));
+        if (!cand)
+                return; /* the per-node priorities stand */
+        for (size_t i = 0; i < n; i++)
+                cand[i] = (struct place_candidate){
+                        .fits = ret[i].r == 0, .priority = ret[i].priority,
+                        .tier = place_tier(&ret[i].choice), .loss = ret[i].loss };
+        place_rank(&cfg->place, cand, n);
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0)
+                        ret[i].priority = cand[i].priority;
 }
 
 int
@@ -330,6 +370,7 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 
                         ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
                 }
+        rank_cluster(c, cfg, req, ret, n);
         if (!req->uid[0])
                 return fits;
         for (size_t i = 0; i < n; i++) {

@@ -444,16 +444,20 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
            const struct topo_mask *free, const struct topo_mask *set)
 {
         uint16_t before[PLACE_MAX_CLASSES], after[PLACE_MAX_CLASSES];
-        const struct view_node *vn;
+        const struct view_node *vn = NULL;
         struct topo_mask f, left;
         double loss = 0;
 
-        if (!v || i >= v->n_nodes || !cls || v->nodes[i].cls != cls || !free || !set)
+        if (!v || !cls || !free || !set)
                 return -1;
-        vn = &v->nodes[i];
+        if (i != PLACE_NO_NODE) {
+                if (i >= v->n_nodes || v->nodes[i].cls != cls)
+                        return -1;
+                vn = &v->nodes[i];
+        }
         f = *free;
         mask_in_node(&f, score_class_topo(cls));
-        if (topo_mask_equal(&f, &vn->free))
+        if (vn && topo_mask_equal(&f, &vn->free))
                 memcpy(before, vn->cap, sizeof(before));
         else
                 (void)place_capacity(&v->cfg, cls, &f, before);

@@ -143,8 +143,11 @@ ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const
 /* What placing set on node i costs the cluster: sum over classes k of weight_k x (node i's
  * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
  * of k), in 0..1.  free is the node's free GPUs for this request (the view's, less holds:
- * when it equals the view's, the view's capacity is used rather than recomputed).  -1 when i
- * is out of range or cls does not match. */
+ * when it equals the view's, the view's capacity is used rather than recomputed).
+ * i == PLACE_NO_NODE scores a node the view does not hold (a Node the scheduler sent) against
+ * the view's totals.  -1 when i is out of range, cls does not match the view's node, or an
+ * argument is NULL. */
+#define PLACE_NO_NODE SIZE_MAX
 double place_loss(const struct place_view *v, size_t i, struct score_class *cls,
                   const struct topo_mask *free, const struct topo_mask *set);
 

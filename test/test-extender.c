@@ -611,6 +611,102 @@ prioritize_prefers_nvlink_and_reserves_on_the_best_node(void **state)
         ext_cluster_unref(c);
 }
 
+/* The issue's stranding case on real topologies: an empty HGX H100 (the only node with an
+ * 8-GPU all-NVLink set left) beside NVLink nodes whose 8-GPU sets are already broken.  A
+ * best-effort 4-GPU pod must go to a broken node, still on an all-NVLink ring, so that the
+ * 8-GPU nvlink-required pod after it fits.  Without the cluster term (share 0) the per-node
+ * priority alone sends the 4-GPU pod to the H100 and the 8-GPU pod fits nowhere: the test
+ * shows both, so it fails if the term stops working. */
+static int
+place_four_then_eight(double share, char *ret_four_node, size_t size)
+{
+        static const struct {
+                const char *name, *file, *used;
+        } spec[] = {
+                { "a800-used", "a800-sxm4-8gpu-4nic.txt", "0" },
+                { "dgx1-used", "dgx1-v100-sxm2-oneflow.txt", "0,1,2,3" },
+                { "h100-empty", "hgx-h100-13nic-mlx5ib-eth-penny.txt", NULL },
+                { "p4d-used", "aws-p4d-24xlarge-a100-nv12.txt", "0,1" },
+        };
+        struct ext_request four = { .uid = "pod-four", .count = 4 };
+        struct ext_request eight = { .uid = "pod-eight", .count = 8,
+                                     .placement = EXT_PLACEMENT_NVLINK_REQUIRED,
+                                     .require = SCORE_REQUIRE_NVLINK };
+        const struct ext_node *nodes[ELEMENTSOF(spec)];
+        struct ext_verdict v[ELEMENTSOF(spec)];
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct score_choice got;
+        struct ext_config cfg;
+        struct ext_ledger *l;
+        int fits, best = -1;
+
+        ext_config_default(&cfg);
+        cfg.place.cluster_share = share;
+        b = ext_cluster_builder_new(&cfg, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++) {
+                char *json = annotation_of(spec[i].file);
+
+                assert_int_equal(ext_cluster_builder_add_node(b, spec[i].name, json, strlen(json),
+                                                              8, NULL), 0);
+                free(json);
+                if (spec[i].used) {
+                        struct topo_mask m;
+                        char uid[64];
+
+                        assert_int_equal(topo_mask_parse(spec[i].used, 8, &m), 0);
+                        snprintf(uid, sizeof(uid), "running-%zu", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid,
+                                                                     spec[i].name, &m), 0);
+                }
+        }
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_true(share == 0 || c->place != NULL);
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++)
+                nodes[i] = ext_cluster_find_node(c, spec[i].name);
+
+        assert_int_equal(ext_prioritize(c, l, &cfg, &four, nodes, ELEMENTSOF(spec), 0, v), 4);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++) {
+                /* Every node offers an all-NVLink four; the set inside each node is still
+                 * that node's best (the cluster term only ranks nodes). */
+                assert_true(v[i].choice.all_nvlink_ring);
+                assert_float_equal(v[i].choice.busbw_gbps, v[i].choice.ideal_gbps, 1e-9);
+                if (best < 0 || v[i].priority > v[best].priority)
+                        best = (int)i;
+        }
+        assert_int_equal(ext_bind(c, l, &cfg, &four, nodes[best]->name, 1, &got, NULL), 0);
+        assert_true(got.all_nvlink_ring);
+        snprintf(ret_four_node, size, "%s", nodes[best]->name);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, four.uid, "ns", "four", nodes[best]->name,
+                                              &got.set, &next), 0);
+        ext_ledger_prune(l, next, 2);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++)
+                nodes[i] = ext_cluster_find_node(next, spec[i].name);
+        fits = ext_prioritize(next, l, &cfg, &eight, nodes, ELEMENTSOF(spec), 3, v);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++)
+                if (v[i].r == 0)
+                        assert_true(v[i].choice.all_nvlink_ring);
+        ext_ledger_free(l);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+        return fits;
+}
+
+static void
+prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
+{
+        char node[EXT_NAME_MAX];
+
+        /* With the cluster term (the default): the 4-GPU pod goes to a broken node, the
+         * 8-GPU nvlink-required pod then fits on the H100. */
+        assert_int_equal(place_four_then_eight(PLACE_CLUSTER_SHARE, node, sizeof(node)), 1);
+        assert_string_not_equal(node, "h100-empty");
+        /* Without it: the stranding the issue reports. */
+        assert_int_equal(place_four_then_eight(0, node, sizeof(node)), 0);
+        assert_string_equal(node, "h100-empty");
+}
+
 static void
 preempt_keeps_only_the_victims_it_needs(void **state)
 {
@@ -993,6 +1089,7 @@ main(void)
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
+                cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
