@@ -49,10 +49,34 @@ log_get_level(void)
         return (enum log_level)atomic_load(&log_level);
 }
 
+/*
+ * Spells one byte for a log line into e[4] and returns its length.  Line breaks, tabs and
+ * other control bytes always become escapes, so one call is one line; quotes and
+ * backslashes only inside a quoted value; bytes >= 0x80 only where the caller asks (log
+ * values are ASCII, the message and its pairs may carry UTF-8).
+ */
+static size_t
+escape_byte(unsigned char c, bool quotes, bool high, char e[static 4])
+{
+        static const char hex[] = "0123456789abcdef";
+        static const char named[256] = { ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't' };
+
+        e[0] = '\\';
+        if (quotes && (c == '"' || c == '\\'))
+                return e[1] = (char)c, 2;
+        if (named[c])
+                return e[1] = named[c], 2;
+        if (c < ' ' || c == 0x7f || (high && c > 0x7f)) {
+                e[1] = 'x', e[2] = hex[c >> 4], e[3] = hex[c & 15];
+                return 4;
+        }
+        e[0] = (char)c;
+        return 1;
+}
+
 const char *
 log_value(char *dst, size_t size, const char *s)
 {
-        static const char hex[] = "0123456789abcdef";
         size_t n = 0, limit = size - 5; /* room for '"', "...", NUL */
         bool bare = s && *s;
 
@@ -65,20 +89,8 @@ log_value(char *dst, size_t size, const char *s)
         dst[n++] = '"';
         for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
                 char e[4];
-                size_t k;
+                size_t k = escape_byte(*p, true, true, e);
 
-                if (*p == '"' || *p == '\\')
-                        e[0] = '\\', e[1] = (char)*p, k = 2;
-                else if (*p == '\n')
-                        e[0] = '\\', e[1] = 'n', k = 2;
-                else if (*p == '\r')
-                        e[0] = '\\', e[1] = 'r', k = 2;
-                else if (*p == '\t')
-                        e[0] = '\\', e[1] = 't', k = 2;
-                else if (*p < ' ' || *p >= 0x7f)
-                        e[0] = '\\', e[1] = 'x', e[2] = hex[*p >> 4], e[3] = hex[*p & 15], k = 4;
-                else
-                        e[0] = (char)*p, k = 1;
                 if (n + k > limit) {
                         memcpy(dst + n, "...", 3);
                         n += 3;
@@ -97,24 +109,10 @@ log_value(char *dst, size_t size, const char *s)
 static void
 put_escaped(char *line, size_t size, size_t *n, const char *src, bool in_quotes)
 {
-        static const char hex[] = "0123456789abcdef";
-
         for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
                 char e[4];
-                size_t k;
+                size_t k = escape_byte(*p, in_quotes, false, e);
 
-                if (in_quotes && (*p == '"' || *p == '\\'))
-                        e[0] = '\\', e[1] = (char)*p, k = 2;
-                else if (*p == '\n')
-                        e[0] = '\\', e[1] = 'n', k = 2;
-                else if (*p == '\r')
-                        e[0] = '\\', e[1] = 'r', k = 2;
-                else if (*p == '\t')
-                        e[0] = '\\', e[1] = 't', k = 2;
-                else if (*p < ' ' || *p == 0x7f)
-                        e[0] = '\\', e[1] = 'x', e[2] = hex[*p >> 4], e[3] = hex[*p & 15], k = 4;
-                else
-                        e[0] = (char)*p, k = 1;
                 if (*n + k > size - 2)
                         return;
                 memcpy(line + *n, e, k);

@@ -358,6 +358,31 @@ log_value_quotes_and_escapes_untrusted_strings(void **state)
         assert_string_equal(LOG_V(NULL), "\"\"");
 }
 
+/* log_emit writes one line per call: the message and the pairs keep UTF-8 but have every
+ * control byte spelled out, and only the quoted message escapes quotes. */
+static void
+log_emit_writes_one_escaped_line(void **state)
+{
+        char out[4096] = { 0 };
+        int fds[2], saved;
+        ssize_t n;
+
+        assert_int_equal(pipe(fds), 0);
+        saved = dup(STDERR_FILENO);
+        assert_true(saved >= 0);
+        assert_int_equal(dup2(fds[1], STDERR_FILENO), STDERR_FILENO);
+        log_emit(LOG_LEVEL_ERROR, "bad \"pod\"\ncaf\xc3\xa9", "pod=%s n=%d", "a\tb\x01", 3);
+        assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+        close(saved);
+        close(fds[1]);
+        n = read(fds[0], out, sizeof(out) - 1);
+        close(fds[0]);
+        assert_true(n > 0);
+        assert_non_null(strstr(out, " level=error msg=\"bad \\\"pod\\\"\\ncaf\xc3\xa9\" "));
+        assert_non_null(strstr(out, "\" pod=a\\tb\\x01 n=3\n"));
+        assert_ptr_equal(strchr(out, '\n'), out + n - 1);
+}
+
 int
 main(void)
 {
@@ -368,6 +393,7 @@ main(void)
                 cmocka_unit_test(str_utf8_len_accepts_only_well_formed_sequences),
                 cmocka_unit_test(buf_json_strings_replace_bytes_that_are_not_utf8),
                 cmocka_unit_test(log_value_quotes_and_escapes_untrusted_strings),
+                cmocka_unit_test(log_emit_writes_one_escaped_line),
                 cmocka_unit_test(str_to_double_rejects_non_numbers),
                 cmocka_unit_test(buf_refuses_to_pass_its_cap),
                 cmocka_unit_test(buf_escapes_json_strings),
