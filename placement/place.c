@@ -10,10 +10,34 @@
 #include "place.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/str.h"
+
+/* Capacities by (class, free GPUs): a node's capacity never changes for one class mix, so
+ * one table serves every view of a cluster and every request.  Open addressing, bounded:
+ * when it is three quarters full it starts over.  Entries hold a reference on their class,
+ * so a freed class's address cannot be mistaken for a new one. */
+#define PLACE_MEMO_SLOTS 16384
+#define PLACE_MEMO_PROBES 8
+
+struct memo_entry {
+        struct score_class *cls; /* NULL: empty */
+        struct topo_mask free;
+        uint16_t cap[PLACE_MAX_CLASSES];
+};
+
+struct place_memo {
+        unsigned n_ref;
+        pthread_mutex_t lock;
+        struct place_class classes[PLACE_MAX_CLASSES]; /* the mix its entries are for */
+        unsigned n_classes;
+        size_t used;
+        uint64_t hits, misses;
+        struct memo_entry e[PLACE_MEMO_SLOTS];
+};
 
 struct view_node {
         struct score_class *cls;
@@ -30,6 +54,7 @@ struct place_view {
         uint64_t total[PLACE_MAX_CLASSES];
         double weight[PLACE_MAX_CLASSES];
         size_t computed;
+        struct place_memo *memo;
         size_t n_domains[PLACE_MAX_LEVELS];
         struct place_domain *domains[PLACE_MAX_LEVELS];
 };
@@ -89,8 +114,13 @@ mask_minus(struct topo_mask *a, const struct topo_mask *b)
 static void
 mask_in_node(struct topo_mask *m, const struct topo *t)
 {
-        for (unsigned g = 0; g < TOPO_MAX_GPUS; g++)
-                if (g >= t->n_gpus || !t->gpus[g].healthy)
+        for (size_t k = 0; k < ELEMENTSOF(m->w); k++)
+                if (t->n_gpus <= 64 * k)
+                        m->w[k] = 0;
+                else if (t->n_gpus < 64 * (k + 1))
+                        m->w[k] &= (UINT64_C(1) << (t->n_gpus - 64 * k)) - 1;
+        for (unsigned g = 0; g < t->n_gpus; g++)
+                if (!t->gpus[g].healthy)
                         topo_mask_unset(m, g);
 }
 
@@ -178,6 +208,123 @@ place_count_sets(struct score_class *cls, const struct topo_mask *free, unsigned
         return n;
 }
 
+static struct place_memo *
+memo_new(const struct place_config *cfg)
+{
+        struct place_memo *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return NULL;
+        m->n_ref = 1;
+        pthread_mutex_init(&m->lock, NULL);
+        m->n_classes = cfg->n_classes;
+        memcpy(m->classes, cfg->classes, sizeof(m->classes));
+        return m;
+}
+
+static void
+memo_clear_locked(struct place_memo *m)
+{
+        for (size_t k = 0; k < PLACE_MEMO_SLOTS; k++)
+                if (m->e[k].cls) {
+                        score_class_unref(m->e[k].cls);
+                        m->e[k].cls = NULL;
+                }
+        m->used = 0;
+}
+
+static struct place_memo *
+memo_unref(struct place_memo *m)
+{
+        if (!m || __atomic_sub_fetch(&m->n_ref, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        memo_clear_locked(m);
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return NULL;
+}
+
+static bool
+memo_fits(const struct place_memo *m, const struct place_config *cfg)
+{
+        return m && m->n_classes == cfg->n_classes &&
+               memcmp(m->classes, cfg->classes, sizeof(m->classes)) == 0;
+}
+
+static size_t
+memo_slot(const struct score_class *cls, const struct topo_mask *free)
+{
+        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull;
+
+        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                h = (h ^ free->w[k]) * 0x100000001b3ull;
+        return (size_t)(h ^ (h >> 31)) & (PLACE_MEMO_SLOTS - 1);
+}
+
+/* place_capacity() through the memo (m may be NULL); free already within the node. */
+static void
+capacity_memo(struct place_memo *m, const struct place_config *cfg, struct score_class *cls,
+              const struct topo_mask *free, uint16_t ret[PLACE_MAX_CLASSES])
+{
+        size_t k0 = memo_slot(cls, free);
+
+        if (m) {
+                pthread_mutex_lock(&m->lock);
+                for (size_t p = 0, k = k0; p < PLACE_MEMO_PROBES; p++, k = (k + 1) & (PLACE_MEMO_SLOTS - 1)) {
+                        const struct memo_entry *e = &m->e[k];
+
+                        if (!e->cls)
+                                break;
+                        if (e->cls == cls && topo_mask_equal(&e->free, free)) {
+                                memcpy(ret, e->cap, sizeof(e->cap));
+                                m->hits++;
+                                pthread_mutex_unlock(&m->lock);
+                                return;
+                        }
+                }
+                m->misses++;
+                pthread_mutex_unlock(&m->lock);
+        }
+        /* Computed outside the lock: two threads may both compute it, to the same value. */
+        (void)place_capacity(cfg, cls, free, ret);
+        if (!m)
+                return;
+        pthread_mutex_lock(&m->lock);
+        if (m->used >= PLACE_MEMO_SLOTS / 4 * 3)
+                memo_clear_locked(m);
+        for (size_t p = 0, k = k0; p < PLACE_MEMO_PROBES; p++, k = (k + 1) & (PLACE_MEMO_SLOTS - 1)) {
+                struct memo_entry *e = &m->e[k];
+
+                if (e->cls && !(e->cls == cls && topo_mask_equal(&e->free, free)))
+                        continue;
+                if (!e->cls) {
+                        e->cls = score_class_ref(cls);
+                        m->used++;
+                }
+                e->free = *free;
+                memcpy(e->cap, ret, sizeof(e->cap));
+                break;
+        }
+        pthread_mutex_unlock(&m->lock);
+}
+
+void
+place_view_memo_stats(const struct place_view *v, uint64_t *ret_hits, uint64_t *ret_misses)
+{
+        uint64_t h = 0, mi = 0;
+
+        if (v && v->memo) {
+                pthread_mutex_lock(&v->memo->lock);
+                h = v->memo->hits;
+                mi = v->memo->misses;
+                pthread_mutex_unlock(&v->memo->lock);
+        }
+        if (ret_hits)
+                *ret_hits = h;
+        if (ret_misses)
+                *ret_misses = mi;
+}
+
 /* --- the view ------------------------------------------------------------------------- */
 
 struct place_view *
@@ -195,6 +342,7 @@ place_view_unref(struct place_view *v)
                 return NULL;
         for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
                 free(v->domains[l]);
+        memo_unref(v->memo);
         free(v->nodes);
         free(v);
         return NULL;
@@ -274,7 +422,15 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
         struct place_domain *d;
         size_t n = 0;
 
-        d = calloc(MAX(v->n_nodes, (size_t)1), sizeof(*d));
+        for (size_t i = 0; i < v->n_nodes; i++)
+                n += nodes[i].domain[l] && nodes[i].domain[l][0];
+        if (n == 0) {
+                for (size_t i = 0; i < v->n_nodes; i++)
+                        v->nodes[i].domain[l] = -1;
+                return 0; /* no domains at this level: nothing to allocate */
+        }
+        d = calloc(n, sizeof(*d));
+        n = 0;
         if (!d)
                 return -ENOMEM;
         for (size_t i = 0; i < v->n_nodes; i++) {
@@ -343,6 +499,11 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
         /* base's capacities are for base's class mix: only lend them when it is ours. */
         if (base && memcmp(&base->cfg.classes, &cfg->classes, sizeof(cfg->classes)) != 0)
                 base = NULL;
+        if (base && memo_fits(base->memo, cfg)) {
+                v->memo = base->memo;
+                __atomic_add_fetch(&v->memo->n_ref, 1, __ATOMIC_RELAXED);
+        } else
+                v->memo = memo_new(cfg); /* NULL: works without, only slower */
         for (size_t i = 0; i < n; i++) {
                 struct view_node *vn = &v->nodes[i];
                 const struct view_node *old = NULL;
@@ -358,7 +519,7 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
                 if (old && old->cls == vn->cls && topo_mask_equal(&old->free, &vn->free))
                         memcpy(vn->cap, old->cap, sizeof(vn->cap));
                 else {
-                        (void)place_capacity(&v->cfg, vn->cls, &vn->free, vn->cap);
+                        capacity_memo(v->memo, &v->cfg, vn->cls, &vn->free, vn->cap);
                         v->computed++;
                 }
                 for (unsigned k = 0; k < cfg->n_classes; k++)
@@ -460,10 +621,10 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
         if (vn && topo_mask_equal(&f, &vn->free))
                 memcpy(before, vn->cap, sizeof(before));
         else
-                (void)place_capacity(&v->cfg, cls, &f, before);
+                capacity_memo(v->memo, &v->cfg, cls, &f, before);
         left = f;
         mask_minus(&left, set);
-        (void)place_capacity(&v->cfg, cls, &left, after);
+        capacity_memo(v->memo, &v->cfg, cls, &left, after);
         for (unsigned k = 0; k < v->cfg.n_classes; k++) {
                 /* The cluster's capacity as this request sees it: at least this node's. */
                 double total = (double)MAX(v->total[k], (uint64_t)before[k]);

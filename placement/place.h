@@ -130,6 +130,9 @@ uint64_t place_view_total(const struct place_view *v, unsigned k);
 double place_view_weight(const struct place_view *v, unsigned k);
 /* How many node capacities this view computed rather than took from its base. */
 size_t place_view_computed(const struct place_view *v);
+/* The capacity memo's hits and misses so far; views of one lineage (each built from the
+ * last as its base) share one memo of (class, free GPUs) -> capacity. */
+void place_view_memo_stats(const struct place_view *v, uint64_t *ret_hits, uint64_t *ret_misses);
 
 /* Domains at level (sorted by name); node i's domain index at level, -1 when none. */
 size_t place_view_n_domains(const struct place_view *v, unsigned level);
