@@ -571,6 +571,18 @@ place_view_computed(const struct place_view *v)
         return v ? v->computed : 0;
 }
 
+struct score_class *
+place_view_node_class(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? v->nodes[i].cls : NULL;
+}
+
+const struct topo_mask *
+place_view_node_free(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? &v->nodes[i].free : NULL;
+}
+
 size_t
 place_view_n_domains(const struct place_view *v, unsigned level)
 {

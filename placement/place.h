@@ -172,3 +172,79 @@ unsigned place_tier(const struct score_choice *ch);
  * worse link class is never chosen to spare capacity.  Final = round((1 - share) x
  * priority + share x cluster score), share = cfg->cluster_share. */
 void place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n);
+
+/* --- groups (gangs) ----------------------------------------------------------------------
+ * Pods of one group (a PodGroup, a LeaderWorkerSet replica, a Kueue pod group, ...; the
+ * extender's codec names it) should land in one domain.  The first pod of a group to be
+ * decided chooses, at the innermost level where some domain can hold the whole group, the
+ * domain that holds it with the least to spare (best fit: larger domains stay whole for
+ * larger groups), ties by name.  The choice is recorded with a TTL; while it lives, the
+ * domain's sets for the group's pods not yet bound are held: a pod of another group, or of
+ * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
+ * group still needs.  The table is the one mutable part of placement/, with its own lock;
+ * time is a parameter. */
+
+#define PLACE_MAX_GROUPS 4096        /* live group records; the oldest expire first */
+#define PLACE_MAX_GROUP_PODS 1024    /* pods of one group tracked as bound */
+#define PLACE_GROUP_TTL_NS (300ull * 1000000000ull) /* kube-scheduler's gang wait is 5 min */
+
+enum place_domain_mode {
+        PLACE_DOMAIN_OFF,       /* not grouped, or "domain" not asked */
+        PLACE_DOMAIN_PREFERRED, /* one domain when one fits; spill over otherwise */
+        PLACE_DOMAIN_REQUIRED,  /* only the group's domain; wait when none holds it */
+        _PLACE_DOMAIN_MAX,
+        _PLACE_DOMAIN_INVALID = -EINVAL,
+};
+const char *place_domain_mode_to_string(enum place_domain_mode m);
+
+/* One pod's group, as the codec found it. */
+struct place_group_request {
+        char id[PLACE_NAME_MAX]; /* "" : not grouped (then every call below is a no-op) */
+        unsigned size;           /* pods in the group; 0 when unknown */
+        unsigned count;          /* GPUs per pod */
+        unsigned require;        /* enum score_require bits of its pods */
+        enum place_domain_mode mode;
+};
+
+/* The domain a group was given. */
+struct place_group_domain {
+        unsigned level;
+        char name[PLACE_NAME_MAX];
+        unsigned sets;          /* sets of the group's shape the domain had when chosen */
+        bool whole;             /* the domain could hold the whole group then */
+};
+
+struct place_groups;
+struct place_groups *place_groups_new(uint64_t ttl_ns); /* 0: PLACE_GROUP_TTL_NS */
+struct place_groups *place_groups_free(struct place_groups *g);
+DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
+
+/* The domain of req's group at now_ns: the recorded one while it lives, or else chosen now
+ * from v and recorded (its TTL refreshed by each pod bound).  Returns 1 and *ret when the
+ * group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in any
+ * domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
+ * group; -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
+int place_group_domain(struct place_groups *g, const struct place_view *v,
+                       const struct place_group_request *req, uint64_t now_ns,
+                       struct place_group_domain *ret);
+
+/* Records that pod uid of req's group was bound (it stops counting against the hold and
+ * refreshes the TTL).  Idempotent per uid.  0, or -ENOENT when the group has no record. */
+int place_group_bound(struct place_groups *g, const struct place_group_request *req,
+                      const char *uid, uint64_t now_ns);
+
+/* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
+ * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
+ * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
+ * be left fewer sets than that group still needs.  group_id is the requesting pod's own
+ * group ("" or NULL: none), which its own hold never blocks. */
+int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
+                      const struct topo_mask *free, const struct topo_mask *set,
+                      const char *group_id, uint64_t now_ns, char *ret_group);
+
+/* Live groups recorded at now_ns (for metrics and tests). */
+unsigned place_groups_live(struct place_groups *g, uint64_t now_ns);
+
+/* The view's node i: its class and free GPUs (for callers that choose within a domain). */
+struct score_class *place_view_node_class(const struct place_view *v, size_t i);
+const struct topo_mask *place_view_node_free(const struct place_view *v, size_t i);

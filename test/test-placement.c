@@ -299,6 +299,118 @@ count_sets_counts_disjoint_sets_of_any_quality(void **state)
         assert_int_equal(place_count_sets(NULL, &all, 2, 0), 0);
 }
 
+#define GB200 "gb200-tray-4gpu-8nic-gpu-numa-id.txt"
+
+/* Two NVL72-style domains of 18 GB200 trays of 4 GPUs: in "nvl-a" only trays 0..free_a-1
+ * are free, "nvl-b" is empty.  Nodes 0..17 are nvl-a's, 18..35 nvl-b's. */
+static struct place_view *
+two_domains(struct score_class *tray, unsigned free_a)
+{
+        struct place_node nodes[36];
+        struct place_view *v = NULL;
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (unsigned i = 0; i < 36; i++) {
+                nodes[i] = (struct place_node){ .cls = tray };
+                if (i >= 18 || i < free_a)
+                        topo_mask_fill(&nodes[i].free, 4);
+                nodes[i].domain[0] = i < 18 ? "nvl-a" : "nvl-b";
+                nodes[i].domain[1] = i < 18 ? "rack-1" : "rack-2";
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &v), 0);
+        return v;
+}
+
+static void
+group_chooses_the_tightest_domain_that_holds_it(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 5);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request four = { .id = "ns/gang-4", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request big = { .id = "ns/gang-16", .size = 16, .count = 4,
+                                           .mode = PLACE_DOMAIN_REQUIRED };
+        struct place_group_request huge = { .id = "ns/gang-30", .size = 30, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request lone = { .count = 4, .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_domain d;
+
+        /* Four trays fit in both; nvl-a (5 free) spares fewer than nvl-b (18). */
+        assert_int_equal(place_group_domain(g, v, &four, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a");
+        assert_int_equal(d.level, 0);
+        assert_true(d.whole);
+        /* Asked again, the record answers, even from a view where nvl-b would win. */
+        {
+                CLEANUP(place_view_unrefp) struct place_view *w = two_domains(tray, 0);
+
+                assert_int_equal(place_group_domain(g, w, &four, 1, &d), 1);
+                assert_string_equal(d.name, "nvl-a");
+        }
+        /* Sixteen trays fit only in nvl-b. */
+        assert_int_equal(place_group_domain(g, v, &big, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        /* Thirty fit in no NVLink domain nor rack: the domain with the most room, not whole. */
+        assert_int_equal(place_group_domain(g, v, &huge, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_false(d.whole);
+        assert_int_equal(place_groups_live(g, 0), 3);
+        /* Not grouped: nothing to decide. */
+        assert_int_equal(place_group_domain(g, v, &lone, 0, &d), 0);
+        /* The records go at their TTL. */
+        assert_int_equal(place_groups_live(g, PLACE_GROUP_TTL_NS + 1), 0);
+}
+
+static void
+group_hold_keeps_room_for_the_rest_of_the_group(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 4);
+        CLEANUP(place_view_unrefp) struct place_view *after = NULL;
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(1000);
+        struct place_group_request gang = { .id = "ns/gang", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct topo_mask all, two;
+        struct place_group_domain d;
+        char who[PLACE_NAME_MAX] = "";
+
+        topo_mask_fill(&all, 4);
+        topo_mask_fill(&two, 2);
+        assert_int_equal(place_group_domain(g, v, &gang, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a"); /* exactly four trays free there */
+        /* A stranger's pod on a free tray of nvl-a would leave three: refused. */
+        assert_int_equal(place_group_check(g, v, 0, &all, &two, "ns/other", 1, who), -EBUSY);
+        assert_string_equal(who, "ns/gang");
+        assert_int_equal(place_group_check(g, v, 0, &all, &two, NULL, 1, NULL), -EBUSY);
+        /* The group's own pods, and nvl-b, are not held. */
+        assert_int_equal(place_group_check(g, v, 0, &all, &all, "ns/gang", 1, NULL), 0);
+        assert_int_equal(place_group_check(g, v, 20, &all, &two, "ns/other", 1, NULL), 0);
+        /* One member bound (its tray now used): three still held on three trays. */
+        assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0);
+        assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0); /* idempotent */
+        after = two_domains(tray, 0);
+        {
+                struct place_node nodes[36];
+                struct place_config cfg;
+
+                place_config_default(&cfg);
+                for (unsigned i = 0; i < 36; i++) {
+                        nodes[i] = (struct place_node){ .cls = tray };
+                        if (i >= 18 || (i >= 1 && i < 4))
+                                topo_mask_fill(&nodes[i].free, 4);
+                        nodes[i].domain[0] = i < 18 ? "nvl-a" : "nvl-b";
+                }
+                place_view_unref(after);
+                assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &after), 0);
+        }
+        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, 3, NULL), -EBUSY);
+        /* The hold lapses with the TTL (the gang failed or never came). */
+        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, 2000, NULL), 0);
+        assert_int_equal(place_group_bound(g, &gang, "uid-1", 2000), -ENOENT);
+}
+
 int
 main(void)
 {
@@ -311,6 +423,8 @@ main(void)
                 cmocka_unit_test(view_learns_weights_from_live_pod_sizes),
                 cmocka_unit_test(view_groups_nodes_into_domains),
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
+                cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
+                cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
