@@ -32,3 +32,6 @@ int ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *no
 /* true when the ledger holds no entry at all; read without the lock, so only a hint: a
  * filter may miss a hold that a concurrent bind is adding, which bind itself rechecks. */
 bool ext__ledger_maybe_empty(struct ext_ledger *l);
+/* The ledger's group table (placement/'s place_groups, with its own lock): which domain
+ * each pod group was given, and the room held there for its pods not yet bound. */
+struct place_groups *ext__ledger_groups(struct ext_ledger *l);

@@ -49,6 +49,8 @@
 #define EXT_GPUS_ANNOTATION "topofit.io/gpus"
 #define EXT_GPUS_ANNOTATION_VERSION 1
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
+#define EXT_GROUP_ANNOTATION "topofit.io/group"           /* label or annotation */
+#define EXT_GROUP_SIZE_ANNOTATION "topofit.io/group-size" /* label or annotation */
 
 /* topofit.io/placement: what a pod asks of its GPU set. */
 enum ext_placement {
@@ -83,6 +85,7 @@ struct ext_config {
         enum ext_unannotated unannotated;
         uint64_t reservation_ttl_ns;
         uint64_t committed_ttl_ns;
+        uint64_t group_ttl_ns;       /* a group's domain and hold (PLACE_GROUP_TTL_NS) */
         struct score_config score;
         struct place_config place; /* the cluster term of prioritize (placement/) */
 };
@@ -106,6 +109,11 @@ struct ext_request {
         unsigned count; /* sum over containers, at least the largest init container's */
         enum ext_placement placement;
         unsigned require; /* ext_placement_require(placement) */
+        /* Its group (gang), when it has one (docs/placement.md, "Groups"): id namespaced by
+         * source and namespace, size when the pod says it, count/require copied from above,
+         * mode from topofit.io/placement's domain-required / domain-preferred token
+         * (default preferred for grouped pods). */
+        struct place_group_request group;
         unsigned n_containers;
         struct ext_container containers[EXT_MAX_CONTAINERS];
 };
@@ -236,6 +244,8 @@ struct ext_verdict {
         struct topo_mask free; /* GPUs free for this pod when decided */
         struct score_choice choice; /* the set; valid when r == 0 */
         double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        bool off_domain;     /* a grouped pod (domain-preferred): the node is outside its
+                              * group's domain; prioritize ranks it last */
 };
 
 /* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */

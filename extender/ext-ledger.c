@@ -41,6 +41,7 @@ struct ext_ledger {
         uint64_t committed_ttl_ns;
         unsigned n_entries;
         struct entry *buckets[LEDGER_BUCKETS];
+        struct place_groups *groups; /* group domains and holds (placement/), own lock */
 };
 
 static unsigned
@@ -60,6 +61,11 @@ ext_ledger_new(const struct ext_config *cfg)
 
         if (!l)
                 return NULL;
+        l->groups = place_groups_new(cfg->group_ttl_ns);
+        if (!l->groups) {
+                free(l);
+                return NULL;
+        }
         pthread_mutex_init(&l->lock, NULL);
         l->reservation_ttl_ns = cfg->reservation_ttl_ns;
         l->committed_ttl_ns = cfg->committed_ttl_ns;
@@ -76,6 +82,7 @@ ext_ledger_free(struct ext_ledger *l)
                         next = e->next;
                         free(e);
                 }
+        place_groups_free(l->groups);
         pthread_mutex_destroy(&l->lock);
         free(l);
         return NULL;
@@ -270,4 +277,10 @@ ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats 
                 }
         ext__ledger_unlock(l);
         *ret = s;
+}
+
+struct place_groups *
+ext__ledger_groups(struct ext_ledger *l)
+{
+        return l ? l->groups : NULL;
 }

@@ -76,6 +76,7 @@ ext_config_default(struct ext_config *cfg)
                 .unannotated = EXT_UNANNOTATED_PCIE,
                 .reservation_ttl_ns = EXT_RESERVATION_TTL_NS,
                 .committed_ttl_ns = EXT_COMMITTED_TTL_NS,
+                .group_ttl_ns = PLACE_GROUP_TTL_NS,
         };
         score_config_default(&cfg->score);
         place_config_default(&cfg->place);
@@ -256,6 +257,73 @@ node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct
         return loss > 0 ? loss : 0;
 }
 
+/* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
+ * gets its group's domain (chosen now for the group's first pod) and is kept in it
+ * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
+ * GPUs that another group's domain holds for its pods not yet bound.  Per node, not
+ * memoized: nodes of one class differ in domain.  Returns how many verdicts it turned. */
+static int
+apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+             const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+             struct ext_verdict *ret)
+{
+        struct place_groups *g = ext__ledger_groups(l);
+        const struct place_group_request *grp = &req->group;
+        CLEANUP(freep) const struct topo_mask **free_of = NULL;
+        struct place_group_domain d;
+        bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
+        ssize_t dom = -1;
+        int x = 0, turned = 0;
+
+        if (!c || !c->place || !g || req->count == 0)
+                return 0;
+        if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
+                x = place_group_domain(g, c->place, grp, now_ns, &d);
+                if (x == 1)
+                        dom = place_view_find_domain(c->place, d.level, d.name);
+        }
+        live = place_groups_live(g, now_ns) > 0;
+        if (x == 0 && !live)
+                return 0;
+        /* The holds count the free GPUs this request saw (ledger holds applied: GPUs bound
+         * since the snapshot was built are not free) rather than the snapshot's. */
+        if (live)
+                free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
+        for (size_t i = 0; free_of && i < n; i++)
+                if (nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
+                        free_of[nodes[i] - c->nodes] = &ret[i].free;
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_node *node = nodes[i];
+                size_t idx;
+
+                if (ret[i].r != 0 || !node)
+                        continue;
+                idx = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
+                                                                       : PLACE_NO_NODE;
+                if (x < 0 && required) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "no domain has room for the pod's group (domain-required)";
+                } else if (x == 1 && (idx == PLACE_NO_NODE ||
+                                      place_view_node_domain(c->place, idx, d.level) != dom)) {
+                        if (required) {
+                                ret[i].r = -EAGAIN;
+                                ret[i].why = "the node is outside the domain the pod's group was "
+                                             "given (domain-required)";
+                        } else
+                                ret[i].off_domain = true;
+                }
+                if (ret[i].r == 0 && live && idx != PLACE_NO_NODE &&
+                    place_group_check(g, c->place, idx, &ret[i].free, &ret[i].choice.set, grp->id,
+                                      free_of, now_ns, NULL) == -EBUSY) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "the node's GPUs are held for another pod group's pods that "
+                                     "are not bound yet";
+                }
+                turned += ret[i].r != 0;
+        }
+        return turned;
+}
+
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -310,7 +378,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         fits++;
         }
         free(memo.slots);
-        return fits;
+        return fits - apply_groups(c, l, req, nodes, n, now_ns, ret);
 }
 
 int
@@ -346,6 +414,19 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
                         ret[i].priority = cand[i].priority;
 }
 
+/* domain-preferred: while some node of the group's domain fits, the others score 0. */
+static void
+rank_domain(struct ext_verdict *ret, size_t n)
+{
+        bool inside = false;
+
+        for (size_t i = 0; i < n; i++)
+                inside |= ret[i].r == 0 && !ret[i].off_domain;
+        for (size_t i = 0; i < n && inside; i++)
+                if (ret[i].r == 0 && ret[i].off_domain)
+                        ret[i].priority = 0;
+}
+
 int
 ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
                const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -371,6 +452,7 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                         ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
                 }
         rank_cluster(c, cfg, req, ret, n);
+        rank_domain(ret, n);
         if (!req->uid[0])
                 return fits;
         for (size_t i = 0; i < n; i++) {
@@ -450,6 +532,9 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
 
         if (v.r < 0)
                 return set_why(ret_why, v.why ? v.why : "the GPU set cannot be recorded"), v.r;
+        /* A bound member stops counting against its group's hold (no record: nothing held). */
+        if (req->group.id[0])
+                (void)place_group_bound(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         *ret = v.choice;
         return 0;
 }

@@ -28,6 +28,7 @@ struct group_record {
 struct place_groups {
         pthread_mutex_t lock;
         uint64_t ttl_ns;
+        unsigned n_used;    /* records in use: scans stop after seeing them all */
         struct group_record rec[PLACE_MAX_GROUPS];
 };
 
@@ -62,6 +63,14 @@ record_clear(struct group_record *r)
         *r = (struct group_record){ 0 };
 }
 
+/* Lock held.  Clears a record in use. */
+static void
+record_drop(struct place_groups *g, struct group_record *r)
+{
+        record_clear(r);
+        g->n_used--;
+}
+
 struct place_groups *
 place_groups_free(struct place_groups *g)
 {
@@ -78,13 +87,15 @@ place_groups_free(struct place_groups *g)
 static struct group_record *
 find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
 {
-        for (size_t k = 0; k < PLACE_MAX_GROUPS; k++) {
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++) {
                 struct group_record *r = &g->rec[k];
 
                 if (!r->id[0])
                         continue;
+                seen++;
                 if (r->expires_ns <= now_ns) {
-                        record_clear(r);
+                        record_drop(g, r);
+                        seen--;
                         continue;
                 }
                 if (strcmp(r->id, id) == 0)
@@ -97,17 +108,22 @@ find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
  * level; node skip (may be PLACE_NO_NODE) counts with its free GPUs replaced by *skip_free. */
 static unsigned
 domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned count,
-            unsigned require, size_t skip, const struct topo_mask *skip_free)
+            unsigned require, size_t skip, const struct topo_mask *skip_free,
+            const struct topo_mask *const *free_of)
 {
         unsigned sets = 0;
 
         for (size_t i = 0; i < place_view_n_nodes(v); i++) {
                 struct score_class *cls = place_view_node_class(v, i);
+                const struct topo_mask *f = place_view_node_free(v, i);
 
                 if (!cls || place_view_node_domain(v, i, level) != d)
                         continue;
-                sets += place_count_sets(cls, i == skip ? skip_free : place_view_node_free(v, i),
-                                         count, require);
+                if (i == skip)
+                        f = skip_free;
+                else if (free_of && free_of[i])
+                        f = free_of[i];
+                sets += place_count_sets(cls, f, count, require);
         }
         return sets;
 }
@@ -215,6 +231,7 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
         *slot = (struct group_record){ .domain = d, .size = req->size, .count = req->count,
                                        .require = req->require, .expires_ns = now_ns + g->ttl_ns };
         str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
+        g->n_used++;
         *ret = d;
         pthread_mutex_unlock(&g->lock);
         return 1;
@@ -262,7 +279,8 @@ done:
 int
 place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                   const struct topo_mask *free, const struct topo_mask *set,
-                  const char *group_id, uint64_t now_ns, char *ret_group)
+                  const char *group_id, const struct topo_mask *const *free_of,
+                  uint64_t now_ns, char *ret_group)
 {
         struct score_class *cls = place_view_node_class(v, i);
         int x = 0;
@@ -270,7 +288,7 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
         if (!g || !v || !cls || !free || !set)
                 return 0;
         pthread_mutex_lock(&g->lock);
-        for (size_t k = 0; k < PLACE_MAX_GROUPS && x == 0; k++) {
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used && x == 0; k++) {
                 struct group_record *r = &g->rec[k];
                 struct topo_mask left;
                 unsigned need, have;
@@ -278,8 +296,10 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
 
                 if (!r->id[0])
                         continue;
+                seen++;
                 if (r->expires_ns <= now_ns) {
-                        record_clear(r);
+                        record_drop(g, r);
+                        seen--;
                         continue;
                 }
                 if (group_id && strcmp(r->id, group_id) == 0)
@@ -297,7 +317,7 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                 if (place_count_sets(cls, &left, r->count, r->require) ==
                     place_count_sets(cls, free, r->count, r->require))
                         continue;
-                have = domain_sets(v, r->domain.level, d, r->count, r->require, i, &left);
+                have = domain_sets(v, r->domain.level, d, r->count, r->require, i, &left, free_of);
                 if (have < need) {
                         x = -EBUSY;
                         if (ret_group)
@@ -316,8 +336,11 @@ place_groups_live(struct place_groups *g, uint64_t now_ns)
         if (!g)
                 return 0;
         pthread_mutex_lock(&g->lock);
-        for (size_t k = 0; k < PLACE_MAX_GROUPS; k++)
-                n += g->rec[k].id[0] && g->rec[k].expires_ns > now_ns;
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++)
+                if (g->rec[k].id[0]) {
+                        seen++;
+                        n += g->rec[k].expires_ns > now_ns;
+                }
         pthread_mutex_unlock(&g->lock);
         return n;
 }

@@ -237,10 +237,13 @@ int place_group_bound(struct place_groups *g, const struct place_group_request *
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
  * be left fewer sets than that group still needs.  group_id is the requesting pod's own
- * group ("" or NULL: none), which its own hold never blocks. */
+ * group ("" or NULL: none), which its own hold never blocks.  free_of (may be NULL) gives,
+ * per node of v, the free GPUs to count instead of the view's (NULL entries: the view's):
+ * the caller's fresher knowledge, such as GPUs bound since the view was built. */
 int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                       const struct topo_mask *free, const struct topo_mask *set,
-                      const char *group_id, uint64_t now_ns, char *ret_group);
+                      const char *group_id, const struct topo_mask *const *free_of,
+                      uint64_t now_ns, char *ret_group);
 
 /* Live groups recorded at now_ns (for metrics and tests). */
 unsigned place_groups_live(struct place_groups *g, uint64_t now_ns);

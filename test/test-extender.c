@@ -424,6 +424,84 @@ codec_sums_containers_and_takes_largest_init_container(void **state)
 }
 
 static void
+codec_finds_the_pods_group_and_domain_mode(void **state)
+{
+#define GPOD(META, SPEC)                                                                   \
+        "{\"metadata\":{\"uid\":\"u\",\"name\":\"p\",\"namespace\":\"ns\"" META "},"          \
+        "\"spec\":{" SPEC "\"containers\":[{\"name\":\"x\",\"resources\":{\"limits\":"     \
+        "{\"nvidia.com/gpu\":\"4\"}}}]}}"
+        static const struct {
+                const char *pod;
+                int r;
+                const char *id;
+                unsigned size;
+                enum place_domain_mode mode;
+                enum ext_placement placement;
+        } cases[] = {
+                { GPOD("", ""), 0, "", 0, PLACE_DOMAIN_OFF, EXT_PLACEMENT_BEST_EFFORT },
+                /* Kubernetes' own: the PodGroup's size is not on the pod. */
+                { GPOD("", "\"schedulingGroup\":{\"podGroupName\":\"pg-1\"},"), 0, "podgroup/ns/pg-1",
+                  0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"annotations\":{\"topofit.io/group-size\":\"4\"}",
+                      "\"schedulingGroup\":{\"podGroupName\":\"pg-1\"},"),
+                  0, "podgroup/ns/pg-1", 4, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"topofit.io/group\":\"g\"},\"annotations\":{"
+                      "\"topofit.io/group-size\":\"8\",\"topofit.io/placement\":"
+                      "\"nvlink-required,domain-required\"}", ""),
+                  0, "topofit/ns/g", 8, PLACE_DOMAIN_REQUIRED, EXT_PLACEMENT_NVLINK_REQUIRED },
+                { GPOD(",\"labels\":{\"leaderworkerset.sigs.k8s.io/name\":\"lws\","
+                      "\"leaderworkerset.sigs.k8s.io/group-index\":\"3\"},\"annotations\":{"
+                      "\"leaderworkerset.sigs.k8s.io/size\":\"4\"}", ""),
+                  0, "lws/ns/lws/3", 4, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"kueue.x-k8s.io/pod-group-name\":\"kg\"},\"annotations\":{"
+                      "\"kueue.x-k8s.io/pod-group-total-count\":\"2\"}", ""),
+                  0, "kueue/ns/kg", 2, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                /* A foreign size that does not parse is unknown, not an error. */
+                { GPOD(",\"labels\":{\"kueue.x-k8s.io/pod-group-name\":\"kg\"},\"annotations\":{"
+                      "\"kueue.x-k8s.io/pod-group-total-count\":\"two\"}", ""),
+                  0, "kueue/ns/kg", 0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"cg\"}", ""), 0,
+                  "coscheduling/ns/cg", 0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"annotations\":{\"scheduling.k8s.io/group-name\":\"vg\","
+                      "\"topofit.io/placement\":\"domain-required\"}", ""),
+                  0, "volcano/ns/vg", 0, PLACE_DOMAIN_REQUIRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"jobset.sigs.k8s.io/jobset-name\":\"js\"}", ""), 0,
+                  "jobset/ns/js", 0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                /* Our own size must be right; two domain modes or two placements are wrong. */
+                { GPOD(",\"annotations\":{\"topofit.io/group\":\"g\",\"topofit.io/group-size\":\"0\"}",
+                      ""), -EINVAL },
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"domain-required,domain-preferred\"}",
+                      ""), -EINVAL },
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"numa,nic\"}", ""), -EINVAL },
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"numa,\"}", ""), -EINVAL },
+                /* domain-* without a group: nothing to keep together. */
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"numa,domain-required\"}", ""), 0,
+                  "", 0, PLACE_DOMAIN_OFF, EXT_PLACEMENT_NUMA },
+        };
+#undef GPOD
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req;
+                const char *why = NULL;
+                int r = ext_request_decode(cases[i].pod, strlen(cases[i].pod), &cfg, &req, &why);
+
+                if (r != cases[i].r)
+                        fail_msg("case %zu: %d (%s), want %d", i, r, why ? why : "", cases[i].r);
+                if (r < 0) {
+                        assert_non_null(why);
+                        continue;
+                }
+                assert_string_equal(req.group.id, cases[i].id);
+                assert_int_equal(req.group.size, cases[i].size);
+                assert_int_equal(req.group.mode, cases[i].mode);
+                assert_int_equal(req.placement, cases[i].placement);
+                assert_int_equal(req.group.count, 4);
+        }
+}
+
+static void
 codec_round_trips_the_gpus_annotation(void **state)
 {
         struct ext_config cfg;
@@ -705,6 +783,107 @@ prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
         /* Without it: the stranding the issue reports. */
         assert_int_equal(place_four_then_eight(0, node, sizeof(node)), 0);
         assert_string_equal(node, "h100-empty");
+}
+
+/* Two NVLink domains of four GB200 trays (real tray topology, domain set in the
+ * annotation): in "nvl-b" two trays are busy.  A gang of two 4-GPU pods goes to nvl-b (it
+ * holds them with nothing to spare), its hold keeps a lone pod off nvl-b's free trays, and a
+ * domain-required gang of three that only nvl-a can hold is kept to nvl-a. */
+static struct ext_cluster *
+tray_domains(const struct ext_config *cfg)
+{
+        char *text, *json;
+        size_t len, jlen;
+        struct topo *t = NULL;
+        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
+        struct ext_cluster *c = NULL;
+
+        text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        free(text);
+        for (unsigned i = 0; i < 8; i++) {
+                char name[32];
+
+                snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "%s",
+                         i < 4 ? "cluster-uuid.1" : "cluster-uuid.2");
+                assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
+                snprintf(name, sizeof(name), "tray-%c%u", i < 4 ? 'a' : 'b', i % 4);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, json, jlen, 4, NULL), 0);
+                free(json);
+                if (i >= 6) {
+                        struct topo_mask all;
+                        char uid[32];
+
+                        topo_mask_fill(&all, 4);
+                        snprintf(uid, sizeof(uid), "busy-%u", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name, &all), 0);
+                }
+        }
+        topo_unref(t);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_non_null(c->place);
+        assert_int_equal(place_view_n_domains(c->place, 0), 2);
+        return c;
+}
+
+static void
+gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request gang[2], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        struct ext_request big = { .uid = "big-0", .count = 4, .n_containers = 1,
+                                   .group = { .id = "kueue/ns/big", .size = 3, .count = 4,
+                                              .mode = PLACE_DOMAIN_REQUIRED } };
+        struct score_choice got;
+        int best;
+
+        ext_config_default(&cfg);
+        c = tray_domains(&cfg);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i]; /* sorted: tray-a0..a3, tray-b0..b3 */
+        assert_string_equal(nodes[4]->name, "tray-b0");
+        for (unsigned k = 0; k < 2; k++) {
+                gang[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "kueue/ns/pair", .size = 2,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_PREFERRED } };
+                snprintf(gang[k].uid, sizeof(gang[k].uid), "pair-%u", k);
+        }
+        /* The lone pod before any gang: every free tray fits. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 0, v), 6);
+
+        /* First pod of the pair: nvl-b chosen, nvl-a's trays fit but rank 0. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[0], nodes, 8, 1, v), 6);
+        best = -1;
+        for (int i = 0; i < 8; i++)
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = i;
+        assert_true(best == 4 || best == 5);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(v[i].priority, 0);
+        assert_int_equal(ext_bind(c, l, &cfg, &gang[0], nodes[best]->name, 2, &got, NULL), 0);
+
+        /* The hold: the lone pod may not take nvl-b's last free tray, nvl-a is open. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 3, v), 4);
+        for (int i = 4; i < 8; i++)
+                assert_int_not_equal(v[i].r, 0);
+        /* The pair's second pod still fits there. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[1], nodes, 8, 4, v), 5);
+        assert_int_equal(v[best == 4 ? 5 : 4].r, 0);
+
+        /* domain-required, three trays: only nvl-a holds them; nvl-b is refused. */
+        assert_int_equal(ext_filter(c, l, &cfg, &big, nodes, 8, 5, v), 4);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(v[i].r, 0);
+        /* After the TTLs the holds are gone. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 5 + 2 * cfg.group_ttl_ns, v), 6);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
 }
 
 static void
@@ -1082,6 +1261,7 @@ main(void)
                 cmocka_unit_test(codec_refuses_repeats_only_of_keys_it_reads),
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
+                cmocka_unit_test(codec_finds_the_pods_group_and_domain_mode),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
@@ -1090,6 +1270,7 @@ main(void)
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
+                cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),

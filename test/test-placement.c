@@ -381,12 +381,12 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
         assert_int_equal(place_group_domain(g, v, &gang, 0, &d), 1);
         assert_string_equal(d.name, "nvl-a"); /* exactly four trays free there */
         /* A stranger's pod on a free tray of nvl-a would leave three: refused. */
-        assert_int_equal(place_group_check(g, v, 0, &all, &two, "ns/other", 1, who), -EBUSY);
+        assert_int_equal(place_group_check(g, v, 0, &all, &two, "ns/other", NULL, 1, who), -EBUSY);
         assert_string_equal(who, "ns/gang");
-        assert_int_equal(place_group_check(g, v, 0, &all, &two, NULL, 1, NULL), -EBUSY);
+        assert_int_equal(place_group_check(g, v, 0, &all, &two, NULL, NULL, 1, NULL), -EBUSY);
         /* The group's own pods, and nvl-b, are not held. */
-        assert_int_equal(place_group_check(g, v, 0, &all, &all, "ns/gang", 1, NULL), 0);
-        assert_int_equal(place_group_check(g, v, 20, &all, &two, "ns/other", 1, NULL), 0);
+        assert_int_equal(place_group_check(g, v, 0, &all, &all, "ns/gang", NULL, 1, NULL), 0);
+        assert_int_equal(place_group_check(g, v, 20, &all, &two, "ns/other", NULL, 1, NULL), 0);
         /* One member bound (its tray now used): three still held on three trays. */
         assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0);
         assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0); /* idempotent */
@@ -405,9 +405,9 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
                 place_view_unref(after);
                 assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &after), 0);
         }
-        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, 3, NULL), -EBUSY);
+        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, NULL, 3, NULL), -EBUSY);
         /* The hold lapses with the TTL (the gang failed or never came). */
-        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, 2000, NULL), 0);
+        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, NULL, 2000, NULL), 0);
         assert_int_equal(place_group_bound(g, &gang, "uid-1", 2000), -ENOENT);
 }
 
