@@ -294,6 +294,8 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
             class_register(b, old->cls) == 0) {
                 *n = *old;
                 n->used = (struct topo_mask){ 0 };
+                /* Labels come again after the node: they may have changed. */
+                memset(n->label_domain, 0, sizeof(n->label_domain));
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
                 return 0;
@@ -373,6 +375,31 @@ ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
 }
 
 int
+ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, const char *value)
+{
+        struct ext_node *n;
+
+        if (!key || !value)
+                return -EINVAL;
+        if (b->n_nodes == 0)
+                return -ENOENT;
+        n = &b->nodes[b->n_nodes - 1];
+        for (unsigned k = 0; k < b->cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
+                unsigned l = b->cfg->domain_labels[k].level;
+
+                if (l >= PLACE_MAX_LEVELS || strcmp(b->cfg->domain_labels[k].key, key) != 0)
+                        continue;
+                if (n->label_domain[l][0] && n->label_rank[l] <= k)
+                        return 0; /* a key listed earlier set it */
+                str_copy(n->label_domain[l], sizeof(n->label_domain[l]), value,
+                         strnlen(value, PLACE_NAME_MAX - 1));
+                n->label_rank[l] = (uint8_t)k;
+                return 0;
+        }
+        return 0;
+}
+
+int
 ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                             const char *namespace, const char *name, const char *node,
                             const struct topo_mask *gpus)
@@ -439,7 +466,10 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
                 in[i].cls = n->cls;
                 for (size_t k = 0; k < ELEMENTSOF(in[i].free.w); k++)
                         in[i].free.w[k] = n->healthy.w[k] & ~n->used.w[k];
-                in[i].domain[0] = n->domain;
+                for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                        in[i].domain[l] = n->label_domain[l];
+                if (n->domain[0])
+                        in[i].domain[0] = n->domain; /* the annotation beats labels */
                 base_index[i] = old ? old - base->nodes : -1;
         }
         for (size_t i = 0; i < c->n_pods; i++)

@@ -49,6 +49,8 @@
 #define EXT_GPUS_ANNOTATION "topofit.io/gpus"
 #define EXT_GPUS_ANNOTATION_VERSION 1
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
+#define EXT_MAX_DOMAIN_LABELS 15          /* node label keys naming domains (kube cache keeps 16) */
+#define EXT_LABEL_KEY_MAX 320              /* a label key: 253-byte prefix, '/', 63-byte name */
 #define EXT_GROUP_ANNOTATION "topofit.io/group"           /* label or annotation */
 #define EXT_GROUP_SIZE_ANNOTATION "topofit.io/group-size" /* label or annotation */
 
@@ -86,6 +88,15 @@ struct ext_config {
         uint64_t reservation_ttl_ns;
         uint64_t committed_ttl_ns;
         uint64_t group_ttl_ns;       /* a group's domain and hold (PLACE_GROUP_TTL_NS) */
+        /* Node labels that name a node's domain, by level (0: multi-node NVLink domain,
+         * 1..: network tiers innermost first); at a level the first key listed that a node
+         * carries wins, and the annotation's domain beats every label at level 0.  Defaults
+         * in docs/placement.md ("Domains"). */
+        unsigned n_domain_labels;
+        struct {
+                unsigned level;
+                char key[EXT_LABEL_KEY_MAX];
+        } domain_labels[EXT_MAX_DOMAIN_LABELS];
         struct score_config score;
         struct place_config place; /* the cluster term of prioritize (placement/) */
 };
@@ -131,6 +142,10 @@ struct ext_node {
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
         char domain[TOPO_ID_MAX]; /* multi-node NVLink domain from the annotation, "" none */
+        /* Domains from the node's labels per level ("" none), and the index in
+         * cfg->domain_labels of the key that set each (lower wins). */
+        char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
+        uint8_t label_rank[PLACE_MAX_LEVELS];
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
@@ -184,6 +199,11 @@ DEFINE_CLEANUP_FUNC(struct ext_cluster_builder, ext_cluster_builder_free)
 int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
                                  const char *topo_json, size_t len, unsigned gpu_capacity,
                                  const char **ret_why);
+/* One label of the node added last: when cfg->domain_labels lists key, value becomes the
+ * node's domain at that key's level (a key listed earlier wins).  Other keys are ignored.
+ * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
+int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
+                                   const char *value);
 /* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
  * namespace and name are checked but not kept (the snapshot stays small).
  * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */

@@ -67,6 +67,28 @@ ext_unannotated_from_string(const char *s)
         return (enum ext_unannotated)str_table_index(unannotated_names, _EXT_UNANNOTATED_MAX, s);
 }
 
+/* Node labels naming domains, by level, first listed first (docs/placement.md). */
+static const struct {
+        unsigned level;
+        const char *key;
+} default_domain_labels[] = {
+        { 0, "nvidia.com/gpu.clique" },                   /* GPU Feature Discovery */
+        { 0, "accelerator.topograph.run/domain" },        /* NVIDIA Topograph >= 1.0 */
+        { 0, "network.topology.nvidia.com/accelerator" }, /* NVIDIA Topograph < 1.0 */
+        { 1, "fabric.topograph.run/tier-0" },             /* switch closest to the node */
+        { 1, "network.topology.nvidia.com/leaf" },
+        { 1, "topology.k8s.aws/network-node-layer-3" },   /* EKS: bottom layer */
+        { 1, "cloud.google.com/gce-topology-subblock" },  /* GKE */
+        { 2, "fabric.topograph.run/tier-1" },
+        { 2, "network.topology.nvidia.com/spine" },
+        { 2, "topology.k8s.aws/network-node-layer-2" },
+        { 2, "cloud.google.com/gce-topology-block" },
+        { 3, "fabric.topograph.run/tier-2" },
+        { 3, "network.topology.nvidia.com/core" },
+        { 3, "topology.k8s.aws/network-node-layer-1" },
+};
+_Static_assert(ELEMENTSOF(default_domain_labels) <= EXT_MAX_DOMAIN_LABELS, "too many labels");
+
 void
 ext_config_default(struct ext_config *cfg)
 {
@@ -80,6 +102,12 @@ ext_config_default(struct ext_config *cfg)
         };
         score_config_default(&cfg->score);
         place_config_default(&cfg->place);
+        for (size_t i = 0; i < ELEMENTSOF(default_domain_labels); i++) {
+                cfg->domain_labels[i].level = default_domain_labels[i].level;
+                str_copy(cfg->domain_labels[i].key, sizeof(cfg->domain_labels[i].key),
+                         default_domain_labels[i].key, strlen(default_domain_labels[i].key));
+        }
+        cfg->n_domain_labels = ELEMENTSOF(default_domain_labels);
 }
 
 bool

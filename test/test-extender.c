@@ -502,6 +502,59 @@ codec_finds_the_pods_group_and_domain_mode(void **state)
 }
 
 static void
+cluster_takes_domains_from_the_annotation_then_node_labels(void **state)
+{
+        char *json = annotation_of("gb200-tray-4gpu-8nic-gpu-numa-id.txt");
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct ext_cluster_builder *b;
+        struct ext_config cfg;
+        struct topo *t = NULL;
+        char *dom_json;
+        size_t len;
+
+        /* The same tray with a domain in its annotation. */
+        assert_int_equal(topo_parse_annotation(json, strlen(json), &t, NULL), 0);
+        snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "uuid.7");
+        assert_int_equal(topo_to_annotation(t, &dom_json, &len), 0);
+        topo_unref(t);
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_node_label(b, "nvidia.com/gpu.clique", "x"), -ENOENT);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n1", json, strlen(json), 4, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "network.topology.nvidia.com/leaf", "leaf-9"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "fabric.topograph.run/tier-0", "t0-1"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "nvidia.com/gpu.clique", "uuid.3"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "example.com/other", "zzz"), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n2", dom_json, len, 4, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "nvidia.com/gpu.clique", "uuid.3"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "cloud.google.com/gce-topology-block", "b1"), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_non_null(c->place);
+        /* n1: clique label; tier-0 is listed before leaf, whatever order the labels came. */
+        assert_string_equal(place_view_domain(c->place, 0, place_view_node_domain(c->place, 0, 0))->name,
+                            "uuid.3");
+        assert_string_equal(place_view_domain(c->place, 1, place_view_node_domain(c->place, 0, 1))->name,
+                            "t0-1");
+        /* n2: the annotation's domain beats the label. */
+        assert_string_equal(place_view_domain(c->place, 0, place_view_node_domain(c->place, 1, 0))->name,
+                            "uuid.7");
+        assert_string_equal(place_view_domain(c->place, 2, place_view_node_domain(c->place, 1, 2))->name,
+                            "b1");
+        assert_int_equal(place_view_node_domain(c->place, 1, 1), -1);
+        /* A rebuild reuses n1 unparsed but takes its labels afresh: the clique is gone. */
+        b = ext_cluster_builder_new(&cfg, c);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n1", json, strlen(json), 4, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 2, &next), 0);
+        assert_int_equal(place_view_node_domain(next->place, 0, 0), -1);
+        assert_int_equal(place_view_n_domains(next->place, 0), 0);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+        free(dom_json);
+        free(json);
+}
+
+static void
 codec_round_trips_the_gpus_annotation(void **state)
 {
         struct ext_config cfg;
@@ -1262,6 +1315,7 @@ main(void)
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_finds_the_pods_group_and_domain_mode),
+                cmocka_unit_test(cluster_takes_domains_from_the_annotation_then_node_labels),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
