@@ -463,6 +463,7 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
                 const struct ext_node *old = base && base->place ? ext_cluster_find_node(base, n->name)
                                                                  : NULL;
 
+                in[i].name = n->name; /* the snapshot owns both the name and the view */
                 in[i].cls = n->cls;
                 for (size_t k = 0; k < ELEMENTSOF(in[i].free.w); k++)
                         in[i].free.w[k] = n->healthy.w[k] & ~n->used.w[k];

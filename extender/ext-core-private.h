@@ -21,6 +21,11 @@ void ext__ledger_unlock(struct ext_ledger *l);
  * out; 0 counts every entry). */
 void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                              uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret);
+/* Lock held.  As above, for a pod of group (NULL or "": none): reservations of pods of
+ * other groups are left out (a gang may never start; its room is held by the group hold). */
+void ext__ledger_held_group_locked(struct ext_ledger *l, const char *node, const char *uid,
+                                   const char *group, uint64_t view_gen, uint64_t now_ns,
+                                   struct topo_mask *ret);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
                                                 const char *node, enum ext_hold hold,
@@ -29,6 +34,11 @@ const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char
  * (uid, node).  -E2BIG when EXT_LEDGER_MAX_ENTRIES are in use, -ENOMEM. */
 int ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                            const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns);
+/* Lock held.  As above; a reservation (EXT_HOLD_RESERVED) of a pod of group (non-empty) is
+ * held only against that group's other pods. */
+int ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *node,
+                                 const struct topo_mask *set, enum ext_hold hold,
+                                 const char *group, uint64_t now_ns);
 /* true when the ledger holds no entry at all; read without the lock, so only a hint: a
  * filter may miss a hold that a concurrent bind is adding, which bind itself rechecks. */
 bool ext__ledger_maybe_empty(struct ext_ledger *l);

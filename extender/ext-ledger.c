@@ -33,6 +33,9 @@ struct entry {
         uint64_t expires_ns;
         uint64_t seen_gen; /* generation of the first view showing the pod; 0: none yet */
         uint64_t seen_ns;  /* when that view was pruned with */
+        /* A reservation of a pod of this group (""  none): held only against the group's
+         * other pods, as the gang may never start (placement/'s group hold keeps the room). */
+        char group[PLACE_NAME_MAX];
 };
 
 struct ext_ledger {
@@ -116,6 +119,14 @@ void
 ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                         uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
+        ext__ledger_held_group_locked(l, node, uid, NULL, view_gen, now_ns, ret);
+}
+
+void
+ext__ledger_held_group_locked(struct ext_ledger *l, const char *node, const char *uid,
+                              const char *group, uint64_t view_gen, uint64_t now_ns,
+                              struct topo_mask *ret)
+{
         topo_mask_clear(ret);
         if (l->n_entries == 0)
                 return;
@@ -124,6 +135,9 @@ ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                         continue;
                 if (uid && strcmp(e->uid, uid) == 0)
                         continue;
+                if (e->hold == EXT_HOLD_RESERVED && e->group[0] &&
+                    !(group && strcmp(e->group, group) == 0))
+                        continue; /* another group's tentative pick: not held against us */
                 /* The view already accounts for this pod (or its deletion). */
                 if (e->seen_gen != 0 && view_gen >= e->seen_gen)
                         continue;
@@ -174,6 +188,14 @@ int
 ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                        const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns)
 {
+        return ext__ledger_put_group_locked(l, uid, node, set, hold, NULL, now_ns);
+}
+
+int
+ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *node,
+                             const struct topo_mask *set, enum ext_hold hold, const char *group,
+                             uint64_t now_ns)
+{
         struct entry *e;
         unsigned b;
 
@@ -190,6 +212,8 @@ ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
         str_copy(e->node, sizeof(e->node), node, strlen(node));
         e->set = *set;
         e->hold = hold;
+        if (group && hold == EXT_HOLD_RESERVED)
+                str_copy(e->group, sizeof(e->group), group, strnlen(group, PLACE_NAME_MAX - 1));
         e->expires_ns = now_ns + (hold == EXT_HOLD_COMMITTED ? l->committed_ttl_ns
                                                              : l->reservation_ttl_ns);
         b = bucket_of(node);

@@ -123,8 +123,8 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 {
         struct topo_mask held;
 
-        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
-                                now_ns, &held);
+        ext__ledger_held_group_locked(l, n->name, req->uid[0] ? req->uid : NULL, req->group.id,
+                                      c ? c->generation : 0, now_ns, &held);
         for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
                 ret->w[k] = n->healthy.w[k] & ~n->used.w[k] & ~held.w[k];
 }
@@ -305,21 +305,23 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
 
         if (!c || !c->place || !g || req->count == 0)
                 return 0;
+        live = place_groups_live(g, now_ns) > 0;
+        if (!live && !(grp->id[0] && grp->mode != PLACE_DOMAIN_OFF))
+                return 0;
+        /* Domains and holds count the free GPUs this request saw (ledger holds applied: GPUs
+         * bound or reserved since the snapshot was built are not free), not the snapshot's. */
+        free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
+        for (size_t i = 0; free_of && i < n; i++)
+                if (nodes[i] && nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
+                        free_of[nodes[i] - c->nodes] = &ret[i].free;
         if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
-                x = place_group_domain(g, c->place, grp, now_ns, &d);
+                x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
                 if (x == 1)
                         dom = place_view_find_domain(c->place, d.level, d.name);
         }
-        live = place_groups_live(g, now_ns) > 0;
+        live = live || x == 1;
         if (x == 0 && !live)
                 return 0;
-        /* The holds count the free GPUs this request saw (ledger holds applied: GPUs bound
-         * since the snapshot was built are not free) rather than the snapshot's. */
-        if (live)
-                free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
-        for (size_t i = 0; free_of && i < n; i++)
-                if (nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
-                        free_of[nodes[i] - c->nodes] = &ret[i].free;
         for (size_t i = 0; i < n; i++) {
                 const struct ext_node *node = nodes[i];
                 size_t idx;
@@ -442,17 +444,20 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
                         ret[i].priority = cand[i].priority;
 }
 
-/* domain-preferred: while some node of the group's domain fits, the others score 0. */
+/* domain-preferred: while some node of the group's domain fits, the others score 0 and
+ * the domain's at least 1, so a tie never sends a pod out of its domain. */
 static void
 rank_domain(struct ext_verdict *ret, size_t n)
 {
-        bool inside = false;
+        bool inside = false, outside = false;
 
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 inside |= ret[i].r == 0 && !ret[i].off_domain;
-        for (size_t i = 0; i < n && inside; i++)
-                if (ret[i].r == 0 && ret[i].off_domain)
-                        ret[i].priority = 0;
+                outside |= ret[i].r == 0 && ret[i].off_domain;
+        }
+        for (size_t i = 0; i < n && inside && outside; i++)
+                if (ret[i].r == 0)
+                        ret[i].priority = ret[i].off_domain ? 0 : MAX(ret[i].priority, 1);
 }
 
 int
@@ -494,9 +499,11 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
          * it (ledger full) only costs that guarantee, never correctness. */
         ext__ledger_lock(l);
-        (void)ext__ledger_put_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
-                                     EXT_HOLD_RESERVED, now_ns);
+        (void)ext__ledger_put_group_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
+                                           EXT_HOLD_RESERVED, req->group.id, now_ns);
         ext__ledger_unlock(l);
+        if (req->group.id[0] && !ret[best].off_domain)
+                (void)place_group_picked(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         return fits;
 }
 

@@ -23,7 +23,20 @@ struct group_record {
         uint64_t expires_ns;
         unsigned n_bound;
         char (*bound)[64];             /* uids bound, n_bound of them (malloc'd) */
+        unsigned n_picked;
+        char (*picked)[64];            /* uids given a tentative set there (malloc'd) ... */
+        uint64_t picked_ns;            /* ... in the attempt whose last pick was then */
 };
+
+/* A gang's pods are decided within one scheduling cycle: picks further apart than this
+ * belong to different attempts (the earlier one failed, its picks no longer count). */
+#define PLACE_GROUP_ATTEMPT_NS (1000ull * 1000000ull)
+
+static unsigned
+picked_now(const struct group_record *r, uint64_t now_ns)
+{
+        return now_ns - r->picked_ns <= PLACE_GROUP_ATTEMPT_NS ? r->n_picked : 0;
+}
 
 struct place_groups {
         pthread_mutex_t lock;
@@ -60,6 +73,7 @@ static void
 record_clear(struct group_record *r)
 {
         free(r->bound);
+        free(r->picked);
         *r = (struct group_record){ 0 };
 }
 
@@ -104,6 +118,36 @@ find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
         return NULL;
 }
 
+/* Lock held.  Sets that live groups other than except hold in the domain (level, name):
+ * their pods not yet bound.  A rough count: holds of groups of another shape count pod for
+ * set. */
+static unsigned
+held_locked(const struct place_groups *g, unsigned level, const char *name, const char *except,
+            uint64_t now_ns)
+{
+        unsigned held = 0;
+
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++) {
+                const struct group_record *r = &g->rec[k];
+
+                if (!r->id[0])
+                        continue;
+                seen++;
+                if (r->expires_ns <= now_ns || r->domain.level != level ||
+                    strcmp(r->domain.name, name) != 0 || (except && strcmp(r->id, except) == 0))
+                        continue;
+                if (r->size > r->n_bound)
+                        held += r->size - r->n_bound;
+        }
+        return held;
+}
+
+static unsigned
+minus(unsigned a, unsigned b)
+{
+        return a > b ? a - b : 0;
+}
+
 /* Sets of the group's shape (count GPUs meeting require) on the nodes of domain d at
  * level; node skip (may be PLACE_NO_NODE) counts with its free GPUs replaced by *skip_free. */
 static unsigned
@@ -133,12 +177,42 @@ domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned coun
  * does at any level, the one with the most sets at level 0 (or the first level that has
  * domains).  Returns 1 and *ret, 0 when no level has domains, -ENOSPC when none has a set. */
 static int
-choose(const struct place_view *v, const struct place_group_request *req,
-       struct place_group_domain *ret)
+choose(const struct place_groups *g, const struct place_view *v,
+       const struct place_group_request *req, const struct topo_mask *const *free_of,
+       uint64_t now_ns, struct place_group_domain *ret)
 {
         struct place_group_domain most = { 0 };
         bool any_level = false, have_most = false;
-        unsigned need = MAX(req->size, 1u);
+        unsigned need = MAX(req->size, 1u), best_sets = UINT32_MAX;
+        ssize_t best_node = -1;
+
+        /* Innermost of all: one node that holds the whole group (its own NVLink domain),
+         * the one with the fewest sets to spare. */
+        for (size_t i = 0; req->size > 1 && i < place_view_n_nodes(v); i++) {
+                struct score_class *cls = place_view_node_class(v, i);
+                unsigned sets;
+
+                if (!cls || !place_view_node_name(v, i))
+                        continue;
+                sets = place_count_sets(cls, free_of && free_of[i] ? free_of[i]
+                                                                    : place_view_node_free(v, i),
+                                        req->count, req->require);
+                if (sets >= need)
+                        sets = minus(sets, held_locked(g, PLACE_LEVEL_NODE,
+                                                       place_view_node_name(v, i), req->id, now_ns));
+                if (sets >= need && sets < best_sets) {
+                        best_sets = sets;
+                        best_node = (ssize_t)i;
+                }
+        }
+        if (best_node >= 0) {
+                const char *name = place_view_node_name(v, (size_t)best_node);
+
+                *ret = (struct place_group_domain){ .level = PLACE_LEVEL_NODE, .sets = best_sets,
+                                                    .whole = true };
+                str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+                return 1;
+        }
 
         for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
                 size_t n = place_view_n_domains(v, l);
@@ -156,9 +230,14 @@ choose(const struct place_view *v, const struct place_group_request *req,
                         struct score_class *cls = place_view_node_class(v, i);
 
                         if (d >= 0 && cls)
-                                sets[d] += place_count_sets(cls, place_view_node_free(v, i),
+                                sets[d] += place_count_sets(cls, free_of && free_of[i]
+                                                                         ? free_of[i]
+                                                                         : place_view_node_free(v, i),
                                                             req->count, req->require);
                 }
+                for (size_t d = 0; d < n; d++)
+                        sets[d] = minus(sets[d], held_locked(g, l, place_view_domain(v, l, d)->name,
+                                                             req->id, now_ns));
                 for (size_t d = 0; d < n; d++) {
                         if (sets[d] >= need && req->size > 0 &&
                             (best < 0 || sets[d] < sets[best]))
@@ -195,7 +274,8 @@ choose(const struct place_view *v, const struct place_group_request *req,
 
 int
 place_group_domain(struct place_groups *g, const struct place_view *v,
-                   const struct place_group_request *req, uint64_t now_ns,
+                   const struct place_group_request *req,
+                   const struct topo_mask *const *free_of, uint64_t now_ns,
                    struct place_group_domain *ret)
 {
         struct place_group_domain d;
@@ -204,19 +284,30 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
 
         if (!g || !v || !req)
                 return -EINVAL;
-        if (!req->id[0] || req->mode == PLACE_DOMAIN_OFF)
-                return 0;
-        if (req->count == 0)
+        if (!req->id[0] || req->mode == PLACE_DOMAIN_OFF || req->count == 0)
                 return 0;
         pthread_mutex_lock(&g->lock);
         r = find_locked(g, req->id, now_ns);
-        if (r) {
+        if (r && r->n_bound == 0) {
+                ssize_t dom = place_view_find_domain(v, r->domain.level, r->domain.name);
+
+                /* Nobody started there yet: keep it only while it still holds the group (the
+                 * sets its own pods picked there count as its). */
+                if (dom < 0 ||
+                    minus(domain_sets(v, r->domain.level, dom, r->count, r->require, PLACE_NO_NODE,
+                                      NULL, free_of),
+                          held_locked(g, r->domain.level, r->domain.name, r->id, now_ns)) +
+                                    picked_now(r, now_ns) < MAX(r->size, 1u) ||
+                    !r->domain.whole)
+                        slot = r;
+        }
+        if (r && !slot) {
                 *ret = r->domain;
                 pthread_mutex_unlock(&g->lock);
                 return 1;
         }
         /* Chosen under the lock, so two pods of one group never choose apart. */
-        x = choose(v, req, &d);
+        x = choose(g, v, req, free_of, now_ns, &d);
         if (x <= 0) {
                 pthread_mutex_unlock(&g->lock);
                 return x;
@@ -228,21 +319,44 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
                 pthread_mutex_unlock(&g->lock);
                 return -E2BIG;
         }
+        if (!slot->id[0])
+                g->n_used++;
+        record_clear(slot);
         *slot = (struct group_record){ .domain = d, .size = req->size, .count = req->count,
                                        .require = req->require, .expires_ns = now_ns + g->ttl_ns };
         str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
-        g->n_used++;
         *ret = d;
         pthread_mutex_unlock(&g->lock);
         return 1;
 }
 
-int
-place_group_bound(struct place_groups *g, const struct place_group_request *req,
-                  const char *uid, uint64_t now_ns)
+/* Adds uid to a record's list once; lock held. */
+static int
+list_add(char (**list)[64], unsigned *n, const char *uid)
+{
+        for (unsigned k = 0; k < *n; k++)
+                if (strcmp((*list)[k], uid) == 0)
+                        return 0;
+        if (*n >= PLACE_MAX_GROUP_PODS)
+                return -E2BIG;
+        if (*n % 16 == 0) {
+                void *q = reallocarray(*list, *n + 16, sizeof(**list));
+
+                if (!q)
+                        return -ENOMEM;
+                *list = q;
+        }
+        str_copy((*list)[*n], sizeof((*list)[0]), uid, strnlen(uid, 63));
+        (*n)++;
+        return 0;
+}
+
+static int
+record_member(struct place_groups *g, const struct place_group_request *req, const char *uid,
+              uint64_t now_ns, bool bound)
 {
         struct group_record *r;
-        int x = 0;
+        int x;
 
         if (!g || !req || !uid || !req->id[0])
                 return -EINVAL;
@@ -252,28 +366,31 @@ place_group_bound(struct place_groups *g, const struct place_group_request *req,
                 pthread_mutex_unlock(&g->lock);
                 return -ENOENT;
         }
-        r->expires_ns = now_ns + g->ttl_ns;
-        for (unsigned k = 0; k < r->n_bound; k++)
-                if (strcmp(r->bound[k], uid) == 0)
-                        goto done;
-        if (r->n_bound >= PLACE_MAX_GROUP_PODS) {
-                x = -E2BIG;
-                goto done;
+        if (bound) {
+                r->expires_ns = now_ns + g->ttl_ns;
+                x = list_add(&r->bound, &r->n_bound, uid);
+        } else {
+                if (picked_now(r, now_ns) == 0)
+                        r->n_picked = 0; /* a new attempt */
+                r->picked_ns = now_ns;
+                x = list_add(&r->picked, &r->n_picked, uid);
         }
-        if (r->n_bound % 16 == 0) {
-                void *q = reallocarray(r->bound, r->n_bound + 16, sizeof(*r->bound));
-
-                if (!q) {
-                        x = -ENOMEM;
-                        goto done;
-                }
-                r->bound = q;
-        }
-        str_copy(r->bound[r->n_bound], sizeof(r->bound[0]), uid, strnlen(uid, 63));
-        r->n_bound++;
-done:
         pthread_mutex_unlock(&g->lock);
         return x;
+}
+
+int
+place_group_bound(struct place_groups *g, const struct place_group_request *req,
+                  const char *uid, uint64_t now_ns)
+{
+        return record_member(g, req, uid, now_ns, true);
+}
+
+int
+place_group_picked(struct place_groups *g, const struct place_group_request *req,
+                   const char *uid, uint64_t now_ns)
+{
+        return record_member(g, req, uid, now_ns, false);
 }
 
 int

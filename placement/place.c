@@ -40,6 +40,7 @@ struct place_memo {
 };
 
 struct view_node {
+        const char *name; /* borrowed, may be NULL */
         struct score_class *cls;
         struct topo_mask free;
         uint16_t cap[PLACE_MAX_CLASSES];
@@ -508,6 +509,7 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
                 struct view_node *vn = &v->nodes[i];
                 const struct view_node *old = NULL;
 
+                vn->name = nodes[i].name;
                 vn->cls = nodes[i].cls;
                 vn->free = nodes[i].free;
                 if (!vn->cls)
@@ -599,15 +601,33 @@ place_view_domain(const struct place_view *v, unsigned level, size_t d)
 ssize_t
 place_view_node_domain(const struct place_view *v, size_t i, unsigned level)
 {
-        return v && i < v->n_nodes && level < PLACE_MAX_LEVELS ? v->nodes[i].domain[level] : -1;
+        if (!v || i >= v->n_nodes)
+                return -1;
+        if (level == PLACE_LEVEL_NODE)
+                return v->nodes[i].name ? (ssize_t)i : -1;
+        return level < PLACE_MAX_LEVELS ? v->nodes[i].domain[level] : -1;
 }
 
 ssize_t
 place_view_find_domain(const struct place_view *v, unsigned level, const char *name)
 {
-        if (!v || level >= PLACE_MAX_LEVELS || !name)
+        if (!v || !name)
+                return -1;
+        if (level == PLACE_LEVEL_NODE) {
+                for (size_t i = 0; i < v->n_nodes; i++)
+                        if (v->nodes[i].name && strcmp(v->nodes[i].name, name) == 0)
+                                return (ssize_t)i;
+                return -1;
+        }
+        if (level >= PLACE_MAX_LEVELS)
                 return -1;
         return find_domain(v->domains[level], v->n_domains[level], name);
+}
+
+const char *
+place_view_node_name(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? v->nodes[i].name : NULL;
 }
 
 /* --- the cluster term ----------------------------------------------------------------- */

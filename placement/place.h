@@ -36,6 +36,8 @@
 
 #define PLACE_MAX_CLASSES 8          /* request classes in the mix */
 #define PLACE_MAX_LEVELS 4           /* domain levels: NVLink domain + network tiers */
+#define PLACE_LEVEL_NODE PLACE_MAX_LEVELS /* a group's "domain" that is one node (its own
+                                           * NVLink/NVSwitch domain): named by the node */
 #define PLACE_NAME_MAX 96            /* a domain or group name, NUL included */
 #define PLACE_MAX_DOMAINS 20000      /* distinct domains per level in one view */
 #define PLACE_QUALITY_EPS 1e-6       /* "as good as the best": relative busbw tolerance */
@@ -89,6 +91,8 @@ unsigned place_count_sets(struct score_class *cls, const struct topo_mask *free,
 
 /* One node as the view is given it.  Borrowed for the call. */
 struct place_node {
+        const char *name;         /* the node's name, NULL when unknown; borrowed for the
+                                   * view's whole life (the snapshot that owns both keeps it) */
         struct score_class *cls;  /* NULL: no GPUs */
         struct topo_mask free;    /* healthy GPUs not on live pods */
         /* The node's domain at each level, "" or NULL when none: level 0 is the multi-node
@@ -134,7 +138,10 @@ size_t place_view_computed(const struct place_view *v);
  * last as its base) share one memo of (class, free GPUs) -> capacity. */
 void place_view_memo_stats(const struct place_view *v, uint64_t *ret_hits, uint64_t *ret_misses);
 
-/* Domains at level (sorted by name); node i's domain index at level, -1 when none. */
+/* Domains at level (sorted by name); node i's domain index at level, -1 when none.  At
+ * PLACE_LEVEL_NODE every named node is its own domain, indexed like the nodes: n_domains and
+ * domain() say nothing there (0, NULL), node_domain(i) is i, find_domain finds the node by
+ * name (a linear scan). */
 size_t place_view_n_domains(const struct place_view *v, unsigned level);
 const struct place_domain *place_view_domain(const struct place_view *v, unsigned level, size_t d);
 ssize_t place_view_node_domain(const struct place_view *v, size_t i, unsigned level);
@@ -220,18 +227,29 @@ struct place_groups *place_groups_free(struct place_groups *g);
 DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
 
 /* The domain of req's group at now_ns: the recorded one while it lives, or else chosen now
- * from v and recorded (its TTL refreshed by each pod bound).  Returns 1 and *ret when the
- * group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in any
- * domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
+ * from v and recorded (its TTL refreshed by each pod bound).  A recorded domain that no
+ * member has been bound to yet and that can no longer hold the group (it failed to start
+ * there, others took the room) is chosen afresh.  free_of (may be NULL) as in
+ * place_group_check: the free GPUs to count instead of the view's.  Returns 1 and *ret when
+ * the group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in
+ * any domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
  * group; -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
 int place_group_domain(struct place_groups *g, const struct place_view *v,
-                       const struct place_group_request *req, uint64_t now_ns,
+                       const struct place_group_request *req,
+                       const struct topo_mask *const *free_of, uint64_t now_ns,
                        struct place_group_domain *ret);
 
 /* Records that pod uid of req's group was bound (it stops counting against the hold and
  * refreshes the TTL).  Idempotent per uid.  0, or -ENOENT when the group has no record. */
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
                       const char *uid, uint64_t now_ns);
+
+/* Records that pod uid of req's group was given a tentative set in the group's domain
+ * (prioritize's reservation): while no member is bound, the sets its members picked count
+ * as the group's when deciding whether the recorded domain still holds it.  Idempotent per
+ * uid.  0, -ENOENT (no record), -E2BIG, -ENOMEM. */
+int place_group_picked(struct place_groups *g, const struct place_group_request *req,
+                       const char *uid, uint64_t now_ns);
 
 /* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
@@ -248,6 +266,7 @@ int place_group_check(struct place_groups *g, const struct place_view *v, size_t
 /* Live groups recorded at now_ns (for metrics and tests). */
 unsigned place_groups_live(struct place_groups *g, uint64_t now_ns);
 
-/* The view's node i: its class and free GPUs (for callers that choose within a domain). */
+/* The view's node i: its name (NULL when not given), class and free GPUs. */
+const char *place_view_node_name(const struct place_view *v, size_t i);
 struct score_class *place_view_node_class(const struct place_view *v, size_t i);
 const struct topo_mask *place_view_node_free(const struct place_view *v, size_t i);

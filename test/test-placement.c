@@ -338,7 +338,7 @@ group_chooses_the_tightest_domain_that_holds_it(void **state)
         struct place_group_domain d;
 
         /* Four trays fit in both; nvl-a (5 free) spares fewer than nvl-b (18). */
-        assert_int_equal(place_group_domain(g, v, &four, 0, &d), 1);
+        assert_int_equal(place_group_domain(g, v, &four, NULL, 0, &d), 1);
         assert_string_equal(d.name, "nvl-a");
         assert_int_equal(d.level, 0);
         assert_true(d.whole);
@@ -346,19 +346,19 @@ group_chooses_the_tightest_domain_that_holds_it(void **state)
         {
                 CLEANUP(place_view_unrefp) struct place_view *w = two_domains(tray, 0);
 
-                assert_int_equal(place_group_domain(g, w, &four, 1, &d), 1);
+                assert_int_equal(place_group_domain(g, w, &four, NULL, 1, &d), 1);
                 assert_string_equal(d.name, "nvl-a");
         }
         /* Sixteen trays fit only in nvl-b. */
-        assert_int_equal(place_group_domain(g, v, &big, 0, &d), 1);
+        assert_int_equal(place_group_domain(g, v, &big, NULL, 0, &d), 1);
         assert_string_equal(d.name, "nvl-b");
         /* Thirty fit in no NVLink domain nor rack: the domain with the most room, not whole. */
-        assert_int_equal(place_group_domain(g, v, &huge, 0, &d), 1);
+        assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
         assert_string_equal(d.name, "nvl-b");
         assert_false(d.whole);
         assert_int_equal(place_groups_live(g, 0), 3);
         /* Not grouped: nothing to decide. */
-        assert_int_equal(place_group_domain(g, v, &lone, 0, &d), 0);
+        assert_int_equal(place_group_domain(g, v, &lone, NULL, 0, &d), 0);
         /* The records go at their TTL. */
         assert_int_equal(place_groups_live(g, PLACE_GROUP_TTL_NS + 1), 0);
 }
@@ -378,7 +378,7 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
 
         topo_mask_fill(&all, 4);
         topo_mask_fill(&two, 2);
-        assert_int_equal(place_group_domain(g, v, &gang, 0, &d), 1);
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 0, &d), 1);
         assert_string_equal(d.name, "nvl-a"); /* exactly four trays free there */
         /* A stranger's pod on a free tray of nvl-a would leave three: refused. */
         assert_int_equal(place_group_check(g, v, 0, &all, &two, "ns/other", NULL, 1, who), -EBUSY);
