@@ -118,26 +118,34 @@ find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
         return NULL;
 }
 
-/* Lock held.  Sets that live groups other than except hold in the domain (level, name):
- * their pods not yet bound.  A rough count: holds of groups of another shape count pod for
- * set. */
+/* Lock held.  Sets that live groups other than except hold in domain d at level of v: their
+ * pods not yet bound, for every group whose domain lies inside d (a hierarchy: one of its
+ * nodes is in d).  Rough where shapes differ: a pod of another shape counts as one set. */
 static unsigned
-held_locked(const struct place_groups *g, unsigned level, const char *name, const char *except,
-            uint64_t now_ns)
+held_locked(const struct place_groups *g, const struct place_view *v, unsigned level, ssize_t d,
+            const char *except, uint64_t now_ns)
 {
         unsigned held = 0;
 
         for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++) {
                 const struct group_record *r = &g->rec[k];
+                ssize_t rd;
 
                 if (!r->id[0])
                         continue;
                 seen++;
-                if (r->expires_ns <= now_ns || r->domain.level != level ||
-                    strcmp(r->domain.name, name) != 0 || (except && strcmp(r->id, except) == 0))
+                if (r->expires_ns <= now_ns || r->size <= r->n_bound ||
+                    (except && strcmp(r->id, except) == 0))
                         continue;
-                if (r->size > r->n_bound)
-                        held += r->size - r->n_bound;
+                rd = place_view_find_domain(v, r->domain.level, r->domain.name);
+                if (rd < 0)
+                        continue;
+                for (size_t i = 0; i < place_view_n_nodes(v); i++)
+                        if (place_view_node_domain(v, i, r->domain.level) == rd) {
+                                if (place_view_node_domain(v, i, level) == d)
+                                        held += r->size - r->n_bound;
+                                break;
+                        }
         }
         return held;
 }
@@ -197,9 +205,9 @@ choose(const struct place_groups *g, const struct place_view *v,
                 sets = place_count_sets(cls, free_of && free_of[i] ? free_of[i]
                                                                     : place_view_node_free(v, i),
                                         req->count, req->require);
-                if (sets >= need)
-                        sets = minus(sets, held_locked(g, PLACE_LEVEL_NODE,
-                                                       place_view_node_name(v, i), req->id, now_ns));
+                if (sets >= need && g->n_used > 0)
+                        sets = minus(sets, held_locked(g, v, PLACE_LEVEL_NODE, (ssize_t)i, req->id,
+                                                       now_ns));
                 if (sets >= need && sets < best_sets) {
                         best_sets = sets;
                         best_node = (ssize_t)i;
@@ -235,9 +243,8 @@ choose(const struct place_groups *g, const struct place_view *v,
                                                                          : place_view_node_free(v, i),
                                                             req->count, req->require);
                 }
-                for (size_t d = 0; d < n; d++)
-                        sets[d] = minus(sets[d], held_locked(g, l, place_view_domain(v, l, d)->name,
-                                                             req->id, now_ns));
+                for (size_t d = 0; d < n && g->n_used > 0; d++)
+                        sets[d] = minus(sets[d], held_locked(g, v, l, (ssize_t)d, req->id, now_ns));
                 for (size_t d = 0; d < n; d++) {
                         if (sets[d] >= need && req->size > 0 &&
                             (best < 0 || sets[d] < sets[best]))
@@ -296,7 +303,7 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
                 if (dom < 0 ||
                     minus(domain_sets(v, r->domain.level, dom, r->count, r->require, PLACE_NO_NODE,
                                       NULL, free_of),
-                          held_locked(g, r->domain.level, r->domain.name, r->id, now_ns)) +
+                          held_locked(g, v, r->domain.level, dom, r->id, now_ns)) +
                                     picked_now(r, now_ns) < MAX(r->size, 1u) ||
                     !r->domain.whole)
                         slot = r;

@@ -342,25 +342,34 @@ group_chooses_the_tightest_domain_that_holds_it(void **state)
         assert_string_equal(d.name, "nvl-a");
         assert_int_equal(d.level, 0);
         assert_true(d.whole);
-        /* Asked again, the record answers, even from a view where nvl-b would win. */
+        /* Asked again, the record answers while nvl-a still holds the group, even where a
+         * fresh choice would differ; once nvl-a cannot and no pod was bound there, the group
+         * is placed afresh; once a pod was bound, it stays. */
         {
-                CLEANUP(place_view_unrefp) struct place_view *w = two_domains(tray, 0);
+                CLEANUP(place_view_unrefp) struct place_view *w = two_domains(tray, 18);
+                CLEANUP(place_view_unrefp) struct place_view *full = two_domains(tray, 0);
 
                 assert_int_equal(place_group_domain(g, w, &four, NULL, 1, &d), 1);
                 assert_string_equal(d.name, "nvl-a");
+                assert_int_equal(place_group_domain(g, full, &four, NULL, 2, &d), 1);
+                assert_string_equal(d.name, "nvl-b");
+                assert_int_equal(place_group_bound(g, &four, "uid-1", 3), 0);
+                assert_int_equal(place_group_domain(g, v, &four, NULL, 4, &d), 1);
+                assert_string_equal(d.name, "nvl-b");
         }
         /* Sixteen trays fit only in nvl-b. */
         assert_int_equal(place_group_domain(g, v, &big, NULL, 0, &d), 1);
         assert_string_equal(d.name, "nvl-b");
-        /* Thirty fit in no NVLink domain nor rack: the domain with the most room, not whole. */
+        /* Thirty fit in no NVLink domain nor rack: the domain with the most room not held
+         * for the other two groups (nvl-b's 18 trays are all held), not whole. */
         assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
-        assert_string_equal(d.name, "nvl-b");
+        assert_string_equal(d.name, "nvl-a");
         assert_false(d.whole);
         assert_int_equal(place_groups_live(g, 0), 3);
         /* Not grouped: nothing to decide. */
         assert_int_equal(place_group_domain(g, v, &lone, NULL, 0, &d), 0);
         /* The records go at their TTL. */
-        assert_int_equal(place_groups_live(g, PLACE_GROUP_TTL_NS + 1), 0);
+        assert_int_equal(place_groups_live(g, PLACE_GROUP_TTL_NS + 4), 0); /* bound at 3 */
 }
 
 static void
