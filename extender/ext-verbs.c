@@ -437,7 +437,8 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
         for (size_t i = 0; i < n; i++)
                 cand[i] = (struct place_candidate){
                         .fits = ret[i].r == 0, .priority = ret[i].priority,
-                        .tier = place_tier(&ret[i].choice), .loss = ret[i].loss };
+                        .tier = place_tier(&ret[i].choice), .busbw = ret[i].choice.busbw_gbps,
+                        .loss = ret[i].loss };
         place_rank(&cfg->place, cand, n);
         for (size_t i = 0; i < n; i++)
                 if (ret[i].r == 0)

@@ -74,6 +74,7 @@ place_config_default(struct place_config *cfg)
                 },
                 .prior_pods = PLACE_PRIOR_PODS,
                 .cluster_share = PLACE_CLUSTER_SHARE,
+                .quality_band = PLACE_QUALITY_BAND,
         };
 }
 
@@ -100,6 +101,8 @@ place_config_check(const struct place_config *cfg, const char **ret_why)
                 return set_why(ret_why, "the prior pod count is negative or not finite"), -EINVAL;
         if (!(cfg->cluster_share >= 0 && cfg->cluster_share <= 1))
                 return set_why(ret_why, "the cluster share is not within 0..1"), -EINVAL;
+        if (!(cfg->quality_band >= 0 && cfg->quality_band <= 1))
+                return set_why(ret_why, "the quality band is not within 0..1"), -EINVAL;
         return 0;
 }
 
@@ -678,7 +681,7 @@ place_tier(const struct score_choice *ch)
 void
 place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
 {
-        double lo = INFINITY, hi = -INFINITY, share;
+        double lo = INFINITY, hi = -INFINITY, top_bw = 0, share;
         unsigned top = 0;
         bool any = false;
 
@@ -691,7 +694,11 @@ place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
                         any = true;
                 }
         for (size_t i = 0; i < n; i++)
-                if (c[i].fits && c[i].tier == top) {
+                if (c[i].fits && c[i].tier == top)
+                        top_bw = MAX(top_bw, c[i].busbw);
+#define ELIGIBLE(x) ((x).fits && (x).tier == top && (x).busbw >= cfg->quality_band * top_bw)
+        for (size_t i = 0; i < n; i++)
+                if (ELIGIBLE(c[i])) {
                         lo = MIN(lo, c[i].loss);
                         hi = MAX(hi, c[i].loss);
                 }
@@ -700,10 +707,11 @@ place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
 
                 if (!c[i].fits)
                         continue;
-                if (c[i].tier == top)
+                if (ELIGIBLE(c[i]))
                         cluster = hi - lo > 1e-12 ? PLACE_PRIORITY_MAX * (hi - c[i].loss) / (hi - lo)
                                                   : PLACE_PRIORITY_MAX;
                 p = (1 - share) * c[i].priority + share * cluster;
                 c[i].priority = (int)MIN((double)PLACE_PRIORITY_MAX, MAX(0.0, floor(p + 0.5)));
         }
+#undef ELIGIBLE
 }

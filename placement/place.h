@@ -43,6 +43,7 @@
 #define PLACE_QUALITY_EPS 1e-6       /* "as good as the best": relative busbw tolerance */
 #define PLACE_PRIOR_PODS 20.0        /* default: the configured weights count as 20 pods */
 #define PLACE_CLUSTER_SHARE 0.5      /* default share of the cluster term in the priority */
+#define PLACE_QUALITY_BAND 0.5       /* default: competes on the term within half the best busbw */
 #define PLACE_PRIORITY_MAX 10        /* kube-scheduler's MaxExtenderPriority */
 
 /* One request class of the mix. */
@@ -61,15 +62,20 @@ struct place_config {
         double prior_pods;
         /* Share of the cluster term in the final node priority, 0..1; 0 turns it off. */
         double cluster_share;
+        /* A candidate competes on the cluster term only when its set's modeled bandwidth is
+         * at least this share of the best set of its link class on offer, 0..1: capacity is
+         * never bought with a much slower set. */
+        double quality_band;
 };
 
 /* Classes 8 all-NVLink, 4 all-NVLink, 4 one-NUMA, 2, 1 with the size mix of
  * score_config_default() (1: 0.55, 2: 0.2, 4: 0.15 split over its two classes, 8: 0.1),
- * prior_pods PLACE_PRIOR_PODS, cluster_share PLACE_CLUSTER_SHARE. */
+ * prior_pods PLACE_PRIOR_PODS, cluster_share PLACE_CLUSTER_SHARE, quality_band
+ * PLACE_QUALITY_BAND. */
 void place_config_default(struct place_config *cfg);
 /* 0, or -EINVAL with *ret_why: no classes or more than PLACE_MAX_CLASSES, a size 0 or over
  * TOPO_MAX_GPUS, a weight negative or not finite or all zero, prior_pods negative,
- * cluster_share outside 0..1. */
+ * cluster_share or quality_band outside 0..1. */
 int place_config_check(const struct place_config *cfg, const char **ret_why);
 
 /* --- capacity ------------------------------------------------------------------------- */
@@ -166,6 +172,7 @@ struct place_candidate {
         bool fits;        /* false: left at priority 0 */
         int priority;     /* in: the per-node priority, 0..PLACE_PRIORITY_MAX; out: final */
         unsigned tier;    /* place_tier() of its set */
+        double busbw;     /* its set's modeled bus bandwidth (GB/s; 0 for one GPU) */
         double loss;      /* place_loss() */
 };
 
@@ -173,11 +180,12 @@ struct place_candidate {
  * peer-to-peer, 0 otherwise; single GPUs are all tier 2 (no links to compare). */
 unsigned place_tier(const struct score_choice *ch);
 
-/* Folds the cluster term into the priorities of n candidates of one request: among the
- * fitting candidates of the best tier, the one losing least gets cluster score 10 and the
- * one losing most 0 (linear between; all 10 when they lose alike); lower tiers get 0, so a
- * worse link class is never chosen to spare capacity.  Final = round((1 - share) x
- * priority + share x cluster score), share = cfg->cluster_share. */
+/* Folds the cluster term into the priorities of n candidates of one request.  Eligible: the
+ * fitting candidates of the best tier whose busbw is at least quality_band x the best busbw
+ * among them.  Of those, the one losing least gets cluster score 10 and the one losing most
+ * 0 (linear between; all 10 when they lose alike); the others get 0, so neither a worse
+ * link class nor a much slower set is chosen to spare capacity.  Final = round((1 - share)
+ * x priority + share x cluster score), share = cfg->cluster_share. */
 void place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n);
 
 /* --- groups (gangs) ----------------------------------------------------------------------

@@ -113,6 +113,9 @@ config_check_refuses_bad_mixes(void **state)
         cfg.cluster_share = 1.5;
         assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
         place_config_default(&cfg);
+        cfg.quality_band = -0.1;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+        place_config_default(&cfg);
         cfg.n_classes = PLACE_MAX_CLASSES + 1;
         assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
 }
@@ -149,7 +152,8 @@ loss_of_the_last_eight_gpu_set_outweighs_broken_nodes(void **state)
                 assert_true(loss[i] >= 0 && loss[i] <= 1);
                 /* A per-node priority that favours the H100 (its bandwidth is highest). */
                 cand[i] = (struct place_candidate){ .fits = true, .priority = i == 0 ? 10 : 6,
-                                                    .tier = place_tier(&ch), .loss = loss[i] };
+                                                    .tier = place_tier(&ch),
+                                                    .busbw = ch.busbw_gbps, .loss = loss[i] };
         }
         assert_true(loss[0] > loss[1] && loss[0] > loss[2]);
         place_rank(&cfg, cand, 3);
@@ -188,6 +192,21 @@ rank_never_trades_a_link_class_for_capacity(void **state)
         };
         place_rank(&cfg, d, 2);
         assert_true(d[0].priority > d[1].priority);
+
+        /* A much slower set of the same link class does not compete (the e2e's DGX-1 quad at
+         * 50 GB/s against an empty 4x A100 at 300): capacity is not bought with bandwidth. */
+        struct place_candidate f[2] = {
+                { .fits = true, .priority = 10, .tier = 2, .busbw = 300, .loss = 0.4 },
+                { .fits = true, .priority = 4, .tier = 2, .busbw = 50, .loss = 0.0 },
+        };
+        place_rank(&cfg, f, 2);
+        assert_int_equal(f[0].priority, 10); /* the only one competing: score 10 */
+        assert_int_equal(f[1].priority, 2);
+        cfg.quality_band = 0; /* every set of the class competes */
+        f[0] = (struct place_candidate){ .fits = true, .priority = 10, .tier = 2, .busbw = 300, .loss = 0.4 };
+        f[1] = (struct place_candidate){ .fits = true, .priority = 4, .tier = 2, .busbw = 50, .loss = 0.0 };
+        place_rank(&cfg, f, 2);
+        assert_true(f[1].priority > f[0].priority);
 
         /* Share 0 turns the term off. */
         struct place_candidate e = { .fits = true, .priority = 3, .tier = 2, .loss = 0.9 };
