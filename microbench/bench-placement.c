@@ -6,7 +6,7 @@
  * times, in process: the first snapshot build with and without the placement view, a
  * rebuild with one node changed (the incremental path), and ext_prioritize over every node
  * for 1-, 2-, 4- and 8-GPU pods with the cluster term on and off.  Timing lives here, not
- * in tests.  Run: build/bench/bench-placement [NODES] [REPEATS] (from the source root, or
+ * in tests.  Run: build/microbench/bench-placement [NODES] [REPEATS] (from the source root, or
  * with TOPOFIT_SOURCE_ROOT set).
  */
 #include <errno.h>
