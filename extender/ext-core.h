@@ -146,6 +146,7 @@ struct ext_node {
          * cfg->domain_labels of the key that set each (lower wins). */
         char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
         uint8_t label_rank[PLACE_MAX_LEVELS];
+        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
