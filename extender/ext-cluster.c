@@ -69,6 +69,7 @@ cluster_free(struct ext_cluster *c)
         free(c->pods);
         free(c->classes);
         free(c->index);
+        place_view_unref(c->place);
         free(c);
 }
 
@@ -322,6 +323,8 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
             class_register(b, old->cls) == 0) {
                 *n = *old;
                 n->used = (struct topo_mask){ 0 };
+                /* Labels come again after the node: they may have changed. */
+                memset(n->label_domain, 0, sizeof(n->label_domain));
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
                 return 0;
@@ -357,6 +360,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 if (!node.cls)
                         return -ENOMEM;
                 node.n_gpus = t->n_gpus;
+                memcpy(node.domain, t->nvlink_domain, sizeof(node.domain));
                 for (unsigned i = 0; i < t->n_gpus; i++)
                         if (t->gpus[i].healthy)
                                 topo_mask_set(&node.healthy, i);
@@ -401,6 +405,31 @@ ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
 }
 
 int
+ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, const char *value)
+{
+        struct ext_node *n;
+
+        if (!key || !value)
+                return -EINVAL;
+        if (b->n_nodes == 0)
+                return -ENOENT;
+        n = &b->nodes[b->n_nodes - 1];
+        for (unsigned k = 0; k < b->cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
+                unsigned l = b->cfg->domain_labels[k].level;
+
+                if (l >= PLACE_MAX_LEVELS || strcmp(b->cfg->domain_labels[k].key, key) != 0)
+                        continue;
+                if (n->label_domain[l][0] && n->label_rank[l] <= k)
+                        return 0; /* a key listed earlier set it */
+                str_copy(n->label_domain[l], sizeof(n->label_domain[l]), value,
+                         strnlen(value, PLACE_NAME_MAX - 1));
+                n->label_rank[l] = (uint8_t)k;
+                return 0;
+        }
+        return 0;
+}
+
+int
 ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                             const char *namespace, const char *name, const char *node,
                             const struct topo_mask *gpus)
@@ -439,6 +468,47 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                 memcpy(b->pod_node[b->n_pods], node, strlen(node) + 1);
         b->n_pods++;
         return 0;
+}
+
+/* The cluster term's view of c (placement/): per node its class, free GPUs (healthy, not
+ * on live pods) and domain, and the live pods' sizes for the learnt weights.  base (may be
+ * NULL) lends the capacities of nodes that did not change.  Left NULL when the term is off
+ * or the view cannot be built: prioritize then goes without the cluster term. */
+static void
+place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ext_cluster *base)
+{
+        CLEANUP(freep) struct place_node *in = NULL;
+        CLEANUP(freep) ssize_t *base_index = NULL;
+        unsigned hist[TOPO_MAX_GPUS + 1] = { 0 };
+
+        c->place = NULL;
+        if (!cfg || cfg->place.cluster_share <= 0)
+                return;
+        in = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*in));
+        base_index = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*base_index));
+        if (!in || !base_index)
+                return;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct ext_node *n = &c->nodes[i];
+                const struct ext_node *old = base && base->place ? ext_cluster_find_node(base, n->name)
+                                                                 : NULL;
+
+                in[i].name = n->name; /* the snapshot owns both the name and the view */
+                in[i].cls = n->cls;
+                for (size_t k = 0; k < ELEMENTSOF(in[i].free.w); k++)
+                        in[i].free.w[k] = n->healthy.w[k] & ~n->used.w[k];
+                for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                        in[i].domain[l] = n->label_domain[l];
+                if (n->domain[0])
+                        in[i].domain[0] = n->domain; /* the annotation beats labels */
+                base_index[i] = old ? old - base->nodes : -1;
+        }
+        for (size_t i = 0; i < c->n_pods; i++)
+                if (c->pods[i].node >= 0)
+                        hist[MIN(topo_mask_count(&c->pods[i].gpus), (unsigned)TOPO_MAX_GPUS)]++;
+        hist[0] = 0;
+        (void)place_view_new(&cfg->place, in, c->n_nodes, hist, ELEMENTSOF(hist),
+                             base ? base->place : NULL, base_index, &c->place);
 }
 
 int
@@ -506,6 +576,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         for (size_t i = 0; i < b->n_classes; i++)
                 c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
         b->n_classes = 0;
+        place_build(c, b->cfg, b->base);
 
         *ret = c;
         return 0;
@@ -525,7 +596,6 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         struct ext_pod pod = { .node = -1 };
         size_t at, lo = 0, hi;
 
-        (void)cfg;
         (void)namespace;
         (void)name;
         if (ext_cluster_find_pod(c, uid))
@@ -587,6 +657,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
         topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
+        place_build(next, cfg, c); /* only the pod's node is computed again */
         *ret = next;
         return 0;
 }

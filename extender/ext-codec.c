@@ -249,6 +249,151 @@ decode_containers(const struct ext_config *cfg, const cJSON *arr, bool init,
         return 0;
 }
 
+/* Where a pod's group comes from, after Kubernetes' own spec.schedulingGroup and before
+ * nothing: the first source whose key the pod carries wins.  Each names the group by a
+ * label or annotation (plus, for LeaderWorkerSet, the replica's group index) and, where the
+ * source puts it on the pod, the group's size.  topofit.io/group-size overrides the size
+ * for every source.  docs/placement.md lists them with what each says about the size. */
+static const struct group_source {
+        const char *source;     /* the id's prefix */
+        const char *key;        /* names the group */
+        bool annotation;        /* key is an annotation (else a label) */
+        const char *key2;       /* a label appended to the id, NULL: none */
+        const char *size;       /* annotation holding the group's pod count, NULL: unknown */
+} group_sources[] = {
+        { "topofit", EXT_GROUP_ANNOTATION, false, NULL, NULL },
+        { "topofit", EXT_GROUP_ANNOTATION, true, NULL, NULL },
+        { "lws", "leaderworkerset.sigs.k8s.io/name", false, "leaderworkerset.sigs.k8s.io/group-index",
+          "leaderworkerset.sigs.k8s.io/size" },
+        { "kueue", "kueue.x-k8s.io/pod-group-name", false, NULL, "kueue.x-k8s.io/pod-group-total-count" },
+        { "coscheduling", "scheduling.x-k8s.io/pod-group", false, NULL, NULL },
+        { "coscheduling", "pod-group.scheduling.sigs.k8s.io", false, NULL, NULL },
+        { "volcano", "scheduling.k8s.io/group-name", true, NULL, NULL },
+        { "jobset", "jobset.sigs.k8s.io/jobset-name", false, NULL, NULL },
+        { "kubeflow", "training.kubeflow.org/job-name", false, NULL, NULL },
+};
+
+static const char *
+string_at(const cJSON *obj, const char *key)
+{
+        const cJSON *j = get(obj, key);
+
+        return cJSON_IsString(j) && j->valuestring[0] ? j->valuestring : NULL;
+}
+
+/* "source/namespace/name[/name2]" into id; a long one keeps its head and a hash of the
+ * whole, so two groups never share an id by being cut. */
+static void
+group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const char *name,
+         const char *name2)
+{
+        char full[3 * EXT_NAME_MAX + 64];
+        uint64_t h = 1469598103934665603ull;
+        int n;
+
+        n = snprintf(full, sizeof(full), "%s/%s/%s%s%s", source, ns, name, name2 ? "/" : "",
+                     name2 ? name2 : "");
+        if (n > 0 && (size_t)n < PLACE_NAME_MAX) {
+                memcpy(id, full, (size_t)n + 1);
+                return;
+        }
+        for (const char *p = full; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        snprintf(id, PLACE_NAME_MAX, "%.*s#%016llx", PLACE_NAME_MAX - 19, full,
+                 (unsigned long long)h);
+}
+
+/* A group size from a label/annotation value: 1..PLACE_MAX_GROUP_PODS, else 0. */
+static unsigned
+group_size(const char *v)
+{
+        int x;
+
+        if (!v || str_to_int(v, strlen(v), 1, PLACE_MAX_GROUP_PODS, &x) < 0)
+                return 0;
+        return (unsigned)x;
+}
+
+/* The pod's group: spec.schedulingGroup.podGroupName, else the first of group_sources.
+ * -EINVAL only for our own keys' bad values (a foreign size that does not parse counts as
+ * unknown). */
+static int
+decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_group_request *g,
+             const char **ret_why)
+{
+        const cJSON *labels = get(meta, "labels"), *annotations = get(meta, "annotations");
+        const char *pg = string_at(get(spec, "schedulingGroup"), "podGroupName");
+        const char *own_size = string_at(annotations, EXT_GROUP_SIZE_ANNOTATION);
+
+        if (!own_size)
+                own_size = string_at(labels, EXT_GROUP_SIZE_ANNOTATION);
+        if (!is_null_or_absent(labels) && !cJSON_IsObject(labels))
+                return set_why(ret_why, "Pod.metadata.labels is not an object"), -EINVAL;
+        if (own_size && group_size(own_size) == 0)
+                return set_why(ret_why, "the topofit.io/group-size value is not a whole number "
+                                        "from 1 to 1024"),
+                       -EINVAL;
+        if (pg)
+                group_id(g->id, "podgroup", ns, pg, NULL);
+        for (size_t k = 0; !g->id[0] && k < ELEMENTSOF(group_sources); k++) {
+                const struct group_source *src = &group_sources[k];
+                const char *name = string_at(src->annotation ? annotations : labels, src->key);
+
+                if (!name)
+                        continue;
+                group_id(g->id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
+                                                                 : NULL);
+                if (src->size)
+                        g->size = group_size(string_at(annotations, src->size));
+        }
+        if (g->id[0] && own_size)
+                g->size = group_size(own_size);
+        if (g->id[0])
+                g->mode = PLACE_DOMAIN_PREFERRED;
+        return 0;
+}
+
+/* topofit.io/placement: a comma-separated list of at most one in-node placement and at most
+ * one of domain-required / domain-preferred. */
+static int
+decode_placement(const char *v, struct ext_request *req, enum place_domain_mode *ret_mode,
+                 const char **ret_why)
+{
+        static const char *const why = "the topofit.io/placement annotation is not a list of at "
+                                       "most one of:" EXT_PLACEMENT_NAMES " and at most one of: "
+                                       "domain-required domain-preferred";
+        bool have_node = false, have_domain = false;
+        const char *p = v;
+
+        *ret_mode = PLACE_DOMAIN_OFF;
+        for (;;) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                char tok[32];
+                int r;
+
+                if (len == 0 || len >= sizeof(tok))
+                        return set_why(ret_why, why), -EINVAL;
+                memcpy(tok, p, len);
+                tok[len] = 0;
+                if (strcmp(tok, "domain-required") == 0 || strcmp(tok, "domain-preferred") == 0) {
+                        if (have_domain)
+                                return set_why(ret_why, why), -EINVAL;
+                        have_domain = true;
+                        *ret_mode = tok[7] == 'r' ? PLACE_DOMAIN_REQUIRED : PLACE_DOMAIN_PREFERRED;
+                } else {
+                        r = ext_placement_from_string(tok);
+                        if (r < 0 || have_node)
+                                return set_why(ret_why, why), -EINVAL;
+                        have_node = true;
+                        req->placement = (enum ext_placement)r;
+                }
+                if (!end)
+                        return 0;
+                p = end + 1;
+        }
+}
+
 static int
 request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_request *ret,
                  const char **ret_why)
@@ -256,6 +401,7 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         struct ext_request req = { 0 };
         const cJSON *meta, *spec, *placement;
         unsigned sum, max_app, sum_init, max_init;
+        enum place_domain_mode mode = PLACE_DOMAIN_OFF;
         int r;
 
         if (!cJSON_IsObject(pod))
@@ -277,18 +423,24 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         if (!is_null_or_absent(get(meta, "annotations")) && !cJSON_IsObject(get(meta, "annotations")))
                 return set_why(ret_why, "Pod.metadata.annotations is not an object"), -EINVAL;
         if (placement) {
-                if (!cJSON_IsString(placement) ||
-                    (r = ext_placement_from_string(placement->valuestring)) < 0)
-                        return set_why(ret_why, "the topofit.io/placement annotation is not one "
-                                                "of:" EXT_PLACEMENT_NAMES),
+                if (!cJSON_IsString(placement))
+                        return set_why(ret_why, "the topofit.io/placement annotation is not a "
+                                                "string"),
                                -EINVAL;
-                req.placement = (enum ext_placement)r;
+                r = decode_placement(placement->valuestring, &req, &mode, ret_why);
+                if (r < 0)
+                        return r;
         }
         req.require = ext_placement_require(req.placement);
 
         spec = get(pod, "spec");
         if (!is_null_or_absent(spec) && !cJSON_IsObject(spec))
                 return set_why(ret_why, "Pod.spec is not an object"), -EINVAL;
+        r = decode_group(meta, spec, req.namespace, &req.group, ret_why);
+        if (r < 0)
+                return r;
+        if (req.group.id[0] && mode != PLACE_DOMAIN_OFF)
+                req.group.mode = mode;
         r = decode_containers(cfg, get(spec, "containers"), false, &req, &sum, &max_app, ret_why);
         if (r < 0)
                 return r;
@@ -300,6 +452,8 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         if (req.count > TOPO_MAX_GPUS)
                 return set_why(ret_why, "the Pod requests more GPUs than any node can hold"),
                        -EINVAL;
+        req.group.count = req.count;
+        req.group.require = req.require;
         *ret = req;
         return 0;
 }

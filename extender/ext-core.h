@@ -28,6 +28,7 @@
 
 #include "../common/buf.h"
 #include "../common/macro.h"
+#include "../placement/place.h"
 #include "../scoring/score.h"
 #include "../topology/topo.h"
 
@@ -48,6 +49,10 @@
 
 #define EXT_PLACEMENT_ANNOTATION "topofit.io/placement"
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
+#define EXT_MAX_DOMAIN_LABELS 15          /* node label keys naming domains (kube cache keeps 16) */
+#define EXT_LABEL_KEY_MAX 320              /* a label key: 253-byte prefix, '/', 63-byte name */
+#define EXT_GROUP_ANNOTATION "topofit.io/group"           /* label or annotation */
+#define EXT_GROUP_SIZE_ANNOTATION "topofit.io/group-size" /* label or annotation */
 
 /* topofit.io/placement: what a pod asks of its GPU set.  ONE ROW PER VALUE, and the row is
  * all the code there is to a value: the enum, its name, the codec's list of valid values
@@ -102,9 +107,21 @@ struct ext_config {
         enum ext_unannotated unannotated;
         uint64_t reservation_ttl_ns;
         uint64_t committed_ttl_ns;
+        uint64_t group_ttl_ns;       /* a group's domain and hold (PLACE_GROUP_TTL_NS) */
+        /* Node labels that name a node's domain, by level (0: multi-node NVLink domain,
+         * 1..: network tiers innermost first); at a level the first key listed that a node
+         * carries wins, and the annotation's domain beats every label at level 0.  Defaults
+         * in docs/placement.md ("Domains"). */
+        unsigned n_domain_labels;
+        struct {
+                unsigned level;
+                char key[EXT_LABEL_KEY_MAX];
+        } domain_labels[EXT_MAX_DOMAIN_LABELS];
         struct score_config score;
+        struct place_config place; /* the cluster term of prioritize (placement/) */
 };
-/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(). */
+/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(),
+ * place_config_default(). */
 void ext_config_default(struct ext_config *cfg);
 
 /* --- the pod's request ------------------------------------------------------------------ */
@@ -123,6 +140,11 @@ struct ext_request {
         unsigned count; /* sum over containers, at least the largest init container's */
         enum ext_placement placement;
         unsigned require; /* ext_placement_require(placement) */
+        /* Its group (gang), when it has one (docs/placement.md, "Groups"): id namespaced by
+         * source and namespace, size when the pod says it, count/require copied from above,
+         * mode from topofit.io/placement's domain-required / domain-preferred token
+         * (default preferred for grouped pods). */
+        struct place_group_request group;
         unsigned n_containers;
         struct ext_container containers[EXT_MAX_CONTAINERS];
 };
@@ -139,6 +161,11 @@ struct ext_node {
         const char *why_unannotated; /* static string when !annotated: missing or bad */
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
+        char domain[TOPO_ID_MAX]; /* multi-node NVLink domain from the annotation, "" none */
+        /* Domains from the node's labels per level ("" none), and the index in
+         * cfg->domain_labels of the key that set each (lower wins). */
+        char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
+        uint8_t label_rank[PLACE_MAX_LEVELS];
         uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
 };
 
@@ -161,6 +188,10 @@ struct ext_cluster {
         struct score_class **classes; /* distinct classes, for metrics and reuse */
         size_t index_size;            /* private: open-addressing name index of nodes */
         uint32_t *index;
+        /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
+         * when the term is off (cluster_share 0) or could not be built (then prioritize
+         * goes without it). */
+        struct place_view *place;
 };
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
@@ -189,6 +220,11 @@ DEFINE_CLEANUP_FUNC(struct ext_cluster_builder, ext_cluster_builder_free)
 int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
                                  const char *topo_json, size_t len, unsigned gpu_capacity,
                                  const char **ret_why);
+/* One label of the node added last: when cfg->domain_labels lists key, value becomes the
+ * node's domain at that key's level (a key listed earlier wins).  Other keys are ignored.
+ * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
+int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
+                                   const char *value);
 /* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
  * namespace and name are checked but not kept (the snapshot stays small).
  * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */
@@ -268,6 +304,9 @@ struct ext_verdict {
         int priority;        /* 0..EXT_PRIORITY_MAX, prioritize only */
         struct topo_mask free; /* GPUs free for this pod when decided */
         struct score_choice choice; /* the set; valid when r == 0 */
+        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        bool off_domain;     /* a grouped pod (domain-preferred): the node is outside its
+                              * group's domain; prioritize ranks it last */
 };
 
 /* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */
@@ -283,7 +322,10 @@ int ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 /* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others):
  * the mean of score_node_priority() (bandwidth against the node's own best, packing,
  * fragmentation) and 10 x the set's bandwidth relative to the best set of any fitting node
- * in this request (for multi-GPU requests), rounded; and
+ * in this request (for multi-GPU requests), rounded; then, when the snapshot has a
+ * placement view (cfg->place.cluster_share > 0), the cluster term folded in by
+ * place_rank(): what each node's set takes from the capacity the cluster has left of the
+ * request-class mix (docs/placement.md); and
  * a tentative reservation of the chosen set on the best node (ties: name) for the pod,
  * replacing its earlier one.  Returns how many fit. */
 int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,

@@ -37,6 +37,9 @@ struct entry {
         uint64_t expires_ns;
         uint64_t seen_gen; /* generation of the first view showing the pod; 0: none yet */
         uint64_t seen_ns;  /* when that view was pruned with */
+        /* A reservation of a pod of this group (""  none): held only against the group's
+         * other pods, as the gang may never start (placement/'s group hold keeps the room). */
+        char group[PLACE_NAME_MAX];
 };
 
 struct grant {
@@ -58,6 +61,7 @@ struct ext_ledger {
         unsigned request_next;
         struct grant grants[EXT_MAX_GRANTS];
         unsigned grant_next;
+        struct place_groups *groups; /* group domains and holds (placement/), own lock */
 };
 
 static unsigned
@@ -73,6 +77,11 @@ ext_ledger_new(const struct ext_config *cfg)
 
         if (!l)
                 return NULL;
+        l->groups = place_groups_new(cfg->group_ttl_ns);
+        if (!l->groups) {
+                free(l);
+                return NULL;
+        }
         pthread_mutex_init(&l->lock, NULL);
         pthread_mutex_init(&l->ring_lock, NULL);
         l->reservation_ttl_ns = cfg->reservation_ttl_ns;
@@ -92,6 +101,7 @@ ext_ledger_free(struct ext_ledger *l)
                 }
         for (size_t i = 0; i < EXT_MAX_PENDING; i++)
                 free(l->requests[i]);
+        place_groups_free(l->groups);
         pthread_mutex_destroy(&l->lock);
         pthread_mutex_destroy(&l->ring_lock);
         free(l);
@@ -124,7 +134,7 @@ live(const struct entry *e, uint64_t now_ns)
 
 static void
 held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const char *uid,
-               uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
+               const char *group, uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
         topo_mask_clear(ret);
         if (l->n_entries == 0)
@@ -134,6 +144,9 @@ held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const ch
                         continue;
                 if (uid && strcmp(e->uid, uid) == 0)
                         continue;
+                if (e->hold == EXT_HOLD_RESERVED && e->group[0] &&
+                    !(group && strcmp(e->group, group) == 0))
+                        continue; /* another group's tentative pick: not held against us */
                 /* The view already accounts for this pod (or its deletion). */
                 if (e->seen_gen != 0 && view_gen >= e->seen_gen)
                         continue;
@@ -145,16 +158,16 @@ void
 ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                         uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
-        held_in_bucket(l, bucket_of(node), node, uid, view_gen, now_ns, ret);
+        held_in_bucket(l, bucket_of(node), node, uid, NULL, view_gen, now_ns, ret);
 }
 
 void
 ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
-                             const char *uid, uint64_t view_gen, uint64_t now_ns,
-                             struct topo_mask *ret)
+                             const char *uid, const char *group, uint64_t view_gen,
+                             uint64_t now_ns, struct topo_mask *ret)
 {
-        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, view_gen, now_ns,
-                       ret);
+        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, group, view_gen,
+                       now_ns, ret);
 }
 
 const struct topo_mask *
@@ -199,6 +212,14 @@ int
 ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                        const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns)
 {
+        return ext__ledger_put_group_locked(l, uid, node, set, hold, NULL, now_ns);
+}
+
+int
+ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *node,
+                             const struct topo_mask *set, enum ext_hold hold, const char *group,
+                             uint64_t now_ns)
+{
         struct entry *e;
         unsigned b;
 
@@ -215,6 +236,8 @@ ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
         str_copy(e->node, sizeof(e->node), node, strlen(node));
         e->set = *set;
         e->hold = hold;
+        if (group && hold == EXT_HOLD_RESERVED)
+                str_copy(e->group, sizeof(e->group), group, strnlen(group, PLACE_NAME_MAX - 1));
         e->expires_ns = now_ns + (hold == EXT_HOLD_COMMITTED ? l->committed_ttl_ns
                                                              : l->reservation_ttl_ns);
         b = bucket_of(node);
@@ -396,4 +419,10 @@ ext_ledger_grant_waiting(struct ext_ledger *l, const char *uid, const struct ext
         }
         pthread_mutex_unlock(&l->ring_lock);
         return waiting;
+}
+
+struct place_groups *
+ext__ledger_groups(struct ext_ledger *l)
+{
+        return l ? l->groups : NULL;
 }

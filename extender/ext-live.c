@@ -83,6 +83,10 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                 r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
                                                  (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
+                /* The cache keeps only the domain label keys (ext_live_start asks for them). */
+                for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++)
+                        (void)ext_cluster_builder_node_label(b, n->labels[k].key,
+                                                             n->labels[k].value);
                 if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                         left_out++; /* over the cap or malformed: left out, the rest works */
                         r = 0;
@@ -297,6 +301,7 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         struct kube_config *kc = NULL;
         struct kube_cache_options o;
         const char *resources[EXT_MAX_RESOURCES + 1] = { 0 };
+        const char *domain_labels[EXT_MAX_DOMAIN_LABELS + 1] = { 0 };
         struct ext_live *lv;
         int r;
 
@@ -320,8 +325,11 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         }
         for (unsigned i = 0; i < s->cfg.n_resources; i++)
                 resources[i] = s->cfg.resources[i];
+        for (unsigned i = 0; i < s->cfg.n_domain_labels && i < EXT_MAX_DOMAIN_LABELS; i++)
+                domain_labels[i] = s->cfg.domain_labels[i].key;
         kube_cache_options_init(&o);
         o.gpu_resources = resources;
+        o.node_labels = domain_labels;
         o.on_change = on_change;
         o.userdata = lv;
         r = kube_cache_new(lv->client, &o, &lv->cache);

@@ -55,6 +55,28 @@ static const char *const unannotated_names[_EXT_UNANNOTATED_MAX] = {
 
 DEFINE_STRING_TABLE(ext_unannotated, enum ext_unannotated, unannotated_names)
 
+/* Node labels naming domains, by level, first listed first (docs/placement.md). */
+static const struct {
+        unsigned level;
+        const char *key;
+} default_domain_labels[] = {
+        { 0, "nvidia.com/gpu.clique" },                   /* GPU Feature Discovery */
+        { 0, "accelerator.topograph.run/domain" },        /* NVIDIA Topograph >= 1.0 */
+        { 0, "network.topology.nvidia.com/accelerator" }, /* NVIDIA Topograph < 1.0 */
+        { 1, "fabric.topograph.run/tier-0" },             /* switch closest to the node */
+        { 1, "network.topology.nvidia.com/leaf" },
+        { 1, "topology.k8s.aws/network-node-layer-3" },   /* EKS: bottom layer */
+        { 1, "cloud.google.com/gce-topology-subblock" },  /* GKE */
+        { 2, "fabric.topograph.run/tier-1" },
+        { 2, "network.topology.nvidia.com/spine" },
+        { 2, "topology.k8s.aws/network-node-layer-2" },
+        { 2, "cloud.google.com/gce-topology-block" },
+        { 3, "fabric.topograph.run/tier-2" },
+        { 3, "network.topology.nvidia.com/core" },
+        { 3, "topology.k8s.aws/network-node-layer-1" },
+};
+_Static_assert(ELEMENTSOF(default_domain_labels) <= EXT_MAX_DOMAIN_LABELS, "too many labels");
+
 void
 ext_config_default(struct ext_config *cfg)
 {
@@ -64,8 +86,16 @@ ext_config_default(struct ext_config *cfg)
                 .unannotated = EXT_UNANNOTATED_PCIE,
                 .reservation_ttl_ns = EXT_RESERVATION_TTL_NS,
                 .committed_ttl_ns = EXT_COMMITTED_TTL_NS,
+                .group_ttl_ns = PLACE_GROUP_TTL_NS,
         };
         score_config_default(&cfg->score);
+        place_config_default(&cfg->place);
+        for (size_t i = 0; i < ELEMENTSOF(default_domain_labels); i++) {
+                cfg->domain_labels[i].level = default_domain_labels[i].level;
+                str_copy(cfg->domain_labels[i].key, sizeof(cfg->domain_labels[i].key),
+                         default_domain_labels[i].key, strlen(default_domain_labels[i].key));
+        }
+        cfg->n_domain_labels = ELEMENTSOF(default_domain_labels);
 }
 
 bool
@@ -81,8 +111,8 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 {
         struct topo_mask held;
 
-        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
-                                now_ns, &held);
+        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, req->group.id,
+                                     c ? c->generation : 0, now_ns, &held);
         *ret = n->healthy;
         topo_mask_andnot(ret, &n->used);
         topo_mask_andnot(ret, &held);
@@ -232,6 +262,87 @@ memo_find(const struct memo *memo, const struct ext_node *node, const struct top
         return NULL;
 }
 
+/* The cluster term of v's set on node (placement/): against the snapshot's view, using
+ * its cached capacity when node is one of the snapshot's own nodes. */
+static double
+node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct ext_verdict *v)
+{
+        size_t i = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
+                                                                   : PLACE_NO_NODE;
+        double loss = place_loss(c->place, i, node->cls, &v->free, &v->choice.set);
+
+        return loss > 0 ? loss : 0;
+}
+
+/* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
+ * gets its group's domain (chosen now for the group's first pod) and is kept in it
+ * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
+ * GPUs that another group's domain holds for its pods not yet bound.  Per node, not
+ * memoized: nodes of one class differ in domain.  Returns how many verdicts it turned. */
+static int
+apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+             const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+             struct ext_verdict *ret)
+{
+        struct place_groups *g = ext__ledger_groups(l);
+        const struct place_group_request *grp = &req->group;
+        CLEANUP(freep) const struct topo_mask **free_of = NULL;
+        struct place_group_domain d;
+        bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
+        ssize_t dom = -1;
+        int x = 0, turned = 0;
+
+        if (!c || !c->place || !g || req->count == 0)
+                return 0;
+        live = place_groups_live(g, now_ns) > 0;
+        if (!live && !(grp->id[0] && grp->mode != PLACE_DOMAIN_OFF))
+                return 0;
+        /* Domains and holds count the free GPUs this request saw (ledger holds applied: GPUs
+         * bound or reserved since the snapshot was built are not free), not the snapshot's. */
+        free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
+        for (size_t i = 0; free_of && i < n; i++)
+                if (nodes[i] && nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
+                        free_of[nodes[i] - c->nodes] = &ret[i].free;
+        if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
+                x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
+                if (x == 1)
+                        dom = place_view_find_domain(c->place, d.level, d.name);
+        }
+        live = live || x == 1;
+        if (x == 0 && !live)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_node *node = nodes[i];
+                size_t idx;
+
+                if (ret[i].r != 0 || !node)
+                        continue;
+                idx = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
+                                                                       : PLACE_NO_NODE;
+                if (x < 0 && required) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "no domain has room for the pod's group (domain-required)";
+                } else if (x == 1 && (idx == PLACE_NO_NODE ||
+                                      place_view_node_domain(c->place, idx, d.level) != dom)) {
+                        if (required) {
+                                ret[i].r = -EAGAIN;
+                                ret[i].why = "the node is outside the domain the pod's group was "
+                                             "given (domain-required)";
+                        } else
+                                ret[i].off_domain = true;
+                }
+                if (ret[i].r == 0 && live && idx != PLACE_NO_NODE &&
+                    place_group_check(g, c->place, idx, &ret[i].free, &ret[i].choice.set, grp->id,
+                                      free_of, now_ns, NULL) == -EBUSY) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "the node's GPUs are held for another pod group's pods that "
+                                     "are not bound yet";
+                }
+                turned += ret[i].r != 0;
+        }
+        return turned;
+}
+
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -276,6 +387,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         ret[i] = ret[m->verdict];
                 else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                        if (with_priority && ret[i].r == 0 && c && c->place)
+                                ret[i].loss = node_loss(c, nodes[i], &ret[i]);
                         if (m)
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
@@ -285,7 +398,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         fits++;
         }
         free(memo.slots);
-        return fits;
+        return fits - apply_groups(c, l, req, nodes, n, now_ns, ret);
 }
 
 int
@@ -294,6 +407,48 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            uint64_t now_ns, struct ext_verdict *ret)
 {
         return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret);
+}
+
+/* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
+ * the best link class on offer, those taking least of the cluster's scarce capacity score
+ * higher.  Pods that name no topology (placement none) are left as they are. */
+static void
+rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
+             const struct ext_request *req, struct ext_verdict *ret, size_t n)
+{
+        CLEANUP(freep) struct place_candidate *cand = NULL;
+
+        if (!c || !c->place || cfg->place.cluster_share <= 0 ||
+            req->placement == EXT_PLACEMENT_NONE)
+                return;
+        cand = calloc(MAX(n, (size_t)1), sizeof(*cand));
+        if (!cand)
+                return; /* the per-node priorities stand */
+        for (size_t i = 0; i < n; i++)
+                cand[i] = (struct place_candidate){
+                        .fits = ret[i].r == 0, .priority = ret[i].priority,
+                        .tier = place_tier(&ret[i].choice), .busbw = ret[i].choice.busbw_gbps,
+                        .loss = ret[i].loss };
+        place_rank(&cfg->place, cand, n);
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0)
+                        ret[i].priority = cand[i].priority;
+}
+
+/* domain-preferred: while some node of the group's domain fits, the others score 0 and
+ * the domain's at least 1, so a tie never sends a pod out of its domain. */
+static void
+rank_domain(struct ext_verdict *ret, size_t n)
+{
+        bool inside = false, outside = false;
+
+        for (size_t i = 0; i < n; i++) {
+                inside |= ret[i].r == 0 && !ret[i].off_domain;
+                outside |= ret[i].r == 0 && ret[i].off_domain;
+        }
+        for (size_t i = 0; i < n && inside && outside; i++)
+                if (ret[i].r == 0)
+                        ret[i].priority = ret[i].off_domain ? 0 : MAX(ret[i].priority, 1);
 }
 
 int
@@ -320,6 +475,8 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 
                         ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
                 }
+        rank_cluster(c, cfg, req, ret, n);
+        rank_domain(ret, n);
         if (!req->uid[0])
                 return fits;
         for (size_t i = 0; i < n; i++) {
@@ -333,9 +490,11 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
          * it (ledger full) only costs that guarantee, never correctness. */
         ext__ledger_lock(l);
-        (void)ext__ledger_put_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
-                                     EXT_HOLD_RESERVED, now_ns);
+        (void)ext__ledger_put_group_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
+                                           EXT_HOLD_RESERVED, req->group.id, now_ns);
         ext__ledger_unlock(l);
+        if (req->group.id[0] && !ret[best].off_domain)
+                (void)place_group_picked(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         return fits;
 }
 
@@ -390,6 +549,9 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
 
         if (v.r < 0)
                 return set_why(ret_why, v.why ? v.why : "the GPU set cannot be recorded"), v.r;
+        /* A bound member stops counting against its group's hold (no record: nothing held). */
+        if (req->group.id[0])
+                (void)place_group_bound(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         *ret = v.choice;
         return 0;
 }
