@@ -245,6 +245,8 @@ cx_read(int i)
 {
         struct cx *c = &cxs[i];
 
+        bool eof = false;
+
         for (;;) {
                 ssize_t n;
 
@@ -261,8 +263,8 @@ cx_read(int i)
                 }
                 n = recv(c->fd, c->rbuf + c->rlen, c->ralloc - c->rlen, 0);
                 if (n == 0 || (n < 0 && errno != EAGAIN)) {
-                        cx_close(i);
-                        return;
+                        eof = true; /* an answer may have come before the close */
+                        break;
                 }
                 if (n < 0)
                         break;
@@ -277,8 +279,12 @@ cx_read(int i)
         int status;
         bool close_after, retry_after;
 
-        if (!answer_complete(c, &len, &status, &close_after, &retry_after))
+        if (!answer_complete(c, &len, &status, &close_after, &retry_after)) {
+                if (eof)
+                        cx_close(i);
                 return;
+        }
+        close_after |= eof;
         double ms = (double)(now_ns() - c->due_ns) / 1e6;
 
         if (status == 200) {
