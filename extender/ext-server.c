@@ -253,7 +253,8 @@ conn_append(struct ext_server *srv, struct conn *cx, const char *data, size_t n)
  * answered 503 with Retry-After as soon as its body is in (dropped as it arrives, never
  * buffered or decoded); a refusal costs microseconds, so the backlog drains and the
  * requests still admitted are fresh.  A request admitted at its head is checked again on
- * its whole wait before it is decided (its body may take many rounds of the worker).  The
+ * its whole wait, against queue_timeout_ms, before it is decided (its body may take many
+ * rounds of the worker).  The
  * limit is queue_timeout_ms (--queue-timeout, for bursts) while the worker keeps up, and
  * EXT_QUEUE_BEHIND_MS while it is behind: when every decision request of its previous
  * window (EXT_QUEUE_WINDOW_NS) waited more than EXT_QUEUE_TARGET_MS, the queue is standing
@@ -286,15 +287,13 @@ queue_wait_ms(struct MHD_Connection *c)
         return ti.tcpi_last_data_recv;
 }
 
-/* Whether a decision request that has waited wait_ms so far is refused (see above); with
- * record, its wait counts in the calling worker's window (once per request: when it is
- * decided or refused). */
+/* Whether a decision request whose head waited wait_ms is refused (see above); its wait
+ * counts in the calling worker's window. */
 static bool
-queue_shed(const struct ext_server *srv, uint32_t wait_ms, uint64_t now_ns, bool record)
+queue_shed(const struct ext_server *srv, uint32_t wait_ms, uint64_t now_ns)
 {
         struct queue_window *w = &queue_win;
         uint32_t limit = srv->queue_timeout_ms;
-        bool shed;
 
         if (!w->start_ns || now_ns - w->start_ns >= EXT_QUEUE_WINDOW_NS) {
                 /* A window that ended long ago says nothing about now: the worker idled. */
@@ -303,12 +302,10 @@ queue_shed(const struct ext_server *srv, uint32_t wait_ms, uint64_t now_ns, bool
                 w->start_ns = now_ns;
                 w->min_ms = UINT32_MAX;
         }
+        w->min_ms = MIN(w->min_ms, wait_ms);
         if (w->behind)
                 limit = MIN(limit, EXT_QUEUE_BEHIND_MS);
-        shed = wait_ms > limit;
-        if (record || shed)
-                w->min_ms = MIN(w->min_ms, wait_ms);
-        return shed;
+        return wait_ms > limit;
 }
 
 static enum MHD_Result
@@ -538,7 +535,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                         cx->wait_ms = wait < 0 ? 0 : (uint32_t)MIN(wait, (int64_t)UINT32_MAX / 2);
                         /* Answered once its body is in, so the connection stays usable
                          * (an answer before it would leave microhttpd to close it or not). */
-                        if (queue_shed(srv, cx->wait_ms, cx->start_ns, false)) {
+                        if (queue_shed(srv, cx->wait_ms, cx->start_ns)) {
                                 cx->shed = true;
                                 return MHD_YES;
                         }
@@ -591,14 +588,16 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                 return MHD_YES;
         }
 
-        /* Its body may have come in over many rounds of this worker: admission again, on the
-         * whole wait, before the decision's cost is spent. */
+        /* Its body may have come in over many rounds of this worker: past the queue timeout
+         * in all, it is refused before the decision's cost is spent.  (Not the shorter limit
+         * of a worker that is behind: with many connections busy, reading a large body
+         * takes rounds of a few hundred ms, and that limit would refuse every request.) */
         if (cx->sheddable) {
                 uint64_t now = ext_now_ns();
                 uint32_t waited = cx->wait_ms + (uint32_t)MIN((now - cx->start_ns) / 1000000u,
                                                               (uint64_t)UINT32_MAX / 2);
 
-                if (queue_shed(srv, waited, now, true)) {
+                if (waited > srv->queue_timeout_ms) {
                         conn_free_body(srv, cx);
                         return queue_refuse(srv, c, cx, waited);
                 }
