@@ -81,7 +81,6 @@ struct conn {
         enum ext_verb verb;
         bool cut;           /* refused mid-body: every later call closes the connection */
         bool sheddable;     /* a decision request: admission applies (queue_shed()) */
-        bool shed;          /* refused at its head: its body is read and dropped, then 503 */
         uint32_t wait_ms;   /* how long its head waited unread */
         uint64_t start_ns;
         char *body;         /* from body_get(): alloc bytes, charged to the budget */
@@ -250,9 +249,9 @@ conn_append(struct ext_server *srv, struct conn *cx, const char *data, size_t n)
  * measurable when its head is read: the time since the kernel last received data on the
  * socket (TCP_INFO's tcpi_last_data_recv, in jiffies), which for a head that arrived whole is
  * the time since it arrived.  A decision request that waited longer than its limit is
- * answered 503 with Retry-After as soon as its body is in (dropped as it arrives, never
- * buffered or decoded); a refusal costs microseconds, so the backlog drains and the
- * requests still admitted are fresh.  A request admitted at its head is checked again on
+ * answered 503 with Retry-After at once, its body never read (the connection is closed
+ * after the answer); a refusal costs microseconds, so the backlog drains and the requests
+ * still admitted are fresh.  A request admitted at its head is checked again on
  * its whole wait, against queue_timeout_ms, before it is decided (its body may take many
  * rounds of the worker).  The
  * limit is queue_timeout_ms (--queue-timeout, for bursts) while the worker keeps up, and
@@ -308,8 +307,10 @@ queue_shed(const struct ext_server *srv, uint32_t wait_ms, uint64_t now_ns)
         return wait_ms > limit;
 }
 
+/* Queues the answer; with close, the connection is closed after it (a request whose body
+ * was never read). */
 static enum MHD_Result
-queue(struct MHD_Connection *c, int status, struct buf *out, const char *type)
+queue(struct MHD_Connection *c, int status, struct buf *out, const char *type, bool close)
 {
         struct MHD_Response *resp;
         enum MHD_Result ret;
@@ -326,6 +327,8 @@ queue(struct MHD_Connection *c, int status, struct buf *out, const char *type)
         /* Every 503 is "busy now": the body budget, overload, a view not yet synced. */
         if (status == 503)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, EXT_RETRY_AFTER);
+        if (close)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         ret = MHD_queue_response(c, (unsigned)status, resp);
         MHD_destroy_response(resp);
         return ret;
@@ -334,7 +337,8 @@ queue(struct MHD_Connection *c, int status, struct buf *out, const char *type)
 /* Answers a shed request: counted (503), not logged one by one (under overload that would
  * be thousands of lines a second). */
 static enum MHD_Result
-queue_refuse(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, uint32_t wait_ms)
+queue_refuse(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, uint32_t wait_ms,
+             bool close)
 {
         struct buf msg;
 
@@ -343,7 +347,7 @@ queue_refuse(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, 
                              "long to be decided; retry\"}\n");
         ext_metrics_observe(&srv->state->metrics, cx->verb, 503, ext_now_ns() - cx->start_ns);
         log_debug("request shed", "verb=%s waited_ms=%u", ext_verb_to_string(cx->verb), wait_ms);
-        return queue(c, 503, &msg, "application/json");
+        return queue(c, 503, &msg, "application/json", close);
 }
 
 static enum MHD_Result
@@ -360,7 +364,7 @@ queue_error(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, i
         if (status != 404 && status != 405)
                 log_info("request refused", "verb=%s status=%d reason=\"%s\"",
                          ext_verb_to_string(cx->verb), status, why);
-        return queue(c, status, &out, "application/json");
+        return queue(c, status, &out, "application/json", false);
 }
 
 /* Mutual TLS: the client's certificate must verify against --client-ca. */
@@ -533,12 +537,12 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                         int64_t wait = queue_wait_ms(c);
 
                         cx->wait_ms = wait < 0 ? 0 : (uint32_t)MIN(wait, (int64_t)UINT32_MAX / 2);
-                        /* Answered once its body is in, so the connection stays usable
-                         * (an answer before it would leave microhttpd to close it or not). */
-                        if (queue_shed(srv, cx->wait_ms, cx->start_ns)) {
-                                cx->shed = true;
-                                return MHD_YES;
-                        }
+                        /* Answered now, its body never read, and the connection closed
+                         * after the answer: reading and dropping the body would cost a
+                         * worker rounds over every busy connection, and under a flood of
+                         * large bodies refusals then came too slowly to drain the queue. */
+                        if (queue_shed(srv, cx->wait_ms, cx->start_ns))
+                                return queue_refuse(srv, c, cx, cx->wait_ms, true);
                 }
                 cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -569,12 +573,6 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
         if (cx->cut)
                 return MHD_NO;
 
-        if (*upload_data_size > 0 && cx->shed) {
-                *upload_data_size = 0; /* dropped: the request is refused */
-                return MHD_YES;
-        }
-        if (cx->shed)
-                return queue_refuse(srv, c, cx, cx->wait_ms);
         if (*upload_data_size > 0) {
                 int r;
 
@@ -599,7 +597,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 
                 if (waited > srv->queue_timeout_ms) {
                         conn_free_body(srv, cx);
-                        return queue_refuse(srv, c, cx, waited);
+                        return queue_refuse(srv, c, cx, waited, false);
                 }
         }
         sock_arm(srv, c, 0, false); /* the answer is ours to be late with */
@@ -608,7 +606,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                             &type, &verb);
         conn_free_body(srv, cx);
         ext_metrics_observe(&srv->state->metrics, verb, status, ext_now_ns() - cx->start_ns);
-        return queue(c, status, &out, type);
+        return queue(c, status, &out, type, false);
 }
 
 static void

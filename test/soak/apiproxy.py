@@ -17,7 +17,8 @@ unix socket, one line each, answered with one line:
   gone N     cut, and the next N watch requests are answered 410 Gone without reaching the
              server: alternately an HTTP 410 Status and a 200 stream holding one ERROR event
              with code 410, the two ways kube-apiserver says a resourceVersion is too old.
-  stats      the counters, as JSON.
+  stats      the counters, as JSON (with the status codes of the server's answers, read
+             from the first line of each: the clients send one request at a time).
 """
 import argparse
 import asyncio
@@ -35,6 +36,7 @@ class Conn:
         self.uw = None
         self.cut = False
         self.closed = False
+        self.await_status = False  # a request went upstream: its answer's status line is next
 
     def close(self):
         if self.closed:
@@ -54,7 +56,8 @@ class Proxy:
         self.conns = set()
         self.gone_left = 0
         self.stats = {"connections": 0, "requests": 0, "watches": 0, "cuts": 0,
-                      "connections_cut": 0, "gone_sent": 0, "upstream_failures": 0}
+                      "connections_cut": 0, "gone_sent": 0, "upstream_failures": 0,
+                      "status": {}}
         self.sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.sctx.load_cert_chain(a.cert, a.key)
         self.sctx.set_alpn_protocols(["http/1.1"])
@@ -74,6 +77,10 @@ class Proxy:
                 data = await ur.read(65536)
                 if not data:
                     break
+                if c.await_status and data.startswith(b"HTTP/1."):
+                    c.await_status = False
+                    code = data[9:12].decode("latin-1")
+                    self.stats["status"][code] = self.stats["status"].get(code, 0) + 1
                 if c.cut:
                     c.cw.write(data[:max(1, len(data) // 2)])
                     await c.cw.drain()
@@ -156,6 +163,7 @@ class Proxy:
                     except Exception:
                         self.stats["upstream_failures"] += 1
                         break
+                c.await_status = True  # one request at a time: clients do not pipeline
                 c.uw.write(head)
                 await self.body(c, cr, headers)
                 await c.uw.drain()
