@@ -9,6 +9,8 @@
  * Usage: topofit-ext-bench EXTENDER_BINARY SHARED_DIR [nodes] [pods] [mode names|full]
  *                          [requests]
  * TOPOFIT_BENCH_PEER=path/to/goext also runs the same bodies against the Go peer.
+ * EXTENDER_BINARY "--dump" writes the filter body to stdout and exits (the JSON reader
+ * benchmark, json-bench, parses these bodies).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -499,6 +501,14 @@ main(int argc, char **argv)
                         fprintf(stderr, "bench: cannot make the annotation of %s\n", classes[i]);
                         return 1;
                 }
+        }
+        if (strcmp(argv[1], "--dump") == 0) {
+                buf_init(&filter, BENCH_MAX_BODY);
+                r = args_json(&filter, annotations, n_nodes, full);
+                if (r >= 0 && fwrite(filter.data, 1, filter.len, stdout) != filter.len)
+                        r = -EIO;
+                buf_release(&filter);
+                return r < 0;
         }
         if (!mkdtemp(dir))
                 return 1;

@@ -9,196 +9,53 @@
  */
 #include "ext-core.h"
 
-#include <cjson/cJSON.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "str.h"
 
 #define EXT_MAX_QUANTITY_LEN 32
 
-/* Nesting of a JSON text, stopping at EXT_MAX_JSON_DEPTH + 1 (-ELOOP): cJSON recurses per
- * level.  Also refuses (-EILSEQ) the escape \u0000 in a string: cJSON stores it as the C
- * string's end, so "n\u0000x" would read as "n" here and as three characters in Go. */
-static int
-check_text(const char *s, size_t len)
-{
-        unsigned depth = 0;
-        bool in_str = false;
-
-        for (size_t i = 0; i < len; i++) {
-                char ch = s[i];
-
-                if (in_str) {
-                        if (ch == '\\') {
-                                if (i + 5 < len && s[i + 1] == 'u' && s[i + 2] == '0' &&
-                                    s[i + 3] == '0' && s[i + 4] == '0' && s[i + 5] == '0')
-                                        return -EILSEQ;
-                                i++;
-                        } else if (ch == '"')
-                                in_str = false;
-                        continue;
-                }
-                if (ch == '"')
-                        in_str = true;
-                else if (ch == '{' || ch == '[') {
-                        if (++depth > EXT_MAX_JSON_DEPTH)
-                                return -ELOOP;
-                } else if ((ch == '}' || ch == ']') && depth > 0)
-                        depth--;
-        }
-        return 0;
-}
-
-/* --- a per-document arena for cJSON ------------------------------------------------------
- * cJSON allocates every value, key and string separately; a 3 MB NodeList is some 200,000
- * malloc()s and as many free()s.  Documents are parsed into a bump arena instead (cJSON's
- * global hooks consult a thread-local pointer that is set only around the parse; other
- * cJSON users in the process fall through to malloc), and released whole.  The arena is
- * capped, so a document cannot take more than its cap however it is shaped. */
-
-#define EXT_ARENA_CHUNK (1u << 20)
 #define EXT_MAX_DOC_MEMORY (16u * EXT_MAX_BODY) /* a request's parsed tree */
 
-struct arena_chunk {
-        struct arena_chunk *next;
-        size_t used, size;
-        max_align_t data[];
-};
-
-struct arena {
-        struct arena_chunk *chunks;
-        size_t total, cap;
-        size_t next_chunk; /* grows from a size fitted to the document up to EXT_ARENA_CHUNK */
-        cJSON *root; /* the document parsed into it */
-};
-
-static __thread struct arena *tl_arena;
-
-static void *
-arena_alloc(struct arena *a, size_t n)
-{
-        struct arena_chunk *c = a->chunks;
-        size_t need = (n + 15) & ~(size_t)15;
-        void *p;
-
-        if (!c || c->size - c->used < need) {
-                size_t size = MAX(a->next_chunk, need);
-
-                a->next_chunk = MIN(a->next_chunk * 2, (size_t)EXT_ARENA_CHUNK);
-                if (a->total + size > a->cap)
-                        return NULL;
-                c = malloc(sizeof(*c) + size);
-                if (!c)
-                        return NULL;
-                c->size = size;
-                c->used = 0;
-                c->next = a->chunks;
-                a->chunks = c;
-                a->total += size;
-        }
-        p = (char *)c->data + c->used;
-        c->used += need;
-        return p;
-}
-
-static void
-arena_free(struct arena *a)
-{
-        if (!a)
-                return;
-        for (struct arena_chunk *c = a->chunks, *next; c; c = next) {
-                next = c->next;
-                free(c);
-        }
-        free(a);
-}
-
-static void *
-hook_malloc(size_t n)
-{
-        return tl_arena ? arena_alloc(tl_arena, n) : malloc(n);
-}
-
-static void
-hook_free(void *p)
-{
-        /* While an arena is active everything cJSON frees came from it (a failed parse
-         * deleting its partial tree): the arena goes as a whole. */
-        if (!tl_arena)
-                free(p);
-}
-
-static void
-install_hooks(void)
-{
-        cJSON_Hooks hooks = { .malloc_fn = hook_malloc, .free_fn = hook_free };
-
-        cJSON_InitHooks(&hooks);
-}
-
-/* Parses json into *ret, its memory in a new arena *ret_arena (free with arena_free, never
- * cJSON_Delete).  cap bounds the bytes accepted, doc_cap the tree's memory. */
+/* Parses json into *ret (free with json_doc_free, never cJSON_Delete): common/json.h's
+ * reader, its failures turned into the sentences of a 400 here.  cap bounds the bytes
+ * accepted, doc_cap the tree's memory. */
 static int
-parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap, cJSON **ret,
-                 struct arena **ret_arena, const char **ret_why)
+parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap,
+                 struct json_doc **ret, const char **ret_why)
 {
-        static pthread_once_t once = PTHREAD_ONCE_INIT;
-        const char *end = NULL;
-        struct arena *a;
-        cJSON *doc;
         int r;
 
         if (len > cap)
                 return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
-        if (len == 0)
+        r = json_parse(json, len, doc_cap, EXT_MAX_JSON_DEPTH, ret, NULL);
+        switch (r) {
+        case 0:
+        case -ENOMEM:
+                return r;
+        case -ENODATA:
                 return set_why(ret_why, "the request body is empty"), -EINVAL;
-        r = check_text(json, len);
-        if (r == -ELOOP)
+        case -ELOOP:
                 return set_why(ret_why, "the JSON is nested deeper than the limit"), r;
-        if (r < 0)
+        case -EILSEQ:
                 return set_why(ret_why, "a JSON string holds \\u0000, which is refused"), -EINVAL;
-        pthread_once(&once, install_hooks);
-        a = calloc(1, sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        a->cap = doc_cap;
-        /* Small documents (annotations, bindings) get a small first chunk. */
-        a->next_chunk = MIN(MAX(len * 8, (size_t)4096), (size_t)EXT_ARENA_CHUNK);
-        tl_arena = a;
-        doc = cJSON_ParseWithLengthOpts(json, len, &end, false);
-        tl_arena = NULL;
-        if (!doc) {
-                bool full = a->total + EXT_ARENA_CHUNK > a->cap;
-
-                arena_free(a);
-                if (full)
-                        return set_why(ret_why, "the JSON has more values than the limit"), -E2BIG;
+        case -E2BIG:
+                return set_why(ret_why, "the JSON has more values than the limit"), -E2BIG;
+        case -EBADMSG:
+                return set_why(ret_why, "the request body has bytes after the JSON value"), -EINVAL;
+        default:
                 return set_why(ret_why, "the request body is not valid JSON"), -EINVAL;
         }
-        /* Only whitespace may follow the value. */
-        while (end && end < json + len && strchr(" \t\r\n", *end) && *end)
-                end++;
-        if (end && end < json + len) {
-                arena_free(a);
-                return set_why(ret_why, "the request body has bytes after the JSON value"),
-                       -EINVAL;
-        }
-        a->root = doc;
-        *ret = doc;
-        *ret_arena = a;
-        return 0;
 }
 
 static int
-parse_doc(const char *json, size_t len, cJSON **ret, struct arena **ret_arena,
-          const char **ret_why)
+parse_doc(const char *json, size_t len, struct json_doc **ret, const char **ret_why)
 {
-        return parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, ret, ret_arena,
-                                ret_why);
+        return parse_doc_capped(json, len, EXT_MAX_BODY, EXT_MAX_DOC_MEMORY, ret, ret_why);
 }
 
 /* set_why() and an error code in one expression, for "r = why_err(...)". */
@@ -210,59 +67,17 @@ why_err(const char **ret_why, const char *why, int r)
 }
 
 /* --- repeated keys ------------------------------------------------------------------------
- * cJSON keeps every copy of a repeated key and its lookups return the first; Go's
- * encoding/json (kube-scheduler's) keeps the last.  A request in which an object repeats a
- * key that we read is refused, rather than read one way here and the other way there.
- * get() looks at the whole object and notes a repeat in tl_repeated (thread-local, as the
- * parse arena is); each request decoder clears it first and refuses at the end if set.
- * Checking every object of the document instead cost 15-20% of a 4.5 MB full-mode filter. */
+ * The project's rule (common/json.h): a request in which an object repeats a key that we
+ * read is refused.  get() notes a repeat in tl_repeated (thread-local: the decoders below
+ * run on the server's threads); each request decoder clears it first and refuses at the
+ * end if set.  Checking every object of the document instead cost 15-20% of a 4.5 MB
+ * full-mode filter. */
 static __thread bool tl_repeated;
 
 static const cJSON *
 get(const cJSON *o, const char *key)
 {
-        const cJSON *found = NULL;
-
-        if (!cJSON_IsObject(o))
-                return NULL;
-        for (const cJSON *c = o->child; c; c = c->next) {
-                if (!c->string || strcmp(c->string, key) != 0)
-                        continue;
-                if (found) {
-                        tl_repeated = true;
-                        break;
-                }
-                found = c;
-        }
-        return found;
-}
-
-static int
-cmp_keys(const void *a, const void *b)
-{
-        return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* For an object we walk whole (the victims map): -EINVAL when it repeats a key, -ENOMEM. */
-static int
-check_keys_unique(const cJSON *o)
-{
-        CLEANUP(freep) const char **keys = NULL;
-        size_t n = (size_t)cJSON_GetArraySize(o), i = 0;
-        const cJSON *c;
-
-        if (n < 2)
-                return 0;
-        keys = malloc(n * sizeof(*keys));
-        if (!keys)
-                return -ENOMEM;
-        cJSON_ArrayForEach(c, o)
-                keys[i++] = c->string ? c->string : "";
-        qsort(keys, n, sizeof(*keys), cmp_keys);
-        for (i = 1; i < n; i++)
-                if (strcmp(keys[i - 1], keys[i]) == 0)
-                        return -EINVAL;
-        return 0;
+        return json_get(o, key, &tl_repeated);
 }
 
 #define EXT_WHY_REPEATED "a JSON object in the request repeats a key that the extender reads " \
@@ -495,16 +310,17 @@ ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
                    struct ext_request *ret, const char **ret_why)
 {
         struct ext_request req;
-        struct arena *arena = NULL;
+        struct json_doc *jd = NULL;
         cJSON *doc = NULL;
         int r;
 
         tl_repeated = false;
-        r = parse_doc(json, len, &doc, &arena, ret_why);
+        r = parse_doc(json, len, &jd, ret_why);
+        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         r = refuse_repeats(request_from_pod(doc, cfg, &req, ret_why), ret_why);
-        arena_free(arena);
+        json_doc_free(jd);
         if (r >= 0)
                 *ret = req;
         return r;
@@ -626,7 +442,7 @@ ext_args_release(struct ext_args *a)
         free(a->topo_json);
         free(a->topo_len);
         free(a->gpu_capacity);
-        arena_free(a->doc);
+        json_doc_free(a->doc);
         *a = (struct ext_args){ 0 };
 }
 
@@ -671,16 +487,17 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
 {
         struct ext_args a = { 0 };
         const cJSON *names, *nodes, *items = NULL;
-        struct arena *arena = NULL;
+        struct json_doc *jd = NULL;
         cJSON *doc = NULL;
         size_t n;
         int r;
 
         tl_repeated = false;
-        r = parse_doc(json, len, &doc, &arena, ret_why);
+        r = parse_doc(json, len, &jd, ret_why);
+        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
-        a.doc = arena;
+        a.doc = jd;
         if (!cJSON_IsObject(doc)) {
                 r = why_err(ret_why, "ExtenderArgs is not a JSON object", -EINVAL);
                 goto fail;
@@ -843,7 +660,7 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                 if (r >= 0)
                         r = buf_puts(out, "]");
         } else {
-                const cJSON *items = get(get(((struct arena *)a->doc)->root, "Nodes"), "items");
+                const cJSON *items = get(get(((struct json_doc *)a->doc)->root, "Nodes"), "items");
                 CLEANUP(freep) const char **raw = malloc(MAX(a->n, (size_t)1) * sizeof(*raw));
                 CLEANUP(freep) size_t *raw_len = malloc(MAX(a->n, (size_t)1) * sizeof(*raw_len));
                 const cJSON *node;
@@ -945,12 +762,13 @@ int
 ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const char **ret_why)
 {
         struct ext_binding b = { 0 };
-        struct arena *arena = NULL;
+        struct json_doc *jd = NULL;
         cJSON *doc = NULL;
         int r;
 
         tl_repeated = false;
-        r = parse_doc(json, len, &doc, &arena, ret_why);
+        r = parse_doc(json, len, &jd, ret_why);
+        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         if (!cJSON_IsObject(doc))
@@ -969,7 +787,7 @@ ext_binding_decode(const char *json, size_t len, struct ext_binding *ret, const 
                                      "subdomain)", -EINVAL);
         else
                 r = check_pod_names(b.pod_name, b.pod_namespace, b.pod_uid, ret_why);
-        arena_free(arena);
+        json_doc_free(jd);
         r = refuse_repeats(r, ret_why);
         if (r < 0)
                 return r;
@@ -1044,13 +862,14 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
 {
         struct ext_preempt_args a = { 0 };
         const cJSON *map, *e;
-        struct arena *arena = NULL;
+        struct json_doc *jd = NULL;
         cJSON *doc = NULL;
         bool meta;
         int r;
 
         tl_repeated = false;
-        r = parse_doc(json, len, &doc, &arena, ret_why);
+        r = parse_doc(json, len, &jd, ret_why);
+        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         if (!cJSON_IsObject(doc)) {
@@ -1070,7 +889,7 @@ ext_preempt_args_decode(const char *json, size_t len, const struct ext_config *c
                 r = why_err(ret_why, "the victims map is not an object", -EINVAL);
                 goto out;
         }
-        r = check_keys_unique(map);
+        r = json_keys_unique(map);
         if (r < 0) {
                 if (r == -EINVAL)
                         set_why(ret_why, EXT_WHY_REPEATED);
@@ -1111,7 +930,7 @@ done:
         r = 0;
 out:
         ext_preempt_args_release(&a);
-        arena_free(arena);
+        json_doc_free(jd);
         return r;
 }
 
@@ -1220,14 +1039,15 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
 {
         struct topo_mask m = { 0 };
         const cJSON *containers, *c, *version;
-        struct arena *arena = NULL;
+        struct json_doc *jd = NULL;
         cJSON *doc = NULL;
         int r;
 
         if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
                 return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
         tl_repeated = false;
-        r = parse_doc(json, len, &doc, &arena, ret_why);
+        r = parse_doc(json, len, &jd, ret_why);
+        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         version = get(doc, "version");
@@ -1261,7 +1081,7 @@ ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct
         if (r >= 0)
                 *ret = m;
 out:
-        arena_free(arena);
+        json_doc_free(jd);
         return r;
 }
 
@@ -1318,15 +1138,16 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
         CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *b = NULL;
         const cJSON *items, *item, *kind;
         const char *list_kind;
-        struct arena *arena = NULL;
+        struct json_doc *jd = NULL;
         cJSON *doc = NULL;
         int r;
 
         /* A cluster file is not a request: allow up to the cluster caps, not EXT_MAX_BODY. */
         r = parse_doc_capped(json, len, EXT_MAX_CLUSTER_BYTES, 16 * (size_t)EXT_MAX_CLUSTER_BYTES,
-                             &doc, &arena, ret_why);
+                             &jd, ret_why);
         if (r < 0)
                 return r;
+        doc = jd->root;
         items = get(doc, "items");
         kind = get(doc, "kind");
         list_kind = cJSON_IsString(kind) ? kind->valuestring : NULL;
@@ -1368,6 +1189,6 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
         if (r == -EEXIST)
                 set_why(ret_why, "the cluster file lists a node or pod twice");
 out:
-        arena_free(arena);
+        json_doc_free(jd);
         return r;
 }

@@ -4,28 +4,39 @@
  * topofit needs survives (see kube.h); everything else of the object is dropped here, so
  * the cache's memory is one allocation per object: a refcounted header, the public struct,
  * its key/value array and its string bytes, packed.  cJSON failures and bad values are
- * translated here into -EINVAL with a static reason.  Pure: no I/O, no locks.
+ * translated here into -EINVAL with a static reason.  Pure: no I/O, no locks.  The
+ * project's duplicate-key rule (common/json.h): an object that repeats a key read here is
+ * refused; jget() notes repeats in a thread-local flag that each decoder clears first.
  */
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
+#include "json.h"
 #include "kube-private.h"
 #include "str.h"
 
 #define KUBE_MAX_KEPT_ANNOTATIONS 32 /* topofit.io/ annotations kept per pod */
 
+static __thread bool tl_repeated;
+
+static const cJSON *
+jget(const cJSON *o, const char *key)
+{
+        return json_get(o, key, &tl_repeated);
+}
+
 static const char *
 jstr(const cJSON *o, const char *key)
 {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        const cJSON *v = jget(o, key);
         return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static const cJSON *
 jobj(const cJSON *o, const char *key)
 {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        const cJSON *v = jget(o, key);
         return cJSON_IsObject(v) ? v : NULL;
 }
 
@@ -88,7 +99,7 @@ gpu_sum(const cJSON *map, const char *const *res, int64_t *ret)
         int64_t sum = 0, n;
 
         for (; map && *res; res++) {
-                const cJSON *v = cJSON_GetObjectItemCaseSensitive(map, *res);
+                const cJSON *v = jget(map, *res);
                 if (!v)
                         continue;
                 if (quantity_parse(v, &n) < 0)
@@ -120,12 +131,12 @@ pod_gpus(const cJSON *spec, const char *const *res, int64_t *ret)
         const cJSON *c;
         int64_t sum = 0, init_max = 0, n;
 
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers")) {
+        cJSON_ArrayForEach(c, jget(spec, "containers")) {
                 if (container_gpus(c, res, &n) < 0)
                         return -EINVAL;
                 sum += n;
         }
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "initContainers")) {
+        cJSON_ArrayForEach(c, jget(spec, "initContainers")) {
                 if (container_gpus(c, res, &n) < 0)
                         return -EINVAL;
                 init_max = MAX(init_max, n);
@@ -160,8 +171,8 @@ name_valid(const char *s)
         return s && *s && strlen(s) <= KUBE_MAX_NAME;
 }
 
-int
-kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+static int
+decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
                   const char **ret_why)
 {
         const cJSON *meta = jobj(o, "metadata"), *spec = jobj(o, "spec"),
@@ -199,7 +210,7 @@ kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube
                     &cap) < 0)
                 return set_why(ret_why, "node has a GPU quantity that is not a whole number"),
                        -EINVAL;
-        cJSON_ArrayForEach(cond, cJSON_GetObjectItemCaseSensitive(status, "conditions")) {
+        cJSON_ArrayForEach(cond, jget(status, "conditions")) {
                 const char *type = jstr(cond, "type"), *st = jstr(cond, "status");
                 if (type && st && strcmp(type, "Ready") == 0)
                         ready = strcmp(st, "True") == 0;
@@ -230,7 +241,7 @@ kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube
         obj->node.gpu_allocatable = alloc;
         obj->node.gpu_capacity = cap;
         obj->node.ready = ready;
-        obj->node.unschedulable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec,
+        obj->node.unschedulable = cJSON_IsTrue(jget(spec,
                                                                                 "unschedulable"));
         obj->key_ns = "";
         obj->key_name = obj->node.name;
@@ -262,8 +273,8 @@ kube_pod_phase_from_string(const char *s)
         return s ? KUBE_POD_UNKNOWN : KUBE_POD_PENDING;
 }
 
-int
-kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+static int
+decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
                  const char **ret_why)
 {
         const cJSON *meta = jobj(o, "metadata"), *spec = jobj(o, "spec"),
@@ -292,6 +303,9 @@ kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube_
         if (pod_gpus(spec, d->gpu_resources ?: default_opts.gpu_resources, &gpus) < 0)
                 return set_why(ret_why, "pod has a GPU quantity that is not a whole number"),
                        -EINVAL;
+        /* The annotations are read whole (every topofit.io/ key): no key twice. */
+        if (json_keys_unique(jobj(meta, "annotations")) < 0)
+                return set_why(ret_why, "pod repeats an annotation key"), -EINVAL;
         cJSON_ArrayForEach(a, jobj(meta, "annotations")) {
                 if (!cJSON_IsString(a) || !str_has_prefix(a->string, KUBE_ANNOTATION_PREFIX) ||
                     strlen(a->valuestring) > KUBE_MAX_ANNOTATION)
@@ -346,4 +360,48 @@ kube__creation_ms(const cJSON *o)
         if (!end || (*end != 'Z' && *end != '.'))
                 return -1;
         return (int64_t)timegm(&tm) * 1000;
+}
+
+/* The decoders under the duplicate-key rule: a repeat of a key they read is -EINVAL. */
+static int
+refuse_repeats(int r, struct kube__obj **obj, const char **ret_why)
+{
+        bool repeated = tl_repeated;
+
+        tl_repeated = false;
+        if (r >= 0 && repeated) {
+                *obj = kube__obj_unref(*obj);
+                return set_why(ret_why, "the object repeats a key that is read (refused: "
+                                        "readers disagree on which copy counts)"),
+                       -EINVAL;
+        }
+        return r;
+}
+
+int
+kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+                  const char **ret_why)
+{
+        struct kube__obj *obj = NULL;
+        int r;
+
+        tl_repeated = false;
+        r = refuse_repeats(decode_node(o, d, &obj, ret_why), &obj, ret_why);
+        if (r >= 0)
+                *ret = obj;
+        return r;
+}
+
+int
+kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
+                 const char **ret_why)
+{
+        struct kube__obj *obj = NULL;
+        int r;
+
+        tl_repeated = false;
+        r = refuse_repeats(decode_pod(o, d, &obj, ret_why), &obj, ret_why);
+        if (r >= 0)
+                *ret = obj;
+        return r;
 }

@@ -5,21 +5,27 @@
  * static list) hands whole Pod objects here.  Only what the admission match needs is kept:
  * identity, whether the pod is still waiting to start, and its topofit.io/gpus sets
  * resolved against this node's devices (untrusted input: see dp_parse_gpus_annotation).
+ * The duplicate-key rule (common/json.h): a pod that repeats a key read here is refused.
  */
-#include <cjson/cJSON.h>
 #include <string.h>
 
+#include "../common/json.h"
 #include "../common/str.h"
 #include "dp.h"
 
 #define DP_MAX_PODLIST_BYTES (64u << 20) /* a --pods-file */
+#define DP_MAX_PODLIST_MEMORY (16u * DP_MAX_PODLIST_BYTES)
 
-DEFINE_CLEANUP_FUNC(cJSON, cJSON_Delete)
+static const cJSON *
+dp__get(const cJSON *o, const char *key, bool *repeated)
+{
+        return json_get(o, key, repeated);
+}
 
 static const char *
-dp__get_str(const cJSON *o, const char *key)
+dp__get_str(const cJSON *o, const char *key, bool *repeated)
 {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        const cJSON *v = dp__get(o, key, repeated);
         return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
@@ -33,8 +39,9 @@ int
 dp_pod_from_json(const struct dp_cache *c, const struct cJSON *obj, struct dp_pod *ret,
                  const char **ret_why)
 {
-        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-        const cJSON *status = cJSON_GetObjectItemCaseSensitive(obj, "status");
+        bool rep = false;
+        const cJSON *meta = dp__get(obj, "metadata", &rep);
+        const cJSON *status = dp__get(obj, "status", &rep);
         const cJSON *ann;
         const char *uid, *ns, *name, *phase, *gpus;
         struct dp_pod p = { 0 };
@@ -42,21 +49,25 @@ dp_pod_from_json(const struct dp_cache *c, const struct cJSON *obj, struct dp_po
 
         if (!cJSON_IsObject(obj) || !cJSON_IsObject(meta))
                 return set_why(ret_why, "pod has no metadata"), -EINVAL;
-        uid = dp__get_str(meta, "uid");
-        ns = dp__get_str(meta, "namespace");
-        name = dp__get_str(meta, "name");
+        uid = dp__get_str(meta, "uid", &rep);
+        ns = dp__get_str(meta, "namespace", &rep);
+        name = dp__get_str(meta, "name", &rep);
         if (!uid || !name)
                 return set_why(ret_why, "pod has no uid or name"), -EINVAL;
         if (dp__copy(p.uid, sizeof(p.uid), uid) < 0 || dp__copy(p.ns, sizeof(p.ns), ns) < 0 ||
             dp__copy(p.name, sizeof(p.name), name) < 0)
                 return set_why(ret_why, "pod name, namespace or uid too long"), -EINVAL;
-        phase = cJSON_IsObject(status) ? dp__get_str(status, "phase") : NULL;
-        p.live = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") == NULL &&
+        phase = cJSON_IsObject(status) ? dp__get_str(status, "phase", &rep) : NULL;
+        p.live = dp__get(meta, "deletionTimestamp", &rep) == NULL &&
                  !(phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0));
         p.pending = p.live && (!phase || strcmp(phase, "Pending") == 0);
 
-        ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
-        gpus = cJSON_IsObject(ann) ? dp__get_str(ann, DP_GPUS_ANNOTATION) : NULL;
+        ann = dp__get(meta, "annotations", &rep);
+        gpus = cJSON_IsObject(ann) ? dp__get_str(ann, DP_GPUS_ANNOTATION, &rep) : NULL;
+        if (rep)
+                return set_why(ret_why, "pod repeats a key that is read (refused: readers "
+                                        "disagree on which copy counts)"),
+                       -EINVAL;
         if (!gpus) {
                 *ret = p;
                 return 0;
@@ -71,17 +82,22 @@ dp_pod_from_json(const struct dp_cache *c, const struct cJSON *obj, struct dp_po
 int
 dp_cache_load_podlist(struct dp_cache *c, const char *json, size_t len, const char **ret_why)
 {
-        CLEANUP(cJSON_Deletep) cJSON *root = NULL;
-        const cJSON *items, *e;
+        CLEANUP(json_doc_freep) struct json_doc *doc = NULL;
+        const cJSON *root, *items, *e;
         CLEANUP(freep) struct dp_pod *p = NULL;
         int r;
 
         if (len > DP_MAX_PODLIST_BYTES)
                 return set_why(ret_why, "pod list too large"), -E2BIG;
-        root = cJSON_ParseWithLength(json, len);
-        if (!root)
+        r = json_parse(json, len, DP_MAX_PODLIST_MEMORY, 0, &doc, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
                 return set_why(ret_why, "pod list is not valid JSON"), -EINVAL;
-        items = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "items");
+        root = doc->root;
+        items = cJSON_IsArray(root) ? root : json_doc_get(doc, root, "items");
+        if (json_doc_repeated(doc))
+                return set_why(ret_why, "pod list repeats its items key"), -EINVAL;
         if (!cJSON_IsArray(items))
                 return set_why(ret_why, "pod list has no items array"), -EINVAL;
         p = malloc(sizeof(*p));

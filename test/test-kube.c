@@ -371,6 +371,22 @@ static const struct pod_case pod_cases[] = {
         { "a pod without a namespace is refused",
           "{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"},\"spec\":{}}", -EINVAL },
         { "a pod that is not an object is refused", "[1,2]", -EINVAL },
+        /* The duplicate-key rule (common/json.h): a repeat of a key that is read is refused,
+         * a repeat of one nobody reads is not. */
+        { "a pod repeating spec.nodeName is refused",
+          POD("{\"nodeName\":\"n1\",\"nodeName\":\"n2\",\"containers\":[]}", "", "{}"),
+          -EINVAL },
+        { "a pod repeating a GPU limit is refused",
+          POD("{\"containers\":[" CTR("{\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpu\":\"8\"}", "{}") "]}",
+              "", "{}"),
+          -EINVAL },
+        { "a pod repeating an annotation key is refused",
+          POD("{\"containers\":[]}",
+              ",\"annotations\":{\"topofit.io/gpus\":\"0\",\"topofit.io/gpus\":\"1\"}", "{}"),
+          -EINVAL },
+        { "a repeat of a key nobody reads is ignored",
+          POD("{\"containers\":[],\"dnsPolicy\":\"a\",\"dnsPolicy\":\"b\"}", "", "{}"),
+          0, 0, "", KUBE_POD_PENDING },
 };
 
 static void

@@ -311,6 +311,15 @@ plugin_pod_json_phase_and_deletion_decide_pending_and_live(void **state)
                 { "{\"metadata\":{\"namespace\":\"n\",\"name\":\"p\"}}", -EINVAL, false, false },
                 { "{\"metadata\":7}", -EINVAL, false, false },
                 { "[]", -EINVAL, false, false },
+                /* The duplicate-key rule (common/json.h): a repeated key that is read is
+                 * refused (which GPU set or phase counts would depend on the reader); a
+                 * repeat of one nobody reads is ignored. */
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
+                  "{\"topofit.io/gpus\":\"GPU-1\",\"topofit.io/gpus\":\"GPU-2\"}}}", -EINVAL, false, false },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\"},"
+                  "\"status\":{\"phase\":\"Running\",\"phase\":\"Pending\"}}", -EINVAL, false, false },
+                { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"labels\":{},"
+                  "\"labels\":{}},\"status\":{}}", 0, true, true },
         };
         struct dp_cache c;
 

@@ -3,8 +3,9 @@
  * The node annotation codec (key topofit.io/topology, docs/annotations.md): a compact,
  * versioned JSON form of `struct topo`.  The link matrix is one string of link codes per
  * GPU ("X NV18 NV18 ..."), NIC relations one string per NIC, GPUs an array of objects with
- * short keys that are left out when they hold their default.  Pure: reads with the bounded
- * reader in common/json.c (the pure core must not link cJSON), writes into a capped buf.
+ * short keys that are left out when they hold their default.  Pure: reads with the
+ * project's JSON reader (common/json.h: cJSON in a capped arena, the duplicate-key rule),
+ * writes into a capped buf.
  * Everything read is validated (counts, matrix shape and symmetry, names, ranges); unknown
  * keys are ignored for forward compatibility, an unknown "v" is an error naming it.
  */
@@ -207,7 +208,7 @@ topo_to_annotation(const struct topo *t, char **ret_json, size_t *ret_len)
 /* --- reading ------------------------------------------------------------------------------- */
 
 struct reader {
-        const struct json_doc *d;
+        struct json_doc *d;
         struct topo_error *err;
 };
 
@@ -309,17 +310,19 @@ row_parse(struct reader *rd, const char *what, unsigned idx, const char *s, unsi
 }
 
 static int
-get_string(struct reader *rd, uint32_t obj, const char *key, const char *path, char *dst,
+get_string(struct reader *rd, const cJSON *obj, const char *key, const char *path, char *dst,
            size_t size)
 {
-        uint32_t n = json_get(rd->d, obj, key);
+        const cJSON *n = json_doc_get(rd->d, obj, key);
         const char *s;
         size_t len;
 
-        if (n == JSON_NONE)
+        if (!n)
                 return 0;
-        if (json_get_string(rd->d, n, &s, &len) < 0)
+        if (!cJSON_IsString(n))
                 return bad(rd, -EINVAL, "%s.%s must be a string.", path, key);
+        s = n->valuestring;
+        len = strlen(s);
         if (len >= size)
                 return bad(rd, -E2BIG, "%s.%s is longer than %zu bytes.", path, key, size - 1);
         if (!topo__id_ok(s, len))
@@ -329,21 +332,21 @@ get_string(struct reader *rd, uint32_t obj, const char *key, const char *path, c
 }
 
 static int
-get_int(struct reader *rd, uint32_t obj, const char *key, const char *path, int64_t min,
+get_int(struct reader *rd, const cJSON *obj, const char *key, const char *path, int64_t min,
         int64_t max, int64_t *v)
 {
-        uint32_t n = json_get(rd->d, obj, key);
+        const cJSON *n = json_doc_get(rd->d, obj, key);
 
-        if (n == JSON_NONE)
+        if (!n)
                 return 0;
-        if (json_get_int64(rd->d, n, min, max, v) < 0)
+        if (json_get_int64(n, min, max, v) < 0)
                 return bad(rd, -EINVAL, "%s.%s must be an integer in [%lld, %lld].", path, key,
                            (long long)min, (long long)max);
         return 1;
 }
 
 static int
-get_enum(struct reader *rd, uint32_t obj, const char *key, const char *path,
+get_enum(struct reader *rd, const cJSON *obj, const char *key, const char *path,
          int (*from)(const char *), uint8_t *dst)
 {
         char s[32];
@@ -351,7 +354,7 @@ get_enum(struct reader *rd, uint32_t obj, const char *key, const char *path,
 
         if (r < 0)
                 return r;
-        if (json_get(rd->d, obj, key) == JSON_NONE)
+        if (!json_get(obj, key, NULL))
                 return 0;
         int v = from(s);
         if (v < 0)
@@ -377,14 +380,14 @@ mig_from(const char *s)
 }
 
 static int
-read_gpu(struct reader *rd, uint32_t o, unsigned i, struct topo_gpu *g)
+read_gpu(struct reader *rd, const cJSON *o, unsigned i, struct topo_gpu *g)
 {
         char path[32];
         int64_t v;
         int r;
 
         snprintf(path, sizeof(path), "gpus[%u]", i);
-        if (json_type(rd->d, o) != JSON_OBJECT)
+        if (!cJSON_IsObject(o))
                 return bad(rd, -EINVAL, "%s must be an object.", path);
         if ((r = get_string(rd, o, "uuid", path, g->uuid, sizeof(g->uuid))) < 0 ||
             (r = get_string(rd, o, "model", path, g->model, sizeof(g->model))) < 0 ||
@@ -415,24 +418,26 @@ read_gpu(struct reader *rd, uint32_t o, unsigned i, struct topo_gpu *g)
                 g->nvlink_gen = (uint8_t)v;
         if ((r = get_enum(rd, o, "mig", path, mig_from, &g->mig)) < 0)
                 return r;
-        uint32_t ok = json_get(rd->d, o, "ok");
-        if (ok != JSON_NONE && json_get_bool(rd->d, ok, &g->healthy) < 0)
+        const cJSON *ok = json_doc_get(rd->d, o, "ok");
+        if (ok && !cJSON_IsBool(ok))
                 return bad(rd, -EINVAL, "%s.ok must be a boolean.", path);
+        if (ok)
+                g->healthy = cJSON_IsTrue(ok);
         return 0;
 }
 
-static uint32_t
-get_array(struct reader *rd, uint32_t root, const char *key, bool required, int *r)
+static const cJSON *
+get_array(struct reader *rd, const cJSON *root, const char *key, bool required, int *r)
 {
-        uint32_t n = json_get(rd->d, root, key);
+        const cJSON *n = json_doc_get(rd->d, root, key);
 
         *r = 0;
-        if (n == JSON_NONE) {
+        if (!n) {
                 if (required)
                         *r = bad(rd, -EINVAL, "The annotation has no \"%s\" array.", key);
-                return JSON_NONE;
+                return NULL;
         }
-        if (json_type(rd->d, n) != JSON_ARRAY)
+        if (!cJSON_IsArray(n))
                 *r = bad(rd, -EINVAL, "\"%s\" must be an array.", key);
         return n;
 }
@@ -450,19 +455,21 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
         r = topo__check_input(json, len, TOPO_MAX_ANNOTATION_BYTES, "Annotation", err);
         if (r < 0)
                 return r;
-        r = json_parse(json, len, &d, &jerr);
+        r = json_parse(json, len, TOPO_MAX_ANNOTATION_MEMORY, JSON_MAX_DEPTH, &d, &jerr);
         if (r < 0)
-                return topo__error(err, r, jerr.line, jerr.column, "Annotation JSON: %s",
+                /* Our codes: too deep or too many values is -E2BIG, any other text -EINVAL. */
+                return topo__error(err, r == -ENOMEM ? r : r == -ELOOP || r == -E2BIG ? -E2BIG : -EINVAL,
+                                   jerr.line, jerr.column, "Annotation JSON: %s",
                                    jerr.msg ? jerr.msg : "invalid.");
         rd.d = d;
-        uint32_t root = json_root(d);
-        if (json_type(d, root) != JSON_OBJECT)
+        const cJSON *root = d->root;
+        if (!cJSON_IsObject(root))
                 return bad(&rd, -EINVAL, "The annotation must be a JSON object.");
 
-        uint32_t vn = json_get(d, root, "v");
-        if (vn == JSON_NONE)
+        const cJSON *vn = json_doc_get(d, root, "v");
+        if (!vn)
                 return bad(&rd, -EINVAL, "The annotation has no version (\"v\").");
-        if (json_get_int64(d, vn, INT32_MIN, INT32_MAX, &v) < 0)
+        if (json_get_int64(vn, INT32_MIN, INT32_MAX, &v) < 0)
                 return bad(&rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
         if (v != TOPO_ANNOTATION_VERSION)
                 return bad(
@@ -470,16 +477,17 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                         "Annotation version %lld is not supported (this build reads version %d).",
                         (long long)v, TOPO_ANNOTATION_VERSION);
 
-        uint32_t gpus = get_array(&rd, root, "gpus", true, &r);
+        const cJSON *gpus = get_array(&rd, root, "gpus", true, &r);
         if (r < 0)
                 return r;
-        uint32_t links = get_array(&rd, root, "links", true, &r);
+        const cJSON *links = get_array(&rd, root, "links", true, &r);
         if (r < 0)
                 return r;
-        uint32_t nics = get_array(&rd, root, "nics", false, &r);
+        const cJSON *nics = get_array(&rd, root, "nics", false, &r);
         if (r < 0)
                 return r;
-        size_t n_gpus = json_count(d, gpus), n_nics = nics == JSON_NONE ? 0 : json_count(d, nics);
+        size_t n_gpus = (size_t)cJSON_GetArraySize(gpus), n_nics = (size_t)cJSON_GetArraySize(nics);
+        size_t n_links = (size_t)cJSON_GetArraySize(links);
         if (n_gpus == 0)
                 return bad(&rd, -EINVAL, "The annotation lists no GPUs.");
         if (n_gpus > TOPO_MAX_GPUS)
@@ -488,9 +496,8 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
         if (n_nics > TOPO_MAX_NICS)
                 return bad(&rd, -E2BIG, "The annotation lists %zu NICs, more than %u.", n_nics,
                            TOPO_MAX_NICS);
-        if (json_count(d, links) != n_gpus)
-                return bad(&rd, -EINVAL, "\"links\" has %zu rows for %zu GPUs.",
-                           json_count(d, links), n_gpus);
+        if (n_links != n_gpus)
+                return bad(&rd, -EINVAL, "\"links\" has %zu rows for %zu GPUs.", n_links, n_gpus);
 
         t = topo_new((unsigned)n_gpus, (unsigned)n_nics);
         if (!t)
@@ -502,24 +509,27 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
             (r = get_string(&rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) <
                     0)
                 return r;
-        uint32_t nvs = json_get(d, root, "nvswitch");
-        if (nvs != JSON_NONE && json_get_bool(d, nvs, &t->nvswitch) < 0)
+        const cJSON *nvs = json_doc_get(d, root, "nvswitch");
+        if (nvs && !cJSON_IsBool(nvs))
                 return bad(&rd, -EINVAL, "\"nvswitch\" must be a boolean.");
+        t->nvswitch = cJSON_IsTrue(nvs);
 
         unsigned i = 0;
-        for (uint32_t g = json_first(d, gpus); g != JSON_NONE; g = json_next(d, g), i++) {
-                r = read_gpu(&rd, g, i, &t->gpus[i]);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, gpus) {
+                r = read_gpu(&rd, e, i, &t->gpus[i]);
                 if (r < 0)
                         return r;
+                i++;
         }
         i = 0;
-        for (uint32_t row = json_first(d, links); row != JSON_NONE; row = json_next(d, row), i++) {
-                const char *s;
-                if (json_get_string(d, row, &s, NULL) < 0)
+        cJSON_ArrayForEach(e, links) {
+                if (!cJSON_IsString(e))
                         return bad(&rd, -EINVAL, "links[%u] must be a string.", i);
-                r = row_parse(&rd, "links", i, s, t->n_gpus, topo_pair_mut(t, i, 0));
+                r = row_parse(&rd, "links", i, e->valuestring, t->n_gpus, topo_pair_mut(t, i, 0));
                 if (r < 0)
                         return r;
+                i++;
         }
         for (i = 0; i < t->n_gpus; i++)
                 for (unsigned j = 0; j < t->n_gpus; j++) {
@@ -536,14 +546,13 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                 }
 
         unsigned k = 0;
-        for (uint32_t o = nics == JSON_NONE ? JSON_NONE : json_first(d, nics); o != JSON_NONE;
-             o = json_next(d, o), k++) {
+        const cJSON *o;
+        cJSON_ArrayForEach(o, nics) {
                 char path[32];
-                const char *s;
                 struct topo_pair cells[TOPO_MAX_GPUS];
 
                 snprintf(path, sizeof(path), "nics[%u]", k);
-                if (json_type(d, o) != JSON_OBJECT)
+                if (!cJSON_IsObject(o))
                         return bad(&rd, -EINVAL, "%s must be an object.", path);
                 if ((r = get_string(&rd, o, "name", path, t->nics[k].name, TOPO_ID_MAX)) < 0)
                         return r;
@@ -551,10 +560,10 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                         return r;
                 if (r > 0)
                         t->nics[k].numa = (int)v;
-                uint32_t ls = json_get(d, o, "links");
-                if (ls == JSON_NONE || json_get_string(d, ls, &s, NULL) < 0)
+                const cJSON *ls = json_doc_get(d, o, "links");
+                if (!cJSON_IsString(ls))
                         return bad(&rd, -EINVAL, "%s.links must be a string.", path);
-                r = row_parse(&rd, "nics.links", k, s, t->n_gpus, cells);
+                r = row_parse(&rd, "nics.links", k, ls->valuestring, t->n_gpus, cells);
                 if (r < 0)
                         return r;
                 for (unsigned j = 0; j < t->n_gpus; j++) {
@@ -565,7 +574,11 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
                                            path, topo_link_to_string(l));
                         t->nic_links[(size_t)k * t->n_gpus + j] = (uint8_t)l;
                 }
+                k++;
         }
+        if (json_doc_repeated(d))
+                return bad(&rd, -EINVAL, "Duplicate key: an object of the annotation repeats a "
+                                         "key that is read (refused, see common/json.h).");
 
         topo_finish(t);
         *ret = TAKE_PTR(t);

@@ -24,6 +24,7 @@
 #define TOPO_MAX_NVLINKS 64                   /* NV# and XGMI link counts per pair */
 #define TOPO_MAX_TEXT_BYTES (1u << 20)        /* nvidia-smi / rocm-smi text input */
 #define TOPO_MAX_ANNOTATION_BYTES (256u << 10) /* Kubernetes' total annotation limit */
+#define TOPO_MAX_ANNOTATION_MEMORY (32u * TOPO_MAX_ANNOTATION_BYTES) /* its parsed tree */
 #define TOPO_MAX_XML_BYTES (32u << 20)        /* hwloc XML export */
 #define TOPO_ID_MAX 96                        /* UUIDs, bus ids, names (NUL included) */
 #define TOPO_ANNOTATION_KEY "topofit.io/topology"
