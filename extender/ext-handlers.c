@@ -381,16 +381,21 @@ handle_allocations(struct ext_state *s, const char *body, size_t len, struct buf
 
 typedef int (*handler_fn)(struct ext_state *s, const char *body, size_t len, struct buf *out);
 
+/* decides: the verb reads the cluster view to hand out GPUs, so it must not run on a view
+ * that has not synced (a live extender just started has its nodes before its pods: every
+ * GPU would look free). */
 static const struct route {
         const char *path;
         const char *method;
         const char *type;
         handler_fn fn;
+        bool decides;
 } routes[_EXT_VERB_MAX] = {
-        [EXT_VERB_FILTER] = { "/filter", "POST", "application/json", handle_filter },
-        [EXT_VERB_PRIORITIZE] = { "/prioritize", "POST", "application/json", handle_prioritize },
-        [EXT_VERB_BIND] = { "/bind", "POST", "application/json", handle_bind },
-        [EXT_VERB_PREEMPT] = { "/preempt", "POST", "application/json", handle_preempt },
+        [EXT_VERB_FILTER] = { "/filter", "POST", "application/json", handle_filter, true },
+        [EXT_VERB_PRIORITIZE] = { "/prioritize", "POST", "application/json", handle_prioritize,
+                                  true },
+        [EXT_VERB_BIND] = { "/bind", "POST", "application/json", handle_bind, true },
+        [EXT_VERB_PREEMPT] = { "/preempt", "POST", "application/json", handle_preempt, true },
         [EXT_VERB_HEALTHZ] = { "/healthz", "GET", "text/plain; charset=utf-8", handle_healthz },
         [EXT_VERB_READYZ] = { "/readyz", "GET", "text/plain; charset=utf-8", handle_readyz },
         [EXT_VERB_METRICS] = { "/metrics", "GET", "text/plain; version=0.0.4; charset=utf-8",
@@ -428,5 +433,10 @@ ext_handle(struct ext_state *s, enum ext_verb v, const char *body, size_t len, s
 {
         assert(v >= 0 && v < _EXT_VERB_MAX && routes[v].fn);
         *ret_type = routes[v].type;
+        if (routes[v].decides && !atomic_load(&s->ready)) {
+                *ret_type = "application/json";
+                error_body(out, "the cluster view has not synced with the API server yet; retry");
+                return 503;
+        }
         return routes[v].fn(s, body, len, out);
 }

@@ -33,6 +33,7 @@ struct options {
         char kubeconfig[EXT_MAX_OPTION_LEN];
         unsigned threads;
         unsigned max_connections, max_connections_per_ip, idle_timeout_s, body_timeout_s;
+        unsigned queue_timeout_ms;
         uint64_t body_budget;
         bool resources_set;
         struct ext_config cfg;
@@ -57,6 +58,7 @@ enum {
         OPT_IDLE_TIMEOUT,
         OPT_BODY_TIMEOUT,
         OPT_BODY_BUDGET,
+        OPT_QUEUE_TIMEOUT,
         OPT_VERSION,
         OPT_HELP,
 };
@@ -80,6 +82,7 @@ static const struct option long_options[] = {
         { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
         { "body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT },
         { "body-budget", required_argument, NULL, OPT_BODY_BUDGET },
+        { "queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT },
         { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, OPT_HELP },
         {},
@@ -113,6 +116,9 @@ usage(FILE *f)
               "                           head (10)\n"
               "  --body-budget MIB        request bodies buffered at once, all connections\n"
               "                           together (64; at least 16, the largest body)\n"
+              "  --queue-timeout MS       answer 503 (Retry-After) to a filter, prioritize or\n"
+              "                           preempt request that waited unread this long\n"
+              "                           (1000; 200 while the server is behind)\n"
               "  --log-level LEVEL        error, warn, info (default), debug\n"
               "  --config FILE            key = value lines with the long option names\n"
               "  --version, --help\n",
@@ -218,6 +224,14 @@ apply(struct options *o, int opt, const char *arg)
                         return -EINVAL;
                 }
                 *(opt == OPT_IDLE_TIMEOUT ? &o->idle_timeout_s : &o->body_timeout_s) = (unsigned)v;
+                return 0;
+        case OPT_QUEUE_TIMEOUT:
+                if (str_to_int64(arg, strlen(arg), 1, EXT_MAX_QUEUE_TIMEOUT_MS, &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --queue-timeout is 1..%d ms\n",
+                                EXT_MAX_QUEUE_TIMEOUT_MS);
+                        return -EINVAL;
+                }
+                o->queue_timeout_ms = (unsigned)v;
                 return 0;
         case OPT_BODY_BUDGET:
                 if (str_to_int64(arg, strlen(arg), EXT_MAX_BODY >> 20, EXT_MAX_BODY_BUDGET >> 20,
@@ -455,6 +469,7 @@ main(int argc, char **argv)
                 .max_connections_per_ip = o.max_connections_per_ip,
                 .idle_timeout_s = o.idle_timeout_s,
                 .body_timeout_s = o.body_timeout_s,
+                .queue_timeout_ms = o.queue_timeout_ms,
                 .body_budget = o.body_budget,
         };
         r = ext_server_start(&s, &so, &srv, &port, &why);

@@ -26,6 +26,10 @@
 #define EXT_IDLE_TIMEOUT_S 5
 #define EXT_BODY_TIMEOUT_S 10
 #define EXT_MAX_TIMEOUT_S 3600
+/* A filter, prioritize or preempt request whose bytes waited unread longer than this is
+ * answered 503 with Retry-After (less while the server is behind: ext-server.c). */
+#define EXT_QUEUE_TIMEOUT_MS 1000
+#define EXT_MAX_QUEUE_TIMEOUT_MS 60000
 #define EXT_BODY_BUDGET (64u << 20)     /* >= EXT_MAX_BODY, so one largest body always fits */
 #define EXT_MAX_BODY_BUDGET (4096ull << 20)
 #define EXT_CONNECTION_MEMORY (32u << 10) /* microhttpd's per-connection pool: head + read buffer */
@@ -154,6 +158,7 @@ struct ext_server_options {
         unsigned max_connections_per_ip;
         unsigned idle_timeout_s;
         unsigned body_timeout_s;
+        unsigned queue_timeout_ms;
         uint64_t body_budget;   /* bytes, >= EXT_MAX_BODY */
 };
 

@@ -192,6 +192,39 @@ def main():
         check("live: GPUs of a pod bound without a topofit record count as taken",
               res["NodeNames"] == [] and list(res["FailedNodes"]) == ["node-b-dgx1-v100"], body)
 
+        # Before its view has synced, a live extender must not decide: just started, it has
+        # its nodes before its pods, and every GPU would look free (the soak found two pods
+        # given the same GPUs by an extender restarted under load).  The API server is made
+        # slow so the new extender's LISTs take seconds; the first extender is not asked.
+        call(api, "POST", "/_control/faults", {"slow_ms": 3000})
+        early = Extender(tmp, kubeconfig, 99)
+        try:
+            got = {}
+            bodies = {"/filter": {"Pod": probe, "Nodes": None, "NodeNames": names},
+                      "/prioritize": {"Pod": probe, "Nodes": None, "NodeNames": names},
+                      "/bind": {"PodName": "probe-1", "PodNamespace": "default",
+                                "PodUID": "probe-uid", "Node": names[0]}}
+            for path, b in bodies.items():
+                c = http.client.HTTPConnection("127.0.0.1", early.port, timeout=10)
+                c.request("POST", path, body=json.dumps(b),
+                          headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                got[path] = (r.status, r.getheader("Retry-After"), r.read().decode())
+                c.close()
+            status, _ = call(early.port, "GET", "/readyz")
+            check("live: before its view has synced the extender refuses filter, prioritize and "
+                  "bind with 503 and Retry-After",
+                  status == 503 and all(g[0] == 503 and g[1] == "1" and "not synced" in g[2]
+                                        for g in got.values()), got)
+            call(api, "POST", "/_control/faults", {"slow_ms": 0})
+            ok = early.ready()
+            status, body = call(early.port, "POST", "/filter", bodies["/filter"])
+            check("live: once synced the same extender decides",
+                  ok and status == 200 and json.loads(body)["Error"] == "", body)
+        finally:
+            call(api, "POST", "/_control/faults", {"slow_ms": 0})
+            stop(early.proc, signal.SIGKILL)
+
         # Pods created through the API, then scheduled with their stored objects.
         plan = [("live-nv-4", 4, "nvlink-required", False), ("live-pair", 2, None, True),
                 ("live-one", 1, None, False), ("live-nv-2", 2, "nvlink-required", True)]

@@ -672,7 +672,7 @@ t_ha_failover() {
         sa_token=$(kubectl -n topofit-system create token topofit-scheduler --duration 1h) ||
                 { fail "no token for the ServiceAccount topofit-scheduler"; return; }
         e2e_token_kubeconfig ha-sidecar "$sa_token"
-        export E2E_HA_KUBECONFIG=$E2E_DIR/ha-sidecar.kubeconfig
+        export E2E_HA_EXT_KUBECONFIG=$E2E_DIR/ha-sidecar.kubeconfig
         export E2E_SCHEDULER_NAME=topofit-scheduler
         e2e_ha_replica a || { fail "replica a did not start (log/ha-*-a.log)"; return; }
         e2e_ha_replica b || { fail "replica b did not start (log/ha-*-b.log)"; return; }

@@ -475,10 +475,11 @@ e2e_extender() {
 
 # e2e_ha_replica NAME: one scheduler replica of the HA set as deploy/overlays/ha runs it:
 # its own topofit-extender (live mode, its own port, plain HTTP on loopback, as the sidecar
-# is; as the user of E2E_HA_KUBECONFIG when set) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
+# is) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
 # leader election on the Lease topofit-system/topofit-scheduler.  Sets
 # E2E_HA_EXT_PORT_<NAME> and E2E_HA_SCHED_PORT_<NAME>; processes are ha-ext-NAME and
-# ha-sched-NAME.
+# ha-sched-NAME.  The extender reads the API with E2E_HA_EXT_KUBECONFIG (default: its client
+# certificate's kubeconfig).
 e2e_ha_replica() {
         local name=$1 bin ext_port sched_port cfg
         bin=$(e2e_extender_bin) || return 1
@@ -487,7 +488,8 @@ e2e_ha_replica() {
         printf -v "E2E_HA_EXT_PORT_$name" '%s' "$ext_port"
         printf -v "E2E_HA_SCHED_PORT_$name" '%s' "$sched_port"
         e2e_start "ha-ext-$name" "$bin" --listen "127.0.0.1:$ext_port" \
-                --kubeconfig "${E2E_HA_KUBECONFIG:-$E2E_DIR/extender-client.kubeconfig}" --log-level info
+                --kubeconfig "${E2E_HA_EXT_KUBECONFIG:-$E2E_DIR/extender-client.kubeconfig}" \
+                --log-level info
         e2e_wait "$E2E_WAIT_S" "ha-ext-$name" \
                 curl -sf --max-time 2 "http://127.0.0.1:$ext_port/readyz" || return 1
         # deploy/overlays/ha's own configuration, with this replica's extender address and
