@@ -274,7 +274,12 @@ watch_event(struct kube__watch *w, const char *data, size_t len)
                 /* A Status object: 410 Expired/Gone means relist. */
                 const cJSON *code = cJSON_GetObjectItemCaseSensitive(object, "code");
                 const cJSON *msg = cJSON_GetObjectItemCaseSensitive(object, "message");
-                w->error_code = cJSON_IsNumber(code) ? (long)code->valuedouble : 500;
+                /* An HTTP status, or 500: converting an arbitrary double to long is
+                 * undefined behaviour (1e300 here was found by fuzz-kube-watch). */
+                w->error_code = cJSON_IsNumber(code) && code->valuedouble >= 100 &&
+                                                code->valuedouble < 600
+                                        ? (long)code->valuedouble
+                                        : 500;
                 kube__error(w->err, w->error_code, "watch: ERROR event %ld: %s", w->error_code,
                             cJSON_IsString(msg) ? msg->valuestring : "no message");
                 return kube__http_to_errno(w->error_code);
