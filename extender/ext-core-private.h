@@ -21,6 +21,13 @@ void ext__ledger_unlock(struct ext_ledger *l);
  * out; 0 counts every entry). */
 void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                              uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret);
+/* The same for a node of a snapshot, whose name hash (ext_node.name_hash) is known: a
+ * filter asks this for every node of the request, so the name is not hashed again. */
+void ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
+                                  const char *uid, uint64_t view_gen, uint64_t now_ns,
+                                  struct topo_mask *ret);
+/* The hash of a node name that the snapshot's index and the ledger's buckets use. */
+uint32_t ext__name_hash(const char *s);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
                                                 const char *node, enum ext_hold hold,

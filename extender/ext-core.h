@@ -119,6 +119,7 @@ struct ext_node {
         const char *why_unannotated; /* static string when !annotated: missing or bad */
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
+        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */

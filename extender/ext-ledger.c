@@ -46,11 +46,7 @@ struct ext_ledger {
 static unsigned
 bucket_of(const char *node)
 {
-        uint32_t h = 2166136261u;
-
-        for (const unsigned char *p = (const unsigned char *)node; *p; p++)
-                h = (h ^ *p) * 16777619u;
-        return h % LEDGER_BUCKETS;
+        return ext__name_hash(node) % LEDGER_BUCKETS;
 }
 
 struct ext_ledger *
@@ -105,14 +101,14 @@ live(const struct entry *e, uint64_t now_ns)
         return now_ns < e->expires_ns;
 }
 
-void
-ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
-                        uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
+static void
+held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const char *uid,
+               uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
         topo_mask_clear(ret);
         if (l->n_entries == 0)
                 return;
-        for (const struct entry *e = l->buckets[bucket_of(node)]; e; e = e->next) {
+        for (const struct entry *e = l->buckets[bucket]; e; e = e->next) {
                 if (!live(e, now_ns) || strcmp(e->node, node) != 0)
                         continue;
                 if (uid && strcmp(e->uid, uid) == 0)
@@ -123,6 +119,22 @@ ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                 for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
                         ret->w[k] |= e->set.w[k];
         }
+}
+
+void
+ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
+                        uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
+{
+        held_in_bucket(l, bucket_of(node), node, uid, view_gen, now_ns, ret);
+}
+
+void
+ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
+                             const char *uid, uint64_t view_gen, uint64_t now_ns,
+                             struct topo_mask *ret)
+{
+        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, view_gen, now_ns,
+                       ret);
 }
 
 const struct topo_mask *

@@ -20,6 +20,15 @@
 #include "log.h"
 
 #define EXT_LIVE_COALESCE_MS 20     /* changes closer than this share one rebuild */
+/* A rebuild visits every node and pod, so under a stream of changes (kube-scheduler binding
+ * pods back to back: each binding is a pod update) rebuilding every EXT_LIVE_COALESCE_MS
+ * would take much of a core away from the scheduler this extender serves.  The pause after
+ * a rebuild is at least EXT_LIVE_REBUILD_DUTY times the CPU time the rebuild took, so
+ * rebuilds take at most 1 / (1 + EXT_LIVE_REBUILD_DUTY) of a core, and at most
+ * EXT_LIVE_COALESCE_MAX_MS.  A later view is safe, only later: the ledger counts the GPUs of
+ * pods bound meanwhile until a view shows them. */
+#define EXT_LIVE_REBUILD_DUTY 4
+#define EXT_LIVE_COALESCE_MAX_MS 250
 #define EXT_LIVE_IDLE_WAKE_MS 1000  /* re-check sync state at least this often */
 
 struct ext_live {
@@ -154,6 +163,15 @@ sleep_ms(unsigned ms)
         nanosleep(&ts, NULL);
 }
 
+static uint64_t
+thread_cpu_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *
 rebuild_thread(void *arg)
 {
@@ -162,6 +180,7 @@ rebuild_thread(void *arg)
         for (;;) {
                 struct kube_snapshot *ks;
                 struct timespec until;
+                uint64_t cpu0 = thread_cpu_ns(), pause_ms;
 
                 pthread_mutex_lock(&lv->lock);
                 clock_gettime(CLOCK_REALTIME, &until);
@@ -193,7 +212,9 @@ rebuild_thread(void *arg)
                                  ks->n_pods);
                 }
                 kube_snapshot_unref(ks);
-                sleep_ms(EXT_LIVE_COALESCE_MS);
+                pause_ms = (thread_cpu_ns() - cpu0) * EXT_LIVE_REBUILD_DUTY / 1000000u;
+                sleep_ms((unsigned)MIN(MAX(pause_ms, (uint64_t)EXT_LIVE_COALESCE_MS),
+                                       (uint64_t)EXT_LIVE_COALESCE_MAX_MS));
         }
         return NULL;
 }

@@ -93,7 +93,7 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 {
         struct topo_mask held;
 
-        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
+        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
                                 now_ns, &held);
         for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
                 ret->w[k] = n->healthy.w[k] & ~n->used.w[k] & ~held.w[k];

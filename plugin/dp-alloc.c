@@ -380,6 +380,15 @@ dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
         return 0;
 }
 
+void
+dp_cache_forget_offers(struct dp_cache *c)
+{
+        for (unsigned i = 0; i < c->n_pods; i++) {
+                c->pods[i].offered_ms = 0;
+                c->pods[i].offer_seq = 0;
+        }
+}
+
 int
 dp_fallback_set(struct score_class *sc, const struct topo_mask *available,
                 const struct topo_mask *must, unsigned size, unsigned n_devices,

@@ -752,6 +752,12 @@ run(struct dp_opts *o)
                         const char *why = NULL;
                         if (registered)
                                 log_info("kubelet socket re-created, registering again", "socket=%s", d->kubelet_path);
+                        /* A (re)started kubelet admits its pods anew: offers made to the
+                         * one before would put those pods behind the others.  Forgotten
+                         * before Register, as the new kubelet may ask before it returns. */
+                        pthread_mutex_lock(&d->lock);
+                        dp_cache_forget_offers(&d->cache);
+                        pthread_mutex_unlock(&d->lock);
                         r = dp_register(d->kubelet_path, o->endpoint, o->resource,
                                         DP_REGISTER_TIMEOUT_MS, &why);
                         pthread_mutex_lock(&d->lock);

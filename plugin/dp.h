@@ -193,6 +193,10 @@ int dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
                    const struct topo_mask *must, unsigned size, int64_t now_ms,
                    struct topo_mask *ret, const char **ret_pod);
 
+/* Forgets every offer (a new kubelet admits the pods it had not started yet from scratch, so
+ * an offer made to the kubelet before it restarted must not push that pod behind others). */
+void dp_cache_forget_offers(struct dp_cache *c);
+
 /* The fallback: the best set of size from available that contains must, by the scoring
  * class sc (NULL: the lowest indices).  -ENOSPC when available has too few. */
 struct score_class;

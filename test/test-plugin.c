@@ -203,6 +203,36 @@ plugin_match_finds_the_pending_pod_whose_set_fits_the_offer(void **state)
 }
 
 static void
+plugin_forgotten_offers_put_the_oldest_pod_first_again(void **state)
+{
+        struct dp_cache c;
+        struct topo_mask avail = mask_of("0,1,2,3,4,5,6,7"), none, a;
+        const char *pa = NULL;
+
+        (void)state;
+        make_devices();
+        topo_mask_clear(&none);
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        add_pod(&c, "first", "GPU-0,GPU-1", true, true);
+        add_pod(&c, "second", "GPU-2,GPU-3", true, true);
+        /* "first" was offered to a kubelet that then restarted: without forgetting, the new
+         * kubelet's admission of "first" would get the never-offered "second"'s set. */
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1000, &a, &pa), 0);
+        assert_string_equal(pa, "first");
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1001, &a, &pa), 0);
+        assert_string_equal(pa, "second");
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1002, &a, &pa), 0);
+        assert_string_equal(pa, "first");
+        dp_cache_forget_offers(&c);
+        for (unsigned i = 0; i < c.n_pods; i++)
+                assert_int_equal(c.pods[i].offer_seq, 0);
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1003, &a, &pa), 0);
+        assert_string_equal(pa, "first");
+        assert_true(topo_mask_equal(&a, &(struct topo_mask){ .w = { 0x3 } }));
+        dp_cache_release(&c);
+}
+
+static void
 plugin_racing_admissions_on_one_offer_get_different_pods(void **state)
 {
         struct dp_cache c;
@@ -872,6 +902,7 @@ main(void)
                 cmocka_unit_test(plugin_parses_gpus_annotations_and_refuses_untrusted_ones),
                 cmocka_unit_test(plugin_match_finds_the_pending_pod_whose_set_fits_the_offer),
                 cmocka_unit_test(plugin_racing_admissions_on_one_offer_get_different_pods),
+                cmocka_unit_test(plugin_forgotten_offers_put_the_oldest_pod_first_again),
                 cmocka_unit_test(plugin_fallback_without_scoring_keeps_must_and_takes_lowest_indices),
                 cmocka_unit_test(plugin_join_ids_refuses_a_buffer_too_small),
                 cmocka_unit_test(plugin_wire_answers_allocate_and_refuses_bad_messages),

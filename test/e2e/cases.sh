@@ -666,6 +666,13 @@ t_ha_failover() {
         kubectl -n topofit-system create rolebinding topofit-e2e-ha-lease \
                 --role topofit-scheduler-leader-election --user system:kube-scheduler >/dev/null ||
                 { fail "binding the leader-election Role failed"; return; }
+        # The overlay's admission policy lets only the sidecars' identity, the ServiceAccount
+        # topofit-scheduler, bind with topofit.io/gpus: the extenders run with its token.
+        local sa_token
+        sa_token=$(kubectl -n topofit-system create token topofit-scheduler --duration 1h) ||
+                { fail "no token for the ServiceAccount topofit-scheduler"; return; }
+        e2e_token_kubeconfig ha-sidecar "$sa_token"
+        export E2E_HA_KUBECONFIG=$E2E_DIR/ha-sidecar.kubeconfig
         export E2E_SCHEDULER_NAME=topofit-scheduler
         e2e_ha_replica a || { fail "replica a did not start (log/ha-*-a.log)"; return; }
         e2e_ha_replica b || { fail "replica b did not start (log/ha-*-b.log)"; return; }

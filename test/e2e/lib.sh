@@ -169,6 +169,30 @@ current-context: e2e
 EOF
 }
 
+# e2e_token_kubeconfig NAME TOKEN: $E2E_DIR/NAME.kubeconfig for a bearer token (a
+# ServiceAccount's, from the TokenRequest API).
+e2e_token_kubeconfig() {
+        cat >"$E2E_DIR/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: $E2E_API
+    certificate-authority: $E2E_DIR/pki/ca.crt
+users:
+- name: $1
+  user:
+    token: $2
+contexts:
+- name: e2e
+  context:
+    cluster: e2e
+    user: $1
+current-context: e2e
+EOF
+}
+
 # --- the control plane -------------------------------------------------------------------
 
 # Sets E2E_BIN (kube-apiserver, kube-scheduler, kubectl, etcd or Debian's, the Go peer),
@@ -401,7 +425,7 @@ e2e_extender_mode() {
 # e2e_extender [EXTRA_ARGS...]: (re)starts topofit-extender serving HTTPS with mutual TLS on
 # E2E_EXT_PORT (kept across restarts) and waits until /readyz says ready.  In API mode it
 # reads the cluster with its own client certificate (the identity deploy/'s RBAC is bound
-# to).  In static mode it gets `kubectl get nodes,pods -o json` of the cluster as it is now
+# to; E2E_EXTENDER_KUBECONFIG names another kubeconfig).  In static mode it gets `kubectl get nodes,pods -o json` of the cluster as it is now
 # (--cluster), so it sees the same nodes and annotated pods, but not later changes.
 e2e_extender() {
         local bin mode d=$E2E_DIR/pki src
@@ -410,7 +434,7 @@ e2e_extender() {
         e2e_stop extender
         E2E_EXT_PORT=${E2E_EXT_PORT:-$(e2e_free_port)}
         if [ "$mode" = api ]; then
-                src=(--kubeconfig "$E2E_DIR/extender-client.kubeconfig")
+                src=(--kubeconfig "${E2E_EXTENDER_KUBECONFIG:-$E2E_DIR/extender-client.kubeconfig}")
         else
                 kubectl get nodes,pods -o json >"$E2E_DIR/static-cluster.json" || return 1
                 # Nothing commits or releases reservations without bind: keep them short.
@@ -426,7 +450,7 @@ e2e_extender() {
 
 # e2e_ha_replica NAME: one scheduler replica of the HA set as deploy/overlays/ha runs it:
 # its own topofit-extender (live mode, its own port, plain HTTP on loopback, as the sidecar
-# is) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
+# is; as the user of E2E_HA_KUBECONFIG when set) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
 # leader election on the Lease topofit-system/topofit-scheduler.  Sets
 # E2E_HA_EXT_PORT_<NAME> and E2E_HA_SCHED_PORT_<NAME>; processes are ha-ext-NAME and
 # ha-sched-NAME.
@@ -438,7 +462,7 @@ e2e_ha_replica() {
         printf -v "E2E_HA_EXT_PORT_$name" '%s' "$ext_port"
         printf -v "E2E_HA_SCHED_PORT_$name" '%s' "$sched_port"
         e2e_start "ha-ext-$name" "$bin" --listen "127.0.0.1:$ext_port" \
-                --kubeconfig "$E2E_DIR/extender-client.kubeconfig" --log-level info
+                --kubeconfig "${E2E_HA_KUBECONFIG:-$E2E_DIR/extender-client.kubeconfig}" --log-level info
         e2e_wait "$E2E_WAIT_S" "ha-ext-$name" \
                 curl -sf --max-time 2 "http://127.0.0.1:$ext_port/readyz" || return 1
         # deploy/overlays/ha's own configuration, with this replica's extender address and
