@@ -1061,9 +1061,12 @@ decode_victims(const cJSON *victims, bool meta, struct ext_preempt_node *n, cons
         if (!cJSON_IsObject(victims))
                 return set_why(ret_why, "a victims entry is not an object"), -EINVAL;
         if (!is_null_or_absent(pdb)) {
-                if (!cJSON_IsNumber(pdb) || pdb->valuedouble != (double)(int64_t)pdb->valuedouble)
+                /* json_get_int64 checks the range before converting: a cast of 1e300 to
+                 * int64_t is undefined behaviour (found by fuzz-ext-codec). */
+                int64_t v;
+                if (json_get_int64(pdb, INT64_MIN, INT64_MAX, &v) < 0)
                         return set_why(ret_why, "NumPDBViolations is not an integer"), -EINVAL;
-                n->pdb_violations = (int64_t)pdb->valuedouble;
+                n->pdb_violations = v;
         }
         if (is_null_or_absent(pods))
                 return 0;

@@ -201,18 +201,22 @@ kube_list(struct kube_client *c, const char *collection, const struct kube_selec
 
 /* --- watch ------------------------------------------------------------------------- */
 
-struct watch_state {
-        struct buf line;       /* the partial event line, capped by KUBE_MAX_EVENT */
-        kube_event_fn fn;
-        void *userdata;
-        char **rv;             /* the caller's newest resourceVersion */
-        struct kube_error *err;
-        long error_code;       /* an ERROR event's code */
-        unsigned events;
-};
+void
+kube__watch_init(struct kube__watch *w, kube_event_fn fn, void *userdata, char **rv,
+                 struct kube_error *err)
+{
+        *w = (struct kube__watch){ .fn = fn, .userdata = userdata, .rv = rv, .err = err };
+        buf_init(&w->line, KUBE_MAX_EVENT);
+}
+
+void
+kube__watch_release(struct kube__watch *w)
+{
+        buf_release(&w->line);
+}
 
 static int
-watch_set_rv(struct watch_state *w, const cJSON *object)
+watch_set_rv(struct kube__watch *w, const cJSON *object)
 {
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(object, "metadata");
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
@@ -229,7 +233,7 @@ watch_set_rv(struct watch_state *w, const cJSON *object)
 }
 
 static int
-watch_event(struct watch_state *w, const char *data, size_t len)
+watch_event(struct kube__watch *w, const char *data, size_t len)
 {
         CLEANUP(cJSON_Deletep) cJSON *ev = NULL;
         const cJSON *type, *object;
@@ -256,7 +260,12 @@ watch_event(struct watch_state *w, const char *data, size_t len)
                 /* A Status object: 410 Expired/Gone means relist. */
                 const cJSON *code = cJSON_GetObjectItemCaseSensitive(object, "code");
                 const cJSON *msg = cJSON_GetObjectItemCaseSensitive(object, "message");
-                w->error_code = cJSON_IsNumber(code) ? (long)code->valuedouble : 500;
+                /* An HTTP status, or 500: converting an arbitrary double to long is
+                 * undefined behaviour (1e300 here was found by fuzz-kube-watch). */
+                w->error_code = cJSON_IsNumber(code) && code->valuedouble >= 100 &&
+                                                code->valuedouble < 600
+                                        ? (long)code->valuedouble
+                                        : 500;
                 kube__error(w->err, w->error_code, "watch: ERROR event %ld: %s", w->error_code,
                             cJSON_IsString(msg) ? msg->valuestring : "no message");
                 return kube__http_to_errno(w->error_code);
@@ -268,10 +277,9 @@ watch_event(struct watch_state *w, const char *data, size_t len)
         return watch_set_rv(w, object);
 }
 
-static int
-watch_write(const char *data, size_t len, void *userdata)
+int
+kube__watch_feed(struct kube__watch *w, const char *data, size_t len)
 {
-        struct watch_state *w = userdata;
         int r;
 
         while (len > 0) {
@@ -299,17 +307,29 @@ watch_write(const char *data, size_t len, void *userdata)
 }
 
 int
+kube__watch_end(struct kube__watch *w)
+{
+        if (w->line.len > 0) {
+                /* The stream ended cleanly but in the middle of an event. */
+                kube__error(w->err, 0, "watch: the stream ended inside an event");
+                return -ECONNRESET;
+        }
+        return (int)MIN(w->events, (unsigned)INT_MAX);
+}
+
+static int
+watch_write(const char *data, size_t len, void *userdata)
+{
+        return kube__watch_feed(userdata, data, len);
+}
+
+int
 kube_watch(struct kube_client *c, const char *collection, const struct kube_watch_options *opts,
            kube_event_fn fn, void *userdata, char **ret_resource_version,
            struct kube_error *err)
 {
         CLEANUP(buf_release) struct buf path;
-        struct watch_state w = {
-                .fn = fn,
-                .userdata = userdata,
-                .rv = ret_resource_version,
-                .err = err,
-        };
+        struct kube__watch w;
         struct kube__sink sink = { watch_write, &w };
         unsigned timeout = opts ? opts->timeout_seconds : 0;
         char tbuf[16];
@@ -340,7 +360,7 @@ kube_watch(struct kube_client *c, const char *collection, const struct kube_watc
                 return r;
         }
 
-        buf_init(&w.line, KUBE_MAX_EVENT);
+        kube__watch_init(&w, fn, userdata, ret_resource_version, err);
         struct kube__request req = {
                 .method = "GET",
                 .path = path.data,
@@ -349,15 +369,12 @@ kube_watch(struct kube_client *c, const char *collection, const struct kube_watc
                 .sink = &sink,
         };
         r = kube__perform(c, &req, NULL, NULL, err);
-        if (r >= 0 && w.line.len > 0) {
-                /* The stream ended cleanly but in the middle of an event. */
-                kube__error(err, 0, "watch: the stream ended inside an event");
-                r = -ECONNRESET;
-        }
-        buf_release(&w.line);
+        if (r >= 0)
+                r = kube__watch_end(&w);
+        kube__watch_release(&w);
         if (r == -ECANCELED)
                 kube__error(err, 0, "watch: cancelled");
-        return r < 0 ? r : (int)w.events;
+        return r;
 }
 
 /* --- writes ------------------------------------------------------------------------ */

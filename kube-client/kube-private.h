@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "buf.h"
 #include "kube.h"
 
 struct kube_config {
@@ -38,7 +39,6 @@ int kube__base64_decode(const char *in, size_t len, char **ret, size_t *ret_len)
 void kube__error(struct kube_error *err, long http_status, const char *fmt, ...) _printf_(3, 4);
 
 /* Appends s percent-encoded for a query value. */
-struct buf;
 int kube__buf_put_query(struct buf *b, const char *s);
 
 DEFINE_CLEANUP_FUNC(cJSON, cJSON_Delete)
@@ -81,3 +81,25 @@ struct kube__obj *kube__obj_ref(struct kube__obj *o);
 struct kube__obj *kube__obj_unref(struct kube__obj *o);
 DEFINE_CLEANUP_FUNC(struct kube__obj, kube__obj_unref)
 uint64_t kube__key_hash(const char *ns, const char *name);
+
+/* The watch stream's framing (kube-ops.c), apart from the HTTP request so that tests and
+ * the fuzz harness test/fuzz/fuzz-kube-watch.c feed it bytes directly: newline-delimited
+ * {"type","object"} events, each line capped by KUBE_MAX_EVENT, blank lines kept alive.
+ * feed takes the body in chunks of any size and calls fn once per complete event, updating
+ * *rv (may be NULL) as kube_watch documents; it returns 0 or the error that ends the watch
+ * (-E2BIG, -EBADMSG, an ERROR event's code as -errno, fn's negative return).  end says how
+ * the stream ended: the number of events delivered, or -ECONNRESET inside an event. */
+struct kube__watch {
+        struct buf line;       /* the partial event line, capped by KUBE_MAX_EVENT */
+        kube_event_fn fn;
+        void *userdata;
+        char **rv;             /* the caller's newest resourceVersion */
+        struct kube_error *err;
+        long error_code;       /* an ERROR event's code */
+        unsigned events;
+};
+void kube__watch_init(struct kube__watch *w, kube_event_fn fn, void *userdata, char **rv,
+                      struct kube_error *err);
+int kube__watch_feed(struct kube__watch *w, const char *data, size_t len);
+int kube__watch_end(struct kube__watch *w);
+void kube__watch_release(struct kube__watch *w);

@@ -9,6 +9,9 @@
  * kubelet calls GetDevicePluginOptions before it answers Register).
  * Ownership: handlers get borrowed strings valid for the call; gRPC status codes become
  * -errno here (dp__status_to_errno) and nowhere else.
+ * Every message from the wire is decoded and answered by a function of bytes (the
+ * "messages" section, dp-private.h) that knows nothing of gRPC, so the fuzz harness
+ * test/fuzz/fuzz-dp-wire.c drives exactly what the kubelet's bytes reach.
  */
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -28,6 +31,7 @@
 #include "../common/buf.h"
 #include "../common/str.h"
 #include "api.pb-c.h"
+#include "dp-private.h"
 #include "dp.h"
 #include "podresources.pb-c.h"
 
@@ -129,22 +133,43 @@ dp__pack(const ProtobufCMessage *m)
         return bb;
 }
 
-static ProtobufCMessage *
-dp__unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb)
+/* A received message's bytes, capped by DP_MAX_MESSAGE_BYTES; *ret is malloc()ed. */
+static int
+dp__bb_read(grpc_byte_buffer *bb, uint8_t **ret, size_t *ret_len)
 {
         grpc_byte_buffer_reader rd;
         grpc_slice sl;
-        ProtobufCMessage *m;
+        uint8_t *p;
+        size_t n;
 
-        if (!bb || grpc_byte_buffer_length(bb) > DP_MAX_MESSAGE_BYTES)
-                return NULL;
+        if (!bb)
+                return -EBADMSG;
+        if (grpc_byte_buffer_length(bb) > DP_MAX_MESSAGE_BYTES)
+                return -E2BIG;
         if (!grpc_byte_buffer_reader_init(&rd, bb))
-                return NULL;
+                return -EBADMSG;
         sl = grpc_byte_buffer_reader_readall(&rd);
         grpc_byte_buffer_reader_destroy(&rd);
-        m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
+        n = GRPC_SLICE_LENGTH(sl);
+        p = malloc(n ? n : 1);
+        if (p && n)
+                memcpy(p, GRPC_SLICE_START_PTR(sl), n);
         grpc_slice_unref(sl);
-        return m;
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        *ret_len = n;
+        return 0;
+}
+
+static grpc_byte_buffer *
+dp__bytes_bb(const uint8_t *p, size_t n)
+{
+        grpc_slice sl = grpc_slice_from_copied_buffer((const char *)p, n);
+        grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+
+        grpc_slice_unref(sl);
+        return bb;
 }
 
 static void
@@ -152,6 +177,34 @@ dp__msg_freep(ProtobufCMessage **m)
 {
         if (*m)
                 protobuf_c_message_free_unpacked(*m, NULL);
+}
+
+/* --- messages: bytes in, answer out, no transport (dp-private.h) ------------------------ */
+
+static ProtobufCMessage *
+dp__unpack_bytes(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n)
+{
+        if (n > DP_MAX_MESSAGE_BYTES)
+                return NULL;
+        return protobuf_c_message_unpack(d, NULL, n, p);
+}
+
+/* Packs m into a malloc()ed buffer: 0, -ENOSPC over DP_MAX_MESSAGE_BYTES, -ENOMEM. */
+static int
+dp__pack_bytes(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len, const char **ret_why)
+{
+        size_t n = protobuf_c_message_get_packed_size(m);
+        uint8_t *p;
+
+        if (n > DP_MAX_MESSAGE_BYTES)
+                return set_why(ret_why, "response too large"), -ENOSPC;
+        p = malloc(n ? n : 1);
+        if (!p)
+                return -ENOMEM;
+        protobuf_c_message_pack(m, p);
+        *ret = p;
+        *ret_len = n;
+        return 0;
 }
 
 static const grpc_channel_args *
@@ -299,16 +352,18 @@ dp__batch(struct dp_call *c, const grpc_op *ops, size_t n, struct dp_tag *tag)
 }
 
 /* Sends a unary answer: the message (when m is set and status is OK) and the status. */
+/* Answers with status r; on success with message m (packed here) or the packed bytes p. */
 static void
-dp__reply(struct dp_call *c, const ProtobufCMessage *m, int r, const char *why)
+dp__reply_any(struct dp_call *c, const ProtobufCMessage *m, const uint8_t *p, size_t plen, int r,
+              const char *why)
 {
         grpc_op ops[3] = { 0 };
         size_t n = 0;
         grpc_slice details = grpc_slice_from_copied_string(why ? why : "");
         grpc_status_code st = dp__errno_to_status(r);
 
-        if (st == GRPC_STATUS_OK && m) {
-                c->send = dp__pack(m);
+        if (st == GRPC_STATUS_OK && (m || p)) {
+                c->send = m ? dp__pack(m) : dp__bytes_bb(p, plen);
                 if (!c->send) {
                         st = GRPC_STATUS_RESOURCE_EXHAUSTED;
                         grpc_slice_unref(details);
@@ -332,6 +387,30 @@ dp__reply(struct dp_call *c, const ProtobufCMessage *m, int r, const char *why)
 }
 
 static void
+dp__reply(struct dp_call *c, const ProtobufCMessage *m, int r, const char *why)
+{
+        dp__reply_any(c, m, NULL, 0, r, why);
+}
+
+/* Reads the request's bytes and answers with what fn makes of them. */
+static void
+dp__reply_with(struct dp_call *c, dp__answer_fn fn)
+{
+        CLEANUP(freep) uint8_t *in = NULL;
+        CLEANUP(freep) uint8_t *out = NULL;
+        size_t in_len = 0, out_len = 0;
+        const char *why = NULL;
+        int r;
+
+        r = dp__bb_read(c->recv, &in, &in_len);
+        if (r < 0)
+                why = "unreadable request message";
+        else
+                r = fn(&c->srv->h, in, in_len, &out, &out_len, &why);
+        dp__reply_any(c, NULL, out, out_len, r, why);
+}
+
+static void
 dp__handle_options(struct dp_call *c)
 {
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -344,13 +423,7 @@ dp__handle_options(struct dp_call *c)
 static void
 dp__handle_prestart(struct dp_call *c)
 {
-        CLEANUP(dp__msg_freep) ProtobufCMessage *req =
-                dp__unpack(&v1beta1__pre_start_container_request__descriptor, c->recv);
-        V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-
-        if (!req)
-                return dp__reply(c, NULL, -EINVAL, "malformed PreStartContainerRequest");
-        dp__reply(c, &o.base, 0, NULL);
+        dp__reply_with(c, dp__prestart_answer);
 }
 
 /* Everything in one container's preferred answer, freed together. */
@@ -360,7 +433,7 @@ struct dp_pref_answer {
 };
 
 static void
-dp__preferred_one(struct dp_server *s, const V1beta1__ContainerPreferredAllocationRequest *q,
+dp__preferred_one(const struct dp_handlers *h, const V1beta1__ContainerPreferredAllocationRequest *q,
                   struct dp_pref_answer *a)
 {
         struct dp_pref_request req = {
@@ -376,8 +449,8 @@ dp__preferred_one(struct dp_server *s, const V1beta1__ContainerPreferredAllocati
 
         v1beta1__container_preferred_allocation_response__init(&a->resp);
         a->resp.deviceids = a->ids;
-        if (s->h.preferred)
-                r = s->h.preferred(s->h.userdata, &req, idx);
+        if (h->preferred)
+                r = h->preferred(h->userdata, &req, idx);
         if (r == (int)req.size) {
                 for (unsigned i = 0; i < req.size; i++)
                         a->ids[n++] = q->available_deviceids[idx[i]];
@@ -397,39 +470,48 @@ dp__preferred_one(struct dp_server *s, const V1beta1__ContainerPreferredAllocati
         a->resp.n_deviceids = n;
 }
 
-static void
-dp__handle_preferred(struct dp_call *c)
+int
+dp__preferred_answer(const struct dp_handlers *h, const uint8_t *in, size_t len, uint8_t **ret,
+                     size_t *ret_len, const char **ret_why)
 {
-        CLEANUP(dp__msg_freep) ProtobufCMessage *m =
-                dp__unpack(&v1beta1__preferred_allocation_request__descriptor, c->recv);
-        V1beta1__PreferredAllocationRequest *req = (V1beta1__PreferredAllocationRequest *)m;
+        CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
+        V1beta1__PreferredAllocationRequest *req;
         V1beta1__PreferredAllocationResponse o = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
         CLEANUP(freep) struct dp_pref_answer *ans = NULL;
         V1beta1__ContainerPreferredAllocationResponse *resps[DP_MAX_CONTAINERS];
 
+        m = dp__unpack_bytes(&v1beta1__preferred_allocation_request__descriptor, in, len);
+        req = (V1beta1__PreferredAllocationRequest *)m;
         if (!req)
-                return dp__reply(c, NULL, -EINVAL, "malformed PreferredAllocationRequest");
+                return set_why(ret_why, "malformed PreferredAllocationRequest"), -EINVAL;
         if (req->n_container_requests > DP_MAX_CONTAINERS)
-                return dp__reply(c, NULL, -E2BIG, "too many container requests");
+                return set_why(ret_why, "too many container requests"), -E2BIG;
         for (size_t i = 0; i < req->n_container_requests; i++) {
                 const V1beta1__ContainerPreferredAllocationRequest *q = req->container_requests[i];
                 if (q->n_available_deviceids > DP_MAX_IDS || q->n_must_include_deviceids > DP_MAX_IDS)
-                        return dp__reply(c, NULL, -E2BIG, "too many device IDs");
+                        return set_why(ret_why, "too many device IDs"), -E2BIG;
                 if (q->allocation_size < 0 || (size_t)q->allocation_size > q->n_available_deviceids ||
                     q->n_must_include_deviceids > (size_t)q->allocation_size)
-                        return dp__reply(c, NULL, -EINVAL,
-                                         "allocation_size out of range for the available IDs");
+                        return set_why(ret_why,
+                                       "allocation_size out of range for the available IDs"),
+                               -EINVAL;
         }
         ans = calloc(req->n_container_requests ? req->n_container_requests : 1, sizeof(*ans));
         if (!ans)
-                return dp__reply(c, NULL, -ENOMEM, "out of memory");
+                return -ENOMEM;
         for (size_t i = 0; i < req->n_container_requests; i++) {
-                dp__preferred_one(c->srv, req->container_requests[i], &ans[i]);
+                dp__preferred_one(h, req->container_requests[i], &ans[i]);
                 resps[i] = &ans[i].resp;
         }
         o.n_container_responses = req->n_container_requests;
         o.container_responses = resps;
-        dp__reply(c, &o.base, 0, NULL);
+        return dp__pack_bytes(&o.base, ret, ret_len, ret_why);
+}
+
+static void
+dp__handle_preferred(struct dp_call *c)
+{
+        dp__reply_with(c, dp__preferred_answer);
 }
 
 /* One container's Allocate answer: env, CDI devices, and the strings they point at. */
@@ -455,7 +537,7 @@ dp__alloc_answer_release(struct dp_alloc_answer *a, size_t n)
 }
 
 static int
-dp__allocate_one(struct dp_server *s, const V1beta1__ContainerAllocateRequest *q,
+dp__allocate_one(const struct dp_handlers *h, const V1beta1__ContainerAllocateRequest *q,
                  struct dp_alloc_answer *a, const char **ret_why)
 {
         const char *const *ids = (const char *const *)q->devices_ids;
@@ -466,8 +548,8 @@ dp__allocate_one(struct dp_server *s, const V1beta1__ContainerAllocateRequest *q
         if (n == 0 || n > DP_MAX_IDS)
                 return set_why(ret_why, "a container request has no or too many device IDs"),
                        -EINVAL;
-        if (s->h.allocate_check) {
-                r = s->h.allocate_check(s->h.userdata, ids, n);
+        if (h->allocate_check) {
+                r = h->allocate_check(h->userdata, ids, n);
                 if (r < 0)
                         return set_why(ret_why, "a device ID is not a GPU of this node"), r;
         }
@@ -500,33 +582,56 @@ dp__allocate_one(struct dp_server *s, const V1beta1__ContainerAllocateRequest *q
         return 0;
 }
 
-static void
-dp__handle_allocate(struct dp_call *c)
+int
+dp__allocate_answer(const struct dp_handlers *h, const uint8_t *in, size_t len, uint8_t **ret,
+                    size_t *ret_len, const char **ret_why)
 {
-        CLEANUP(dp__msg_freep) ProtobufCMessage *m =
-                dp__unpack(&v1beta1__allocate_request__descriptor, c->recv);
-        V1beta1__AllocateRequest *req = (V1beta1__AllocateRequest *)m;
+        CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
+        V1beta1__AllocateRequest *req;
         V1beta1__AllocateResponse o = V1BETA1__ALLOCATE_RESPONSE__INIT;
         V1beta1__ContainerAllocateResponse *resps[DP_MAX_CONTAINERS];
         struct dp_alloc_answer *ans;
-        const char *why = NULL;
         int r = 0;
 
+        m = dp__unpack_bytes(&v1beta1__allocate_request__descriptor, in, len);
+        req = (V1beta1__AllocateRequest *)m;
         if (!req)
-                return dp__reply(c, NULL, -EINVAL, "malformed AllocateRequest");
+                return set_why(ret_why, "malformed AllocateRequest"), -EINVAL;
         if (req->n_container_requests > DP_MAX_CONTAINERS)
-                return dp__reply(c, NULL, -E2BIG, "too many container requests");
+                return set_why(ret_why, "too many container requests"), -E2BIG;
         ans = calloc(req->n_container_requests ? req->n_container_requests : 1, sizeof(*ans));
         if (!ans)
-                return dp__reply(c, NULL, -ENOMEM, "out of memory");
+                return -ENOMEM;
         for (size_t i = 0; i < req->n_container_requests && r >= 0; i++) {
-                r = dp__allocate_one(c->srv, req->container_requests[i], &ans[i], &why);
+                r = dp__allocate_one(h, req->container_requests[i], &ans[i], ret_why);
                 resps[i] = &ans[i].resp;
         }
         o.n_container_responses = req->n_container_requests;
         o.container_responses = resps;
-        dp__reply(c, r < 0 ? NULL : &o.base, r, why);
+        if (r >= 0)
+                r = dp__pack_bytes(&o.base, ret, ret_len, ret_why);
         dp__alloc_answer_release(ans, req->n_container_requests);
+        return r;
+}
+
+int
+dp__prestart_answer(const struct dp_handlers *h, const uint8_t *in, size_t len, uint8_t **ret,
+                    size_t *ret_len, const char **ret_why)
+{
+        CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
+        V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+
+        (void)h;
+        m = dp__unpack_bytes(&v1beta1__pre_start_container_request__descriptor, in, len);
+        if (!m)
+                return set_why(ret_why, "malformed PreStartContainerRequest"), -EINVAL;
+        return dp__pack_bytes(&o.base, ret, ret_len, ret_why);
+}
+
+static void
+dp__handle_allocate(struct dp_call *c)
+{
+        dp__reply_with(c, dp__allocate_answer);
 }
 
 /* Sends the current device list on a stream when it changed since the last send. */
@@ -821,11 +926,11 @@ dp_server_get_stats(struct dp_server *s, struct dp_server_stats *ret)
 
 /* --- clients ----------------------------------------------------------------------------- */
 
-/* One blocking unary call on a pluck queue of its own.  *ret gets the response bytes. */
+/* One blocking unary call on a pluck queue of its own.  *ret gets the response bytes
+ * (malloc()ed), which the caller decodes with a dp__*_decode function. */
 static int
 dp__unary(const char *path, const char *method, const ProtobufCMessage *req, int timeout_ms,
-          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **ret,
-          const char **ret_why)
+          uint8_t **ret, size_t *ret_len, const char **ret_why)
 {
         char target[DP_SOCKET_PATH_MAX + 8];
         grpc_channel *ch;
@@ -837,7 +942,8 @@ dp__unary(const char *path, const char *method, const ProtobufCMessage *req, int
         grpc_slice details = grpc_empty_slice();
         grpc_event ev;
         gpr_timespec deadline;
-        ProtobufCMessage *m = NULL;
+        uint8_t *m = NULL;
+        size_t m_len = 0;
         int r;
 
         r = dp__target(path, target, sizeof(target));
@@ -885,11 +991,9 @@ dp__unary(const char *path, const char *method, const ProtobufCMessage *req, int
                 }
         }
         if (r == 0) {
-                m = dp__unpack(resp_desc, recv);
-                if (!m) {
-                        set_why(ret_why, "malformed response message");
-                        r = -EBADMSG;
-                }
+                r = dp__bb_read(recv, &m, &m_len);
+                if (r < 0)
+                        set_why(ret_why, "unreadable response message");
         } else if (r == -ECONNREFUSED) {
                 set_why(ret_why, "nobody answers on the socket");
         } else if (r != -ETIMEDOUT && r != -EIO) {
@@ -912,6 +1016,7 @@ dp__unary(const char *path, const char *method, const ProtobufCMessage *req, int
         if (r < 0)
                 return r;
         *ret = m;
+        *ret_len = m_len;
         return 0;
 }
 
@@ -921,15 +1026,24 @@ dp_register(const char *kubelet_path, const char *endpoint, const char *resource
 {
         V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
         V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
-        CLEANUP(dp__msg_freep) ProtobufCMessage *resp = NULL;
+        CLEANUP(freep) uint8_t *resp = NULL;
+        CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
+        size_t len = 0;
+        int r;
 
         opts.get_preferred_allocation_available = true;
         req.version = (char *)DP_API_VERSION;
         req.endpoint = (char *)endpoint;
         req.resource_name = (char *)resource;
         req.options = &opts;
-        return dp__unary(kubelet_path, "/v1beta1.Registration/Register", &req.base, timeout_ms,
-                         &v1beta1__empty__descriptor, &resp, ret_why);
+        r = dp__unary(kubelet_path, "/v1beta1.Registration/Register", &req.base, timeout_ms,
+                      &resp, &len, ret_why);
+        if (r < 0)
+                return r;
+        m = dp__unpack_bytes(&v1beta1__empty__descriptor, resp, len);
+        if (!m)
+                return set_why(ret_why, "malformed response message"), -EBADMSG;
+        return 0;
 }
 
 void
@@ -943,33 +1057,17 @@ dp_strv_free(char **v, unsigned n)
 }
 
 int
-dp_preferred_call(const char *path, const char *const *available, unsigned n_available,
-                  const char *const *must, unsigned n_must, unsigned size, int timeout_ms,
-                  char ***ret_ids, unsigned *ret_n, const char **ret_why)
+dp__preferred_decode(const uint8_t *in, size_t len, char ***ret_ids, unsigned *ret_n,
+                     const char **ret_why)
 {
-        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-        V1beta1__ContainerPreferredAllocationRequest creq =
-                V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-        V1beta1__ContainerPreferredAllocationRequest *creqs[1] = { &creq };
         CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
         const V1beta1__PreferredAllocationResponse *resp;
         const V1beta1__ContainerPreferredAllocationResponse *c;
         char **ids;
-        int r;
 
-        if (n_available > DP_MAX_IDS || n_must > DP_MAX_IDS || size > DP_MAX_IDS)
-                return -E2BIG;
-        creq.n_available_deviceids = n_available;
-        creq.available_deviceids = (char **)available;
-        creq.n_must_include_deviceids = n_must;
-        creq.must_include_deviceids = (char **)must;
-        creq.allocation_size = (int32_t)size;
-        req.n_container_requests = 1;
-        req.container_requests = creqs;
-        r = dp__unary(path, "/v1beta1.DevicePlugin/GetPreferredAllocation", &req.base, timeout_ms,
-                      &v1beta1__preferred_allocation_response__descriptor, &m, ret_why);
-        if (r < 0)
-                return r;
+        m = dp__unpack_bytes(&v1beta1__preferred_allocation_response__descriptor, in, len);
+        if (!m)
+                return set_why(ret_why, "malformed response message"), -EBADMSG;
         resp = (const V1beta1__PreferredAllocationResponse *)m;
         if (resp->n_container_responses != 1 || resp->container_responses[0]->n_deviceids > DP_MAX_IDS)
                 return set_why(ret_why, "answer does not have one container"), -EBADMSG;
@@ -989,6 +1087,35 @@ dp_preferred_call(const char *path, const char *const *available, unsigned n_ava
         return 0;
 }
 
+int
+dp_preferred_call(const char *path, const char *const *available, unsigned n_available,
+                  const char *const *must, unsigned n_must, unsigned size, int timeout_ms,
+                  char ***ret_ids, unsigned *ret_n, const char **ret_why)
+{
+        V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+        V1beta1__ContainerPreferredAllocationRequest creq =
+                V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+        V1beta1__ContainerPreferredAllocationRequest *creqs[1] = { &creq };
+        CLEANUP(freep) uint8_t *resp = NULL;
+        size_t len = 0;
+        int r;
+
+        if (n_available > DP_MAX_IDS || n_must > DP_MAX_IDS || size > DP_MAX_IDS)
+                return -E2BIG;
+        creq.n_available_deviceids = n_available;
+        creq.available_deviceids = (char **)available;
+        creq.n_must_include_deviceids = n_must;
+        creq.must_include_deviceids = (char **)must;
+        creq.allocation_size = (int32_t)size;
+        req.n_container_requests = 1;
+        req.container_requests = creqs;
+        r = dp__unary(path, "/v1beta1.DevicePlugin/GetPreferredAllocation", &req.base, timeout_ms,
+                      &resp, &len, ret_why);
+        if (r < 0)
+                return r;
+        return dp__preferred_decode(resp, len, ret_ids, ret_n, ret_why);
+}
+
 void
 dp_container_devices_free_array(struct dp_container_devices *a, size_t n)
 {
@@ -1003,20 +1130,17 @@ dp_container_devices_free_array(struct dp_container_devices *a, size_t n)
 }
 
 int
-dp_podresources_list(const char *path, const char *resource, int timeout_ms,
-                     struct dp_container_devices **ret, size_t *ret_n, const char **ret_why)
+dp__podresources_decode(const uint8_t *in, size_t len, const char *resource,
+                        struct dp_container_devices **ret, size_t *ret_n, const char **ret_why)
 {
-        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
         CLEANUP(dp__msg_freep) ProtobufCMessage *m = NULL;
         V1__ListPodResourcesResponse *resp;
         struct dp_container_devices *out = NULL;
         size_t n = 0, cap = 0;
-        int r;
 
-        r = dp__unary(path, "/v1.PodResourcesLister/List", &req.base, timeout_ms,
-                      &v1__list_pod_resources_response__descriptor, &m, ret_why);
-        if (r < 0)
-                return r;
+        m = dp__unpack_bytes(&v1__list_pod_resources_response__descriptor, in, len);
+        if (!m)
+                return set_why(ret_why, "malformed response message"), -EBADMSG;
         resp = (V1__ListPodResourcesResponse *)m;
         for (size_t p = 0; p < resp->n_pod_resources; p++) {
                 const V1__PodResources *pr = resp->pod_resources[p];
@@ -1076,4 +1200,20 @@ dp_podresources_list(const char *path, const char *resource, int timeout_ms,
         *ret = out;
         *ret_n = n;
         return 0;
+}
+
+int
+dp_podresources_list(const char *path, const char *resource, int timeout_ms,
+                     struct dp_container_devices **ret, size_t *ret_n, const char **ret_why)
+{
+        V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+        CLEANUP(freep) uint8_t *resp = NULL;
+        size_t len = 0;
+        int r;
+
+        r = dp__unary(path, "/v1.PodResourcesLister/List", &req.base, timeout_ms, &resp, &len,
+                      ret_why);
+        if (r < 0)
+                return r;
+        return dp__podresources_decode(resp, len, resource, ret, ret_n, ret_why);
 }

@@ -1285,6 +1285,33 @@ codec_decodes_preemption_args_in_both_forms(void **state)
         assert_int_equal(ext_preempt_args_decode(bad_pdb, strlen(bad_pdb), &cfg, &a, NULL), -EINVAL);
 }
 
+/* Found by fuzz-ext-codec: a NumPDBViolations far outside int64_t was converted before it
+ * was checked (undefined behaviour, reported by UBSan); now it is refused as the non-integer. */
+static void
+codec_refuses_pdb_violations_outside_int64(void **state)
+{
+        static const char *const values[] = { "1e300", "-1e300", "9.3e18", "1e19" };
+        struct ext_config cfg;
+        struct ext_preempt_args a;
+        const char *why = NULL;
+        char json[256];
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(values); i++) {
+                snprintf(json, sizeof(json),
+                         "{\"Pod\":{\"metadata\":{\"uid\":\"p\"}},\"NodeNameToMetaVictims\":"
+                         "{\"n1\":{\"Pods\":[],\"NumPDBViolations\":%s}}}", values[i]);
+                assert_int_equal(ext_preempt_args_decode(json, strlen(json), &cfg, &a, &why), -EINVAL);
+                assert_string_equal(why, "NumPDBViolations is not an integer");
+        }
+        snprintf(json, sizeof(json), "{\"Pod\":{\"metadata\":{\"uid\":\"p\"}},"
+                 "\"NodeNameToMetaVictims\":{\"n1\":{\"Pods\":[],\"NumPDBViolations\":"
+                 "9007199254740992}}}");
+        assert_int_equal(ext_preempt_args_decode(json, strlen(json), &cfg, &a, &why), 0);
+        assert_true(a.nodes[0].pdb_violations == INT64_C(9007199254740992));
+        ext_preempt_args_release(&a);
+}
+
 static void
 placement_names_round_trip(void **state)
 {
@@ -1400,6 +1427,7 @@ main(void)
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
                 cmocka_unit_test(ledger_remembers_requests_and_grants_for_later_requests),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
+                cmocka_unit_test(codec_refuses_pdb_violations_outside_int64),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
                 cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),

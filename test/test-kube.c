@@ -551,6 +551,69 @@ jitter_stays_in_range_and_varies(void **state)
         assert_int_equal(kube__jitter(0), 0);
 }
 
+static int
+count_event(enum kube_event_type type, const cJSON *object, void *userdata)
+{
+        (void)type;
+        (void)object;
+        ++*(unsigned *)userdata;
+        return 0;
+}
+
+/* The watch stream's framing fed in chunks of every size from 1 byte up.  The ERROR event
+ * with code 1e300 was found by fuzz-kube-watch: its code was converted to long before any
+ * range check (undefined behaviour); any code outside 100..599 is now taken as 500. */
+static void
+watch_stream_frames_events_across_chunks(void **state)
+{
+        static const struct {
+                const char *body;
+                int feed;           /* the feed's result */
+                int end;            /* kube__watch_end's, after a clean feed */
+                unsigned events;
+                const char *rv;     /* the newest resourceVersion, or NULL */
+        } cases[] = {
+                { "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":\"7\"}}}\n"
+                  "\r\n\n{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"9\"}}}\n",
+                  0, 2, 2, "9" },
+                { "{\"type\":\"DELETED\",\"object\":{}}\n{\"type\":\"ADDED\"", 0, -ECONNRESET, 1, NULL },
+                { "{\"type\":\"ERROR\",\"object\":{\"code\":410}}\n", -ESTALE, 0, 0, NULL },
+                { "{\"type\":\"ERROR\",\"object\":{\"code\":1e300}}\n", -EIO, 0, 0, NULL },
+                { "{\"type\":\"ERROR\",\"object\":{\"code\":-1e300}}\n", -EIO, 0, 0, NULL },
+                { "{\"type\":\"ERROR\",\"object\":{\"code\":200}}\n", -EPROTO, 0, 0, NULL },
+                { "{\"type\":\"NOPE\",\"object\":{}}\n", -EBADMSG, 0, 0, NULL },
+                { "{\"type\":\"ADDED\",\"object\":[]}\n", -EBADMSG, 0, 0, NULL },
+                { "not json\n", -EBADMSG, 0, 0, NULL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                size_t len = strlen(cases[i].body);
+                for (size_t chunk = 1; chunk <= len; chunk++) {
+                        struct kube_error err = { 0 };
+                        struct kube__watch w;
+                        unsigned events = 0;
+                        char *rv = NULL;
+                        int r = 0;
+
+                        kube__watch_init(&w, count_event, &events, &rv, &err);
+                        for (size_t off = 0; off < len && r == 0; off += chunk)
+                                r = kube__watch_feed(&w, cases[i].body + off, MIN(chunk, len - off));
+                        assert_int_equal(r, cases[i].feed);
+                        if (r == 0)
+                                assert_int_equal(kube__watch_end(&w), cases[i].end);
+                        else
+                                assert_true(err.message[0] != '\0');
+                        kube__watch_release(&w);
+                        assert_int_equal(events, cases[i].events);
+                        if (cases[i].rv)
+                                assert_string_equal(rv, cases[i].rv);
+                        else
+                                assert_null(rv);
+                        free(rv);
+                }
+        }
+}
+
 int
 main(void)
 {
@@ -568,6 +631,7 @@ main(void)
                 cmocka_unit_test(query_values_are_percent_encoded),
                 cmocka_unit_test(enum_tables_round_trip),
                 cmocka_unit_test(jitter_stays_in_range_and_varies),
+                cmocka_unit_test(watch_stream_frames_events_across_chunks),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -18,7 +18,10 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "api.pb-c.h"
+#include "dp-private.h"
 #include "dp.h"
+#include "podresources.pb-c.h"
 #include "topo-test-util.h"
 
 #define N_DEV 8
@@ -353,6 +356,114 @@ plugin_join_ids_refuses_a_buffer_too_small(void **state)
         assert_int_equal(dp_join_ids(ids, 2, buf, 13), 0);
         assert_int_equal(dp_join_ids(ids, 0, buf, 1), 0);
         assert_string_equal(buf, "");
+}
+
+/* --- wire messages (dp-private.h): what the gRPC transport does with the kubelet's bytes ---- */
+
+static int
+wire_check(void *userdata, const char *const *ids, unsigned n)
+{
+        (void)userdata;
+        for (unsigned i = 0; i < n; i++)
+                if (strncmp(ids[i], "GPU-", 4) != 0)
+                        return -ENODEV;
+        return 0;
+}
+
+static void
+plugin_wire_answers_allocate_and_refuses_bad_messages(void **state)
+{
+        static const struct dp_handlers h = { NULL, NULL, wire_check };
+        char *ids0[] = { "GPU-0", "GPU-1" }, *bad[] = { "GPU-0", "fpga-0" };
+        V1beta1__ContainerAllocateRequest c = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        V1beta1__ContainerAllocateRequest *cp[1] = { &c };
+        V1beta1__AllocateRequest q = V1BETA1__ALLOCATE_REQUEST__INIT;
+        V1beta1__AllocateResponse *a;
+        uint8_t in[256], *out = NULL;
+        size_t len, out_len = 0;
+        const char *why = NULL;
+
+        (void)state;
+        c.n_devices_ids = 2;
+        c.devices_ids = ids0;
+        q.n_container_requests = 1;
+        q.container_requests = cp;
+        len = v1beta1__allocate_request__pack(&q, in);
+        assert_int_equal(dp__allocate_answer(&h, in, len, &out, &out_len, &why), 0);
+        a = v1beta1__allocate_response__unpack(NULL, out_len, out);
+        assert_non_null(a);
+        assert_int_equal(a->n_container_responses, 1);
+        assert_string_equal(a->container_responses[0]->envs[0]->value, "GPU-0,GPU-1");
+        assert_string_equal(a->container_responses[0]->cdi_devices[1]->name, "nvidia.com/gpu=GPU-1");
+        v1beta1__allocate_response__free_unpacked(a, NULL);
+        free(out);
+        out = NULL;
+
+        c.devices_ids = bad;
+        len = v1beta1__allocate_request__pack(&q, in);
+        assert_int_equal(dp__allocate_answer(&h, in, len, &out, &out_len, &why), -ENODEV);
+        assert_string_equal(why, "a device ID is not a GPU of this node");
+        assert_null(out);
+
+        /* A truncated message, and a field of the wrong wire type, are malformed. */
+        assert_int_equal(dp__allocate_answer(&h, in, len - 1, &out, &out_len, &why), -EINVAL);
+        assert_string_equal(why, "malformed AllocateRequest");
+        assert_int_equal(dp__preferred_answer(&h, (const uint8_t *)"\x08\x01", 2, &out, &out_len, &why),
+                         -EINVAL);
+        assert_int_equal(dp__podresources_decode((const uint8_t *)"\x0a\x05", 2, "nvidia.com/gpu", NULL,
+                                                 NULL, &why),
+                         -EBADMSG);
+        assert_null(out);
+}
+
+static void
+plugin_wire_podresources_gathers_one_record_per_container(void **state)
+{
+        char *g01[] = { "GPU-0", "GPU-1" }, *g2[] = { "GPU-2" }, *f[] = { "fpga-0" };
+        V1__ContainerDevices d[3] = { V1__CONTAINER_DEVICES__INIT, V1__CONTAINER_DEVICES__INIT,
+                                      V1__CONTAINER_DEVICES__INIT };
+        V1__ContainerDevices *dp[3] = { &d[0], &d[1], &d[2] };
+        V1__ContainerResources cr = V1__CONTAINER_RESOURCES__INIT;
+        V1__ContainerResources *crp[1] = { &cr };
+        V1__PodResources pr = V1__POD_RESOURCES__INIT;
+        V1__PodResources *prp[1] = { &pr };
+        V1__ListPodResourcesResponse resp = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+        struct dp_container_devices *cd = NULL;
+        uint8_t buf[512];
+        size_t n = 0, len;
+        const char *why = NULL;
+
+        (void)state;
+        d[0] = (V1__ContainerDevices)V1__CONTAINER_DEVICES__INIT;
+        d[0].resource_name = "nvidia.com/gpu";
+        d[0].n_device_ids = 2;
+        d[0].device_ids = g01;
+        d[1] = d[0];
+        d[1].n_device_ids = 1;
+        d[1].device_ids = g2;
+        d[2] = d[0];
+        d[2].resource_name = "example.com/fpga";
+        d[2].n_device_ids = 1;
+        d[2].device_ids = f;
+        cr.name = "main";
+        cr.n_devices = 3;
+        cr.devices = dp;
+        pr.name = "train";
+        pr.namespace_ = "ml";
+        pr.n_containers = 1;
+        pr.containers = crp;
+        resp.n_pod_resources = 1;
+        resp.pod_resources = prp;
+        assert_true(v1__list_pod_resources_response__get_packed_size(&resp) <= sizeof(buf));
+        len = v1__list_pod_resources_response__pack(&resp, buf);
+        assert_int_equal(dp__podresources_decode(buf, len, "nvidia.com/gpu", &cd, &n, &why), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(cd[0].ns, "ml");
+        assert_string_equal(cd[0].pod, "train");
+        assert_string_equal(cd[0].container, "main");
+        assert_int_equal(cd[0].n_ids, 3);
+        assert_string_equal(cd[0].ids[2], "GPU-2");
+        dp_container_devices_free_array(cd, n);
 }
 
 /* --- pod JSON ------------------------------------------------------------------------------ */
@@ -833,6 +944,8 @@ main(void)
                 cmocka_unit_test(plugin_forgotten_offers_put_the_oldest_pod_first_again),
                 cmocka_unit_test(plugin_fallback_without_scoring_keeps_must_and_takes_lowest_indices),
                 cmocka_unit_test(plugin_join_ids_refuses_a_buffer_too_small),
+                cmocka_unit_test(plugin_wire_answers_allocate_and_refuses_bad_messages),
+                cmocka_unit_test(plugin_wire_podresources_gathers_one_record_per_container),
                 cmocka_unit_test(plugin_pod_json_phase_and_deletion_decide_pending_and_live),
                 cmocka_unit_test(plugin_podlist_reload_keeps_age_and_drops_pods_gone),
                 cmocka_unit_test(plugin_discovers_every_shared_matrix_and_its_annotation_round_trips),
