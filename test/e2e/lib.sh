@@ -22,6 +22,18 @@ E2E_PIDS=()                           # every process we started, stopped in rev
 
 e2e_log() { echo "e2e: $*" >&2; }
 
+# e2e_run_case FN: runs one case of test/e2e/run or kubelet-stage; its output goes to
+# E2E_RUN_LOG, else onto stderr itself (not a reopened /dev/stderr: a file opened anew has
+# its own offset, and where stderr is a file opened without O_APPEND each would write over
+# the other's lines).
+e2e_run_case() {
+        if [ -n "${E2E_RUN_LOG:-}" ]; then
+                "$1" >>"$E2E_RUN_LOG" 2>&1
+        else
+                "$1" >&2
+        fi
+}
+
 # A free TCP port on 127.0.0.1 (the kernel picks; a tiny race is acceptable in tests).
 e2e_free_port() {
         python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
