@@ -192,6 +192,7 @@ struct options {
         bool have_policies;
         bool policies[_BENCH_POLICY_MAX];
         struct bench_gen_config gen;
+        bool gen_seed_set, gen_jobs_set, gen_load_set; /* given on the command line */
         struct bench_convert_opts conv;
         const char *peer;
         unsigned peer_random;
@@ -204,6 +205,7 @@ usage(FILE *f)
               "       topofit bench convert --format FORMAT FILE\n"
               "       topofit bench generate [--jobs N] [--seed N] [--load X] [--gpus N]\n"
               "       topofit bench peer-besteffort --peer PATH [--random N] [TOPOLOGY...]\n"
+              "       topofit bench gang [--seed N] [--jobs N] [--load X] [--out DIR]\n"
               "\n"
               "Replays a job trace on a cluster of real node topologies under each placement\n"
               "policy and prints a markdown table of the results.  With no options: the\n"
@@ -296,6 +298,7 @@ parse_options(int argc, char **argv, struct options *o)
                                 return -EINVAL;
                         }
                         o->gen.n_jobs = (unsigned)v;
+                        o->gen_jobs_set = true;
                         break;
                 case OPT_SEED:
                         if (str_to_int64(optarg, strlen(optarg), 0, INT64_MAX, &v) < 0) {
@@ -303,6 +306,7 @@ parse_options(int argc, char **argv, struct options *o)
                                 return -EINVAL;
                         }
                         o->gen.seed = (uint64_t)v;
+                        o->gen_seed_set = true;
                         break;
                 case OPT_LOAD:
                         if (parse_double_arg(optarg, 0.01, 10, &d) < 0) {
@@ -310,6 +314,7 @@ parse_options(int argc, char **argv, struct options *o)
                                 return -EINVAL;
                         }
                         o->gen.load = d;
+                        o->gen_load_set = true;
                         break;
                 case OPT_GPUS:
                         if (str_to_int64(optarg, strlen(optarg), 1, BENCH_MAX_NODES * 16, &v) < 0) {
@@ -754,6 +759,96 @@ cmd_peer(const struct options *o, int argc, char **argv)
         return pr.failed ? 1 : 0;
 }
 
+/* --- gang: the multi-node scenario (bench-gang.c) ------------------------------------ */
+
+#define BENCH_GANG_TRAY "test/data/topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt"
+#define BENCH_GANG_HGX "test/data/topologies/hgx-h100-13nic-mlx5ib-eth-penny.txt"
+
+/* `topofit bench gang [--seed N] [--jobs N] [--load X] [--out DIR]`: NVL72-style domains of
+ * GB200 trays and HGX H100 nodes under leaves, every gang policy; prints the tables and,
+ * with --out, writes gang-summary.csv. */
+static int
+cmd_gang(struct options *o, int argc, char **argv)
+{
+        const char *root = getenv("TOPOFIT_SOURCE_ROOT");
+        struct bench_gang_summary sum[_BENCH_GANG_POLICY_MAX];
+        struct bench_gang_config cfg;
+        struct bench_gang_cluster cl = { 0 };
+        struct bench_gang_job *jobs = NULL;
+        struct topo *tray = NULL, *hgx = NULL;
+        char path[PATH_MAX], msg[256];
+        size_t n_jobs = 0, n_sum = 0;
+        struct buf table;
+        int r, rc = 1;
+
+        if (optind != argc) {
+                fprintf(stderr, "topofit bench gang: unexpected argument '%s'\n", argv[optind]);
+                return 2;
+        }
+        bench_gang_config_default(&cfg);
+        if (o->gen_seed_set)
+                cfg.seed = o->gen.seed;
+        if (o->gen_jobs_set)
+                cfg.n_jobs = o->gen.n_jobs;
+        if (o->gen_load_set)
+                cfg.load = o->gen.load;
+        root = root && root[0] ? root : BENCH_SOURCE_ROOT;
+        snprintf(path, sizeof(path), "%s/%s", root, BENCH_GANG_TRAY);
+        if (load_topology(path, NULL, &tray, msg, sizeof(msg)) < 0) {
+                fprintf(stderr, "topofit bench gang: %s: %s\n", path, msg);
+                goto out;
+        }
+        snprintf(path, sizeof(path), "%s/%s", root, BENCH_GANG_HGX);
+        if (load_topology(path, NULL, &hgx, msg, sizeof(msg)) < 0) {
+                fprintf(stderr, "topofit bench gang: %s: %s\n", path, msg);
+                goto out;
+        }
+        cl.tray_cls = score_class_new(tray, NULL);
+        cl.hgx_cls = score_class_new(hgx, NULL);
+        if (!cl.tray_cls || !cl.hgx_cls || bench_gang_generate(&cfg, &jobs, &n_jobs) < 0) {
+                fprintf(stderr, "topofit bench gang: out of memory or bad configuration\n");
+                goto out;
+        }
+        printf("# topofit bench gang\n\n%u NVLink domains x %u GB200 trays (4 GPUs), %u leaves x "
+               "%u HGX H100 nodes (8 GPUs); %zu jobs, seed %llu, load %.2f, %.0f%% gangs of 2-18 "
+               "pods\n\n", cfg.n_domains, cfg.trays_per_domain, cfg.n_leaves, cfg.nodes_per_leaf,
+               n_jobs, (unsigned long long)cfg.seed, cfg.load, 100 * cfg.gang_share);
+        for (int p = 0; p < _BENCH_GANG_POLICY_MAX; p++) {
+                r = bench_gang_simulate(&cl, &cfg, jobs, n_jobs, (enum bench_gang_policy)p,
+                                        &sum[n_sum]);
+                if (r < 0) {
+                        fprintf(stderr, "topofit bench gang: %s: %s\n",
+                                bench_gang_policy_to_string((enum bench_gang_policy)p), strerror(-r));
+                        goto out;
+                }
+                n_sum++;
+        }
+        buf_init(&table, 1u << 20);
+        r = bench_gang_report_markdown(sum, n_sum, &table);
+        if (r >= 0)
+                fwrite(table.data, 1, table.len, stdout);
+        if (r >= 0 && o->out) {
+                buf_reset(&table);
+                if (mkdir(o->out, 0755) < 0 && errno != EEXIST)
+                        r = -errno;
+                r = r < 0 ? r : bench_gang_report_csv(sum, n_sum, &table);
+                r = r < 0 ? r : write_file(o->out, "gang-summary.csv", &table);
+        }
+        buf_release(&table);
+        if (r < 0) {
+                fprintf(stderr, "topofit bench gang: %s\n", strerror(-r));
+                goto out;
+        }
+        rc = 0;
+out:
+        free(jobs);
+        score_class_unref(cl.tray_cls);
+        score_class_unref(cl.hgx_cls);
+        topo_unref(tray);
+        topo_unref(hgx);
+        return rc;
+}
+
 int
 bench_main(int argc, char **argv)
 {
@@ -782,6 +877,8 @@ bench_main(int argc, char **argv)
         }
         if (strcmp(cmd, "peer-besteffort") == 0)
                 return cmd_peer(&o, argc, argv);
+        if (strcmp(cmd, "gang") == 0)
+                return cmd_gang(&o, argc, argv);
         if (strcmp(cmd, "convert") == 0 || strcmp(cmd, "generate") == 0)
                 return cmd_convert_or_generate(&o, cmd[0] == 'c', argc, argv);
         fprintf(stderr, "topofit bench: unknown command '%s'\n", cmd);

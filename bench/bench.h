@@ -370,5 +370,76 @@ int bench_report_cdf_csv(const struct bench_run *runs, size_t n, struct buf *out
 /* A gnuplot script that turns the CSVs above (in the current directory) into SVG charts. */
 int bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out);
 
+/* --- multi-node gangs (bench-gang.c; docs/benchmark.md, "Multi-node gangs") ----------- */
+
+enum bench_gang_policy {
+        BENCH_GANG_K8S_DEFAULT,    /* each pod: least allocated node, first free GPUs */
+        BENCH_GANG_K8S_BESTEFFORT, /* each pod: least allocated node, pair-score picker */
+        BENCH_GANG_BINPACK,        /* each pod: most allocated node, pair-score picker */
+        BENCH_GANG_RACKPACK,       /* Kueue TAS style: the best-fit domain/leaf, then binpack */
+        BENCH_GANG_TOPOFIT,        /* the extender's decision path with the pod's group */
+        _BENCH_GANG_POLICY_MAX,
+        _BENCH_GANG_POLICY_INVALID = -EINVAL,
+};
+const char *bench_gang_policy_to_string(enum bench_gang_policy p);
+
+struct bench_gang_config {
+        uint64_t seed;
+        unsigned n_jobs;
+        double load;               /* offered share of the cluster's GPU time */
+        unsigned n_domains;        /* NVL72-style NVLink domains ... */
+        unsigned trays_per_domain; /* ... of this many 4-GPU trays */
+        unsigned n_leaves;         /* leaf switches ... */
+        unsigned nodes_per_leaf;   /* ... of this many 8-GPU HGX nodes */
+        double gang_share;         /* share of jobs that are gangs of 2-18 pods */
+        double duration_median_s, duration_sigma;
+        double comm_single, comm_gang; /* communication share of step time */
+};
+/* 4 domains x 18 trays, 8 leaves x 8 HGX nodes (800 GPUs), 3,000 jobs at load 0.9, 35%
+ * gangs, log-normal durations (median 30 min, sigma 1), comm 0.3 / 0.5. */
+void bench_gang_config_default(struct bench_gang_config *c);
+
+struct bench_gang_job {
+        double arrival, duration, comm;
+        unsigned pods; /* 1: a single-node job */
+        unsigned gpus; /* per pod */
+};
+/* cfg->n_jobs seeded jobs into a new array (*ret, free() it).  -EINVAL, -ENOMEM. */
+int bench_gang_generate(const struct bench_gang_config *cfg, struct bench_gang_job **ret,
+                        size_t *ret_n);
+
+/* The node types: a 4-GPU tray and an 8-GPU HGX node (borrowed classes). */
+struct bench_gang_cluster {
+        struct score_class *tray_cls;
+        struct score_class *hgx_cls;
+};
+
+#define BENCH_GANG_CLASSES 4 /* queueing columns: 1 GPU, 2-8 on one node, gangs <= 4, > 4 pods */
+
+struct bench_gang_summary {
+        enum bench_gang_policy policy;
+        unsigned n_gangs;
+        unsigned gangs_could;      /* gangs that one NVLink domain or leaf could hold when placed */
+        double gangs_inside;       /* of them, placed inside one */
+        unsigned gangs_could_nvl;  /* gangs one NVLink domain could hold when placed */
+        double gangs_inside_nvl;   /* of them, placed inside one NVLink domain */
+        double slowdown_mean, slowdown_p95; /* gangs: run time / run time at ideal placement */
+        double best_frac;          /* multi-GPU pods on their node's best set (exhaustive) */
+        double qdelay_p50[BENCH_GANG_CLASSES], qdelay_p95[BENCH_GANG_CLASSES]; /* minutes */
+        double stranded_sat;       /* while jobs wait: time-averaged free GPUs / cluster */
+        double alloc_sat;          /* while jobs wait: time-averaged allocated GPUs / cluster */
+        double makespan_h;
+        unsigned n_unplaced;
+        uint64_t decisions;
+};
+
+/* Runs jobs (sorted by arrival) on the cluster cfg describes under policy.  0 and *ret,
+ * -EINVAL, -ENOMEM, -EPROTO (a policy handed a GPU out twice). */
+int bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang_config *cfg,
+                        const struct bench_gang_job *jobs, size_t n_jobs,
+                        enum bench_gang_policy policy, struct bench_gang_summary *ret);
+int bench_gang_report_markdown(const struct bench_gang_summary *s, size_t n, struct buf *out);
+int bench_gang_report_csv(const struct bench_gang_summary *s, size_t n, struct buf *out);
+
 /* The `topofit bench` command line: argv[0] is the command name.  Returns an exit code. */
 int bench_main(int argc, char **argv);

@@ -24,17 +24,7 @@ static const char *const level_names[_LOG_LEVEL_MAX] = {
         [LOG_LEVEL_DEBUG] = "debug",
 };
 
-const char *
-log_level_to_string(enum log_level l)
-{
-        return l >= 0 && l < _LOG_LEVEL_MAX ? level_names[l] : NULL;
-}
-
-enum log_level
-log_level_from_string(const char *s)
-{
-        return (enum log_level)str_table_index(level_names, _LOG_LEVEL_MAX, s);
-}
+DEFINE_STRING_TABLE(log_level, enum log_level, level_names)
 
 void
 log_set_level(enum log_level l)

@@ -211,6 +211,20 @@ str_table_index(const char *const *table, size_t n, const char *s)
         return -EINVAL;
 }
 
+int
+str_rows_index(const void *rows, size_t n, size_t stride, const char *s)
+{
+        if (!s)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                const char *name = *(const char *const *)((const char *)rows + i * stride);
+
+                if (name && strcmp(name, s) == 0)
+                        return (int)i;
+        }
+        return -EINVAL;
+}
+
 bool
 str_has_prefix(const char *s, const char *prefix)
 {

@@ -42,6 +42,36 @@ size_t str_format_uint(char *dst, unsigned v);
 /* The index of s in table[0..n) (NULL entries never match), or -EINVAL when s is NULL or
  * absent: the body of every enum's x_from_string(), whose _X_INVALID is -EINVAL. */
 int str_table_index(const char *const *table, size_t n, const char *s);
+/* The same for a table of n rows of stride bytes whose first member is the name. */
+int str_rows_index(const void *rows, size_t n, size_t stride, const char *s);
+
+/* The one to/from-string mechanism for enums (STYLE.md: x_to_string() backed by a
+ * designated-initializer table whose size is _X_MAX): defines
+ *   const char *prefix_to_string(type v)      the name, NULL when out of range;
+ *   type prefix_from_string(const char *s)    the value, or -EINVAL (_X_INVALID).
+ * DEFINE_STRING_TABLE for a table of names; DEFINE_ROW_TABLE for a table of rows whose
+ * first member is `const char *name` (an enum with more to say per value); _TO_STRING
+ * variants define only the first function. */
+#define DEFINE_STRING_TABLE_TO_STRING(prefix, type, table)                                  \
+        const char *prefix##_to_string(type v)                                               \
+        {                                                                                    \
+                return (size_t)v < ELEMENTSOF(table) ? (table)[v] : NULL;                    \
+        }
+#define DEFINE_STRING_TABLE(prefix, type, table)                                             \
+        DEFINE_STRING_TABLE_TO_STRING(prefix, type, table)                                   \
+        type prefix##_from_string(const char *s)                                             \
+        {                                                                                    \
+                return (type)str_table_index(table, ELEMENTSOF(table), s);                   \
+        }
+#define DEFINE_ROW_TABLE(prefix, type, rows)                                                 \
+        const char *prefix##_to_string(type v)                                               \
+        {                                                                                    \
+                return (size_t)v < ELEMENTSOF(rows) ? (rows)[v].name : NULL;                 \
+        }                                                                                    \
+        type prefix##_from_string(const char *s)                                             \
+        {                                                                                    \
+                return (type)str_rows_index(rows, ELEMENTSOF(rows), sizeof((rows)[0]), s);   \
+        }
 
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_eq_n(const char *s, size_t len, const char *lit);

@@ -117,7 +117,7 @@ emit_pod(struct buf *out, const struct ext_config *cfg, const struct demo_pod *p
                 r = buf_printf(out,
                                "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
                                "\"namespace\":\"default\",\"uid\":\"00000000-demo-0000-0000-%012u\","
-                               "\"annotations\":{\"" EXT_GPUS_ANNOTATION "\":",
+                               "\"annotations\":{\"" TOPO_GPUS_KEY "\":",
                                p->name, index);
         if (r >= 0)
                 r = buf_put_json_string(out, gpus_json);

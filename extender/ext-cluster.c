@@ -8,7 +8,7 @@
  * Readers take a reference (ext_cluster_ref) and never write; nothing is ever mutated
  * after ext_cluster_builder_finish(), a change is a new snapshot (ext_cluster_with_pod).
  */
-#include "ext-core.h"
+#include "ext-core-private.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,17 +69,36 @@ cluster_free(struct ext_cluster *c)
         free(c->pods);
         free(c->classes);
         free(c->index);
+        place_view_unref(c->place);
         free(c);
 }
 
-static uint32_t
-name_hash(const char *s)
+/* Every node name of every request is hashed once to find it, so 8 bytes a step. */
+uint32_t
+ext__name_hash(const char *s)
 {
-        uint32_t h = 2166136261u;
+        size_t n = strlen(s), i = 0;
+        uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
 
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-                h = (h ^ *p) * 16777619u;
-        return h;
+        for (; i + 8 <= n; i += 8) {
+                uint64_t w;
+
+                memcpy(&w, s + i, 8);
+                h = (h ^ w) * 0xff51afd7ed558ccdull;
+                h ^= h >> 32;
+        }
+        if (i < n && n >= 8) {
+                uint64_t w;
+
+                /* The last 8 bytes, overlapping the words before: the tail in one step. */
+                memcpy(&w, s + n - 8, 8);
+                h = (h ^ w) * 0xff51afd7ed558ccdull;
+        } else
+                for (; i < n; i++)
+                        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+        h ^= h >> 29;
+        h *= 0xc4ceb9fe1a85ec53ull;
+        return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Open addressing, load at most 1/2: slot = node index + 1, 0 = empty. */
@@ -95,7 +114,7 @@ build_index(struct ext_cluster *c)
                 return -ENOMEM;
         c->index_size = size;
         for (size_t i = 0; i < c->n_nodes; i++) {
-                size_t k = name_hash(c->nodes[i].name) & (size - 1);
+                size_t k = c->nodes[i].name_hash & (size - 1);
 
                 while (c->index[k])
                         k = (k + 1) & (size - 1);
@@ -131,7 +150,7 @@ ext_cluster_find_node(const struct ext_cluster *c, const char *name)
 
         if (!c || !name || !c->index)
                 return NULL;
-        for (k = name_hash(name) & (c->index_size - 1); c->index[k];
+        for (k = ext__name_hash(name) & (c->index_size - 1); c->index[k];
              k = (k + 1) & (c->index_size - 1)) {
                 const struct ext_node *n = &c->nodes[c->index[k] - 1];
 
@@ -263,14 +282,25 @@ name_ok(const char *s)
         return n > 0 && n < EXT_NAME_MAX;
 }
 
+/* A hash of a node's annotation bytes and capacity, compared on every rebuild of the view
+ * (every node, every rebuild: 1,000 annotations of 3 KB per pod bound in live mode), so it
+ * takes 8 bytes a step; a byte-at-a-time FNV here was the largest cost of a rebuild. */
 static uint64_t
 topo_digest(const char *topo_json, size_t len, unsigned gpu_capacity)
 {
-        uint64_t h = 1469598103934665603ull ^ gpu_capacity;
+        uint64_t h = 1469598103934665603ull ^ gpu_capacity ^ ((uint64_t)len << 32);
+        size_t i = 0;
 
         if (!topo_json)
                 return h;
-        for (size_t i = 0; i < len; i++)
+        for (; i + 8 <= len; i += 8) {
+                uint64_t w;
+
+                memcpy(&w, topo_json + i, 8);
+                h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+                h ^= h >> 29;
+        }
+        for (; i < len; i++)
                 h = (h ^ (unsigned char)topo_json[i]) * 1099511628211ull;
         return h ^ 0x5bd1e995u;
 }
@@ -293,11 +323,14 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
             class_register(b, old->cls) == 0) {
                 *n = *old;
                 n->used = (struct topo_mask){ 0 };
+                /* Labels come again after the node: they may have changed. */
+                memset(n->label_domain, 0, sizeof(n->label_domain));
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
                 return 0;
         }
         memcpy(node.name, name, strlen(name) + 1);
+        node.name_hash = ext__name_hash(node.name);
         if (topo_json) {
                 struct topo_error err = { 0 };
                 int r = topo_parse_annotation(topo_json, len, &t, &err);
@@ -327,6 +360,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 if (!node.cls)
                         return -ENOMEM;
                 node.n_gpus = t->n_gpus;
+                memcpy(node.domain, t->nvlink_domain, sizeof(node.domain));
                 for (unsigned i = 0; i < t->n_gpus; i++)
                         if (t->gpus[i].healthy)
                                 topo_mask_set(&node.healthy, i);
@@ -371,6 +405,31 @@ ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
 }
 
 int
+ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, const char *value)
+{
+        struct ext_node *n;
+
+        if (!key || !value)
+                return -EINVAL;
+        if (b->n_nodes == 0)
+                return -ENOENT;
+        n = &b->nodes[b->n_nodes - 1];
+        for (unsigned k = 0; k < b->cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
+                unsigned l = b->cfg->domain_labels[k].level;
+
+                if (l >= PLACE_MAX_LEVELS || strcmp(b->cfg->domain_labels[k].key, key) != 0)
+                        continue;
+                if (n->label_domain[l][0] && n->label_rank[l] <= k)
+                        return 0; /* a key listed earlier set it */
+                str_copy(n->label_domain[l], sizeof(n->label_domain[l]), value,
+                         strnlen(value, PLACE_NAME_MAX - 1));
+                n->label_rank[l] = (uint8_t)k;
+                return 0;
+        }
+        return 0;
+}
+
+int
 ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                             const char *namespace, const char *name, const char *node,
                             const struct topo_mask *gpus)
@@ -409,6 +468,47 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                 memcpy(b->pod_node[b->n_pods], node, strlen(node) + 1);
         b->n_pods++;
         return 0;
+}
+
+/* The cluster term's view of c (placement/): per node its class, free GPUs (healthy, not
+ * on live pods) and domain, and the live pods' sizes for the learnt weights.  base (may be
+ * NULL) lends the capacities of nodes that did not change.  Left NULL when the term is off
+ * or the view cannot be built: prioritize then goes without the cluster term. */
+static void
+place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ext_cluster *base)
+{
+        CLEANUP(freep) struct place_node *in = NULL;
+        CLEANUP(freep) ssize_t *base_index = NULL;
+        unsigned hist[TOPO_MAX_GPUS + 1] = { 0 };
+
+        c->place = NULL;
+        if (!cfg || cfg->place.cluster_share <= 0)
+                return;
+        in = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*in));
+        base_index = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*base_index));
+        if (!in || !base_index)
+                return;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct ext_node *n = &c->nodes[i];
+                const struct ext_node *old = base && base->place ? ext_cluster_find_node(base, n->name)
+                                                                 : NULL;
+
+                in[i].name = n->name; /* the snapshot owns both the name and the view */
+                in[i].cls = n->cls;
+                for (size_t k = 0; k < ELEMENTSOF(in[i].free.w); k++)
+                        in[i].free.w[k] = n->healthy.w[k] & ~n->used.w[k];
+                for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                        in[i].domain[l] = n->label_domain[l];
+                if (n->domain[0])
+                        in[i].domain[0] = n->domain; /* the annotation beats labels */
+                base_index[i] = old ? old - base->nodes : -1;
+        }
+        for (size_t i = 0; i < c->n_pods; i++)
+                if (c->pods[i].node >= 0)
+                        hist[MIN(topo_mask_count(&c->pods[i].gpus), (unsigned)TOPO_MAX_GPUS)]++;
+        hist[0] = 0;
+        (void)place_view_new(&cfg->place, in, c->n_nodes, hist, ELEMENTSOF(hist),
+                             base ? base->place : NULL, base_index, &c->place);
 }
 
 int
@@ -470,13 +570,13 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 n = &c->nodes[p->node];
                 for (unsigned g = n->n_gpus; g < TOPO_MAX_GPUS; g++)
                         topo_mask_unset(&p->gpus, g);
-                for (size_t k = 0; k < ELEMENTSOF(n->used.w); k++)
-                        n->used.w[k] |= p->gpus.w[k];
+                topo_mask_or(&n->used, &p->gpus);
         }
 
         for (size_t i = 0; i < b->n_classes; i++)
                 c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
         b->n_classes = 0;
+        place_build(c, b->cfg, b->base);
 
         *ret = c;
         return 0;
@@ -496,7 +596,6 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         struct ext_pod pod = { .node = -1 };
         size_t at, lo = 0, hi;
 
-        (void)cfg;
         (void)namespace;
         (void)name;
         if (ext_cluster_find_pod(c, uid))
@@ -557,8 +656,44 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         }
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
-        for (size_t k = 0; k < ELEMENTSOF(pod.gpus.w); k++)
-                next->nodes[pod.node].used.w[k] |= pod.gpus.w[k];
+        topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
+        place_build(next, cfg, c); /* only the pod's node is computed again */
         *ret = next;
         return 0;
+}
+
+int
+ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
+                  const struct ext_args *a, struct ext_nodes *ret)
+{
+        *ret = (struct ext_nodes){ 0 };
+        ret->nodes = malloc(MAX(a->n, (size_t)1) * sizeof(*ret->nodes));
+        if (!ret->nodes)
+                return -ENOMEM;
+        for (size_t i = 0; i < a->n; i++) {
+                ret->nodes[i] = ext_cluster_find_node(c, a->names[i]);
+                if (ret->nodes[i] || a->node_names)
+                        continue;
+                /* Allocated at the first such node: usually never, the view has them all. */
+                if (!ret->extra) {
+                        ret->extra = malloc((a->n - i) * sizeof(*ret->extra));
+                        if (!ret->extra)
+                                return -ENOMEM;
+                }
+                if (ext_node_init(&ret->extra[ret->n_extra], cfg, a->names[i], a->topo_json[i],
+                                  a->topo_len[i], a->gpu_capacity[i], NULL) < 0)
+                        continue; /* stays NULL: "not in the cluster view" */
+                ret->nodes[i] = &ret->extra[ret->n_extra++];
+        }
+        return 0;
+}
+
+void
+ext_nodes_release(struct ext_nodes *n)
+{
+        for (size_t i = 0; i < n->n_extra; i++)
+                ext_node_release(&n->extra[i]);
+        free(n->extra);
+        free(n->nodes);
+        *n = (struct ext_nodes){ 0 };
 }

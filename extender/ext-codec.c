@@ -249,6 +249,151 @@ decode_containers(const struct ext_config *cfg, const cJSON *arr, bool init,
         return 0;
 }
 
+/* Where a pod's group comes from, after Kubernetes' own spec.schedulingGroup and before
+ * nothing: the first source whose key the pod carries wins.  Each names the group by a
+ * label or annotation (plus, for LeaderWorkerSet, the replica's group index) and, where the
+ * source puts it on the pod, the group's size.  topofit.io/group-size overrides the size
+ * for every source.  docs/placement.md lists them with what each says about the size. */
+static const struct group_source {
+        const char *source;     /* the id's prefix */
+        const char *key;        /* names the group */
+        bool annotation;        /* key is an annotation (else a label) */
+        const char *key2;       /* a label appended to the id, NULL: none */
+        const char *size;       /* annotation holding the group's pod count, NULL: unknown */
+} group_sources[] = {
+        { "topofit", EXT_GROUP_ANNOTATION, false, NULL, NULL },
+        { "topofit", EXT_GROUP_ANNOTATION, true, NULL, NULL },
+        { "lws", "leaderworkerset.sigs.k8s.io/name", false, "leaderworkerset.sigs.k8s.io/group-index",
+          "leaderworkerset.sigs.k8s.io/size" },
+        { "kueue", "kueue.x-k8s.io/pod-group-name", false, NULL, "kueue.x-k8s.io/pod-group-total-count" },
+        { "coscheduling", "scheduling.x-k8s.io/pod-group", false, NULL, NULL },
+        { "coscheduling", "pod-group.scheduling.sigs.k8s.io", false, NULL, NULL },
+        { "volcano", "scheduling.k8s.io/group-name", true, NULL, NULL },
+        { "jobset", "jobset.sigs.k8s.io/jobset-name", false, NULL, NULL },
+        { "kubeflow", "training.kubeflow.org/job-name", false, NULL, NULL },
+};
+
+static const char *
+string_at(const cJSON *obj, const char *key)
+{
+        const cJSON *j = get(obj, key);
+
+        return cJSON_IsString(j) && j->valuestring[0] ? j->valuestring : NULL;
+}
+
+/* "source/namespace/name[/name2]" into id; a long one keeps its head and a hash of the
+ * whole, so two groups never share an id by being cut. */
+static void
+group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const char *name,
+         const char *name2)
+{
+        char full[3 * EXT_NAME_MAX + 64];
+        uint64_t h = 1469598103934665603ull;
+        int n;
+
+        n = snprintf(full, sizeof(full), "%s/%s/%s%s%s", source, ns, name, name2 ? "/" : "",
+                     name2 ? name2 : "");
+        if (n > 0 && (size_t)n < PLACE_NAME_MAX) {
+                memcpy(id, full, (size_t)n + 1);
+                return;
+        }
+        for (const char *p = full; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        snprintf(id, PLACE_NAME_MAX, "%.*s#%016llx", PLACE_NAME_MAX - 19, full,
+                 (unsigned long long)h);
+}
+
+/* A group size from a label/annotation value: 1..PLACE_MAX_GROUP_PODS, else 0. */
+static unsigned
+group_size(const char *v)
+{
+        int x;
+
+        if (!v || str_to_int(v, strlen(v), 1, PLACE_MAX_GROUP_PODS, &x) < 0)
+                return 0;
+        return (unsigned)x;
+}
+
+/* The pod's group: spec.schedulingGroup.podGroupName, else the first of group_sources.
+ * -EINVAL only for our own keys' bad values (a foreign size that does not parse counts as
+ * unknown). */
+static int
+decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_group_request *g,
+             const char **ret_why)
+{
+        const cJSON *labels = get(meta, "labels"), *annotations = get(meta, "annotations");
+        const char *pg = string_at(get(spec, "schedulingGroup"), "podGroupName");
+        const char *own_size = string_at(annotations, EXT_GROUP_SIZE_ANNOTATION);
+
+        if (!own_size)
+                own_size = string_at(labels, EXT_GROUP_SIZE_ANNOTATION);
+        if (!is_null_or_absent(labels) && !cJSON_IsObject(labels))
+                return set_why(ret_why, "Pod.metadata.labels is not an object"), -EINVAL;
+        if (own_size && group_size(own_size) == 0)
+                return set_why(ret_why, "the topofit.io/group-size value is not a whole number "
+                                        "from 1 to 1024"),
+                       -EINVAL;
+        if (pg)
+                group_id(g->id, "podgroup", ns, pg, NULL);
+        for (size_t k = 0; !g->id[0] && k < ELEMENTSOF(group_sources); k++) {
+                const struct group_source *src = &group_sources[k];
+                const char *name = string_at(src->annotation ? annotations : labels, src->key);
+
+                if (!name)
+                        continue;
+                group_id(g->id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
+                                                                 : NULL);
+                if (src->size)
+                        g->size = group_size(string_at(annotations, src->size));
+        }
+        if (g->id[0] && own_size)
+                g->size = group_size(own_size);
+        if (g->id[0])
+                g->mode = PLACE_DOMAIN_PREFERRED;
+        return 0;
+}
+
+/* topofit.io/placement: a comma-separated list of at most one in-node placement and at most
+ * one of domain-required / domain-preferred. */
+static int
+decode_placement(const char *v, struct ext_request *req, enum place_domain_mode *ret_mode,
+                 const char **ret_why)
+{
+        static const char *const why = "the topofit.io/placement annotation is not a list of at "
+                                       "most one of:" EXT_PLACEMENT_NAMES " and at most one of: "
+                                       "domain-required domain-preferred";
+        bool have_node = false, have_domain = false;
+        const char *p = v;
+
+        *ret_mode = PLACE_DOMAIN_OFF;
+        for (;;) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                char tok[32];
+                int r;
+
+                if (len == 0 || len >= sizeof(tok))
+                        return set_why(ret_why, why), -EINVAL;
+                memcpy(tok, p, len);
+                tok[len] = 0;
+                if (strcmp(tok, "domain-required") == 0 || strcmp(tok, "domain-preferred") == 0) {
+                        if (have_domain)
+                                return set_why(ret_why, why), -EINVAL;
+                        have_domain = true;
+                        *ret_mode = tok[7] == 'r' ? PLACE_DOMAIN_REQUIRED : PLACE_DOMAIN_PREFERRED;
+                } else {
+                        r = ext_placement_from_string(tok);
+                        if (r < 0 || have_node)
+                                return set_why(ret_why, why), -EINVAL;
+                        have_node = true;
+                        req->placement = (enum ext_placement)r;
+                }
+                if (!end)
+                        return 0;
+                p = end + 1;
+        }
+}
+
 static int
 request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_request *ret,
                  const char **ret_why)
@@ -256,6 +401,7 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         struct ext_request req = { 0 };
         const cJSON *meta, *spec, *placement;
         unsigned sum, max_app, sum_init, max_init;
+        enum place_domain_mode mode = PLACE_DOMAIN_OFF;
         int r;
 
         if (!cJSON_IsObject(pod))
@@ -277,19 +423,24 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         if (!is_null_or_absent(get(meta, "annotations")) && !cJSON_IsObject(get(meta, "annotations")))
                 return set_why(ret_why, "Pod.metadata.annotations is not an object"), -EINVAL;
         if (placement) {
-                if (!cJSON_IsString(placement) ||
-                    (r = ext_placement_from_string(placement->valuestring)) < 0)
-                        return set_why(ret_why, "the topofit.io/placement annotation is not one of "
-                                                "best-effort, nvlink-required, nvlink-preferred, numa, "
-                                                "pcie-switch, nic, none"),
+                if (!cJSON_IsString(placement))
+                        return set_why(ret_why, "the topofit.io/placement annotation is not a "
+                                                "string"),
                                -EINVAL;
-                req.placement = (enum ext_placement)r;
+                r = decode_placement(placement->valuestring, &req, &mode, ret_why);
+                if (r < 0)
+                        return r;
         }
         req.require = ext_placement_require(req.placement);
 
         spec = get(pod, "spec");
         if (!is_null_or_absent(spec) && !cJSON_IsObject(spec))
                 return set_why(ret_why, "Pod.spec is not an object"), -EINVAL;
+        r = decode_group(meta, spec, req.namespace, &req.group, ret_why);
+        if (r < 0)
+                return r;
+        if (req.group.id[0] && mode != PLACE_DOMAIN_OFF)
+                req.group.mode = mode;
         r = decode_containers(cfg, get(spec, "containers"), false, &req, &sum, &max_app, ret_why);
         if (r < 0)
                 return r;
@@ -301,6 +452,8 @@ request_from_pod(const cJSON *pod, const struct ext_config *cfg, struct ext_requ
         if (req.count > TOPO_MAX_GPUS)
                 return set_why(ret_why, "the Pod requests more GPUs than any node can hold"),
                        -EINVAL;
+        req.group.count = req.count;
+        req.group.require = req.require;
         *ret = req;
         return 0;
 }
@@ -481,109 +634,145 @@ node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_na
         return 0;
 }
 
+/* Which list the request carries (NodeNames or Nodes.items) and how long it is. */
+static int
+args_node_list(const cJSON *doc, struct ext_args *a, const cJSON **ret_list, size_t *ret_n,
+               const char **ret_why)
+{
+        const cJSON *names = get(doc, "NodeNames"), *nodes = get(doc, "Nodes"), *list;
+
+        if (!is_null_or_absent(names)) {
+                if (!cJSON_IsArray(names))
+                        return why_err(ret_why, "NodeNames is not an array", -EINVAL);
+                a->node_names = true;
+                list = names;
+        } else if (!is_null_or_absent(nodes)) {
+                list = get(nodes, "items");
+                if (!cJSON_IsArray(list))
+                        return why_err(ret_why, "Nodes is not a NodeList with an items array",
+                                       -EINVAL);
+        } else
+                return why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
+        *ret_n = (size_t)cJSON_GetArraySize(list);
+        if (*ret_n > EXT_MAX_NODES)
+                return why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
+        *ret_list = list;
+        return 0;
+}
+
+/* The per-node arrays, n entries each (at least one). */
+static int
+args_alloc(struct ext_args *a, size_t n)
+{
+        a->names = calloc(MAX(n, (size_t)1), sizeof(*a->names));
+        a->topo_json = calloc(MAX(n, (size_t)1), sizeof(*a->topo_json));
+        a->topo_len = calloc(MAX(n, (size_t)1), sizeof(*a->topo_len));
+        a->gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a->gpu_capacity));
+        return a->names && a->topo_json && a->topo_len && a->gpu_capacity ? 0 : -ENOMEM;
+}
+
+/* The nodes of the list, by name (NodeNames) or as Node objects (Nodes). */
+static int
+args_nodes(const cJSON *list, const struct ext_config *cfg, struct ext_args *a,
+           const char **ret_why)
+{
+        const cJSON *e;
+        int r;
+
+        cJSON_ArrayForEach(e, list) {
+                const char *name;
+
+                if (a->node_names) {
+                        if (!cJSON_IsString(e) || e->valuestring[0] == 0 ||
+                            strlen(e->valuestring) >= EXT_NAME_MAX)
+                                return why_err(ret_why, "a NodeNames entry is not a valid node name",
+                                               -EINVAL);
+                        a->names[a->n++] = e->valuestring;
+                        continue;
+                }
+                r = node_fields(e, cfg, &name, &a->topo_json[a->n], &a->topo_len[a->n],
+                                &a->gpu_capacity[a->n], ret_why);
+                if (r < 0)
+                        return r;
+                a->names[a->n++] = (char *)name;
+        }
+        return 0;
+}
+
 int
 ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, struct ext_args *ret,
                 const char **ret_why)
 {
         struct ext_args a = { 0 };
-        const cJSON *names, *nodes, *items = NULL;
+        const cJSON *list = NULL;
         struct json_doc *jd = NULL;
-        cJSON *doc = NULL;
-        size_t n;
+        cJSON *doc;
+        size_t n = 0;
         int r;
 
         tl_repeated = false;
         r = parse_doc(json, len, &jd, ret_why);
-        doc = jd ? jd->root : NULL;
         if (r < 0)
                 return r;
         a.doc = jd;
-        if (!cJSON_IsObject(doc)) {
+        doc = jd->root;
+        if (!cJSON_IsObject(doc))
                 r = why_err(ret_why, "ExtenderArgs is not a JSON object", -EINVAL);
-                goto fail;
-        }
-        r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
-        if (r < 0)
-                goto fail;
-
-        names = get(doc, "NodeNames");
-        nodes = get(doc, "Nodes");
-        if (!is_null_or_absent(names)) {
-                if (!cJSON_IsArray(names)) {
-                        r = why_err(ret_why, "NodeNames is not an array", -EINVAL);
-                        goto fail;
-                }
-                a.node_names = true;
-                n = (size_t)cJSON_GetArraySize(names);
-        } else if (!is_null_or_absent(nodes)) {
-                items = get(nodes, "items");
-                if (!cJSON_IsArray(items)) {
-                        r = why_err(ret_why, "Nodes is not a NodeList with an items array", -EINVAL);
-                        goto fail;
-                }
-                n = (size_t)cJSON_GetArraySize(items);
-        } else {
-                r = why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
-                goto fail;
-        }
-        if (n > EXT_MAX_NODES) {
-                r = why_err(ret_why, "the request names more nodes than the limit", -E2BIG);
-                goto fail;
-        }
-        a.names = calloc(MAX(n, (size_t)1), sizeof(*a.names));
-        a.topo_json = calloc(MAX(n, (size_t)1), sizeof(*a.topo_json));
-        a.topo_len = calloc(MAX(n, (size_t)1), sizeof(*a.topo_len));
-        a.gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a.gpu_capacity));
-        if (!a.names || !a.topo_json || !a.topo_len || !a.gpu_capacity) {
-                r = -ENOMEM;
-                goto fail;
-        }
-
-        if (a.node_names) {
-                const cJSON *s;
-
-                cJSON_ArrayForEach(s, names) {
-                        if (!cJSON_IsString(s) || s->valuestring[0] == 0 ||
-                            strlen(s->valuestring) >= EXT_NAME_MAX) {
-                                r = why_err(ret_why, "a NodeNames entry is not a valid node name", -EINVAL);
-                                goto fail;
-                        }
-                        a.names[a.n++] = s->valuestring;
-                }
-        } else {
-                const cJSON *node;
-
-                cJSON_ArrayForEach(node, items) {
-                        const char *name;
-
-                        r = node_fields(node, cfg, &name, &a.topo_json[a.n], &a.topo_len[a.n],
-                                        &a.gpu_capacity[a.n], ret_why);
-                        if (r < 0)
-                                goto fail;
-                        a.names[a.n++] = (char *)name;
-                }
+        if (r >= 0)
+                r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
+        if (r >= 0)
+                r = args_node_list(doc, &a, &list, &n, ret_why);
+        if (r >= 0)
+                r = args_alloc(&a, n);
+        if (r >= 0)
+                r = args_nodes(list, cfg, &a, ret_why);
+        if (r >= 0 && !a.node_names) {
                 a.json = json;
                 a.json_len = len;
         }
-        r = refuse_repeats(0, ret_why);
-        if (r < 0)
-                goto fail;
+        r = refuse_repeats(r, ret_why);
+        if (r < 0) {
+                ext_args_release(&a);
+                return r;
+        }
         *ret = a;
         return 0;
-fail:
-        ext_args_release(&a);
-        return r;
 }
 
-/* true when s is printable ASCII that needs no escaping in a JSON string. */
+/* The byte-wise test of plain(). */
 static bool
-plain(const char *s, size_t n)
+plain_bytes(const char *s, size_t n)
 {
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x80 || s[i] == '"' ||
                     s[i] == '\\')
                         return false;
         return true;
+}
+
+/* true when s is printable ASCII that needs no escaping in a JSON string.  Eight bytes a
+ * step: every node name of every answer passes here. */
+static bool
+plain(const char *s, size_t n)
+{
+        const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+        size_t i = 0;
+
+        for (; i + 8 <= n; i += 8) {
+                uint64_t w, q, b;
+
+                memcpy(&w, s + i, 8);
+                q = w ^ (ones * '"');
+                b = w ^ (ones * '\\');
+                /* A byte below 0x20, a zero byte of q or of b, or a byte with its top bit
+                 * set: never missed; a borrow can flag a byte above a real hit, which the
+                 * byte-wise test then settles. */
+                if ((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high &&
+                    !plain_bytes(s + i, 8))
+                        return false;
+        }
+        /* The tail: the last 8 bytes, overlapping the words before, when there are 8. */
+        return i == n || n < 8 ? plain_bytes(s + i, n - i) : plain(s + n - 8, 8);
 }
 
 /* A JSON string literal: a plain ASCII string (node names almost always are one) appended
@@ -603,13 +792,67 @@ put_string(struct buf *out, const char *s)
         return r < 0 ? r : buf_append(out, "\"", 1);
 }
 
-/* Appends a small non-negative integer without printf. */
-static int
-put_uint(struct buf *out, unsigned v)
-{
-        char d[STR_UINT_DIGITS];
+/* --- answers with one entry per node: staged in a small stack buffer and appended a few
+ * KiB at a time, since a bounded-buffer append per piece (three or four per node) was most
+ * of the cost of encoding a 5,000-node answer. */
 
-        return buf_append(out, d, str_format_uint(d, v));
+#define EXT_STAGE_BYTES 8192
+
+struct stage {
+        struct buf *out;
+        int r; /* the first append's error; later puts do nothing */
+        size_t n;
+        char d[EXT_STAGE_BYTES];
+};
+
+static void
+stage_flush(struct stage *st)
+{
+        if (st->n > 0 && st->r >= 0)
+                st->r = buf_append(st->out, st->d, st->n);
+        st->n = 0;
+}
+
+/* Room for n more bytes in the stage (n <= EXT_STAGE_BYTES), flushing it when needed. */
+static char *
+stage_room(struct stage *st, size_t n)
+{
+        if (st->n + n > sizeof(st->d))
+                stage_flush(st);
+        return st->d + st->n;
+}
+
+static void
+stage_put(struct stage *st, const char *s, size_t n)
+{
+        if (n > sizeof(st->d)) {
+                stage_flush(st);
+                if (st->r >= 0)
+                        st->r = buf_append(st->out, s, n);
+                return;
+        }
+        memcpy(stage_room(st, n), s, n);
+        st->n += n;
+}
+
+/* A JSON string literal, as put_string() writes it. */
+static void
+stage_put_string(struct stage *st, const char *s)
+{
+        size_t n = strlen(s);
+
+        if (n + 2 <= sizeof(st->d) && plain(s, n)) {
+                char *p = stage_room(st, n + 2);
+
+                *p++ = '"';
+                memcpy(p, s, n);
+                p[n] = '"';
+                st->n += n + 2;
+                return;
+        }
+        stage_flush(st);
+        if (st->r >= 0)
+                st->r = put_string(st->out, s);
 }
 
 /* {"node":"reason",...} of the failed verdicts; with only_unresolvable, of those that no
@@ -647,18 +890,22 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         int r;
 
         if (a->node_names) {
-                r = buf_puts(out, "{\"Nodes\":null,\"NodeNames\":[");
-                for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                struct stage st = { .out = out };
+
+                static const char head[] = "{\"Nodes\":null,\"NodeNames\":[";
+
+                stage_put(&st, head, sizeof(head) - 1);
+                for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
                         if (v[i].r != 0)
                                 continue;
                         if (!first)
-                                r = buf_puts(out, ",");
+                                stage_put(&st, ",", 1);
                         first = false;
-                        if (r >= 0)
-                                r = put_string(out, a->names[i]);
+                        stage_put_string(&st, a->names[i]);
                 }
-                if (r >= 0)
-                        r = buf_puts(out, "]");
+                stage_put(&st, "]", 1);
+                stage_flush(&st);
+                r = st.r;
         } else {
                 const cJSON *items = get(get(((struct json_doc *)a->doc)->root, "Nodes"), "items");
                 CLEANUP(freep) const char **raw = malloc(MAX(a->n, (size_t)1) * sizeof(*raw));
@@ -719,43 +966,28 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
 int
 ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
 {
-        int r = buf_puts(out, "[");
+        static const char host[] = "{\"Host\":", mid[] = ",\"Score\":";
+        struct stage st = { .out = out };
 
-        for (size_t i = 0; r >= 0 && i < a->n; i++) {
+        stage_put(&st, "[", 1);
+        for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
                 unsigned score = v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0;
-                size_t len = strlen(a->names[i]);
-                char item[EXT_NAME_MAX + 32];
+                char *p;
 
-                /* One append per entry for the usual plain name, assembled without printf
-                 * (a formatted print per node was the largest cost of this loop). */
-                if (len < EXT_NAME_MAX && plain(a->names[i], len)) {
-                        static const char host[] = "{\"Host\":\"", mid[] = "\",\"Score\":";
-                        char *p = item;
-
-                        if (i > 0)
-                                *p++ = ',';
-                        p = mempcpy(p, host, sizeof(host) - 1);
-                        p = mempcpy(p, a->names[i], len);
-                        p = mempcpy(p, mid, sizeof(mid) - 1);
-                        p += str_format_uint(p, score);
-                        *p++ = '}';
-                        r = buf_append(out, item, (size_t)(p - item));
-                        continue;
-                }
                 if (i > 0)
-                        r = buf_puts(out, ",");
-                if (r >= 0)
-                        r = buf_puts(out, "{\"Host\":");
-                if (r >= 0)
-                        r = put_string(out, a->names[i]);
-                if (r >= 0)
-                        r = buf_append(out, ",\"Score\":", 9);
-                if (r >= 0)
-                        r = put_uint(out, score);
-                if (r >= 0)
-                        r = buf_append(out, "}", 1);
+                        stage_put(&st, ",", 1);
+                stage_put(&st, host, sizeof(host) - 1);
+                stage_put_string(&st, a->names[i]);
+                /* The score and the closing brace, assembled without printf. */
+                p = stage_room(&st, sizeof(mid) - 1 + STR_UINT_DIGITS + 1);
+                p = mempcpy(p, mid, sizeof(mid) - 1);
+                p += str_format_uint(p, score);
+                *p++ = '}';
+                st.n = (size_t)(p - st.d);
         }
-        return r < 0 ? r : buf_puts(out, "]");
+        stage_put(&st, "]", 1);
+        stage_flush(&st);
+        return st.r;
 }
 
 int
@@ -978,111 +1210,41 @@ int
 ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
                            const struct score_choice *set, char **ret_json)
 {
-        const struct topo *t = node->cls ? score_class_topo(node->cls) : NULL;
+        struct topo_gpus_out out[EXT_MAX_CONTAINERS];
         unsigned next = 0;
-        struct buf b;
-        int r;
 
-        buf_init(&b, EXT_MAX_GPU_ANNOTATION_BYTES);
-        r = buf_printf(&b, "{\"version\":%d,\"node\":", EXT_GPUS_ANNOTATION_VERSION);
-        if (r >= 0)
-                r = buf_put_json_string(&b, node->name);
-        if (r >= 0)
-                r = buf_puts(&b, ",\"containers\":[");
-        for (unsigned c = 0; r >= 0 && c < req->n_containers; c++) {
+        if (req->n_containers > EXT_MAX_CONTAINERS)
+                return -E2BIG;
+        for (unsigned c = 0; c < req->n_containers; c++) {
                 const struct ext_container *ct = &req->containers[c];
                 /* Init containers run before the others and reuse the set's first GPUs. */
-                unsigned from = ct->init ? 0 : next, k;
+                unsigned from = ct->init ? 0 : next;
 
                 if (!ct->init)
                         next += ct->count;
-                if (from + ct->count > set->n) {
-                        r = -EINVAL;
-                        break;
-                }
-                r = buf_puts(&b, c > 0 ? ",{\"name\":" : "{\"name\":");
-                if (r >= 0)
-                        r = buf_put_json_string(&b, ct->name);
-                if (r >= 0 && ct->init)
-                        r = buf_puts(&b, ",\"init\":true");
-                if (r >= 0)
-                        r = buf_puts(&b, ",\"indices\":[");
-                for (k = 0; r >= 0 && k < ct->count; k++)
-                        r = buf_printf(&b, k ? ",%u" : "%u", set->gpus[from + k]);
-                if (r >= 0)
-                        r = buf_puts(&b, "],\"uuids\":[");
-                for (k = 0; r >= 0 && k < ct->count; k++) {
-                        unsigned g = set->gpus[from + k];
-
-                        if (k)
-                                r = buf_puts(&b, ",");
-                        if (r >= 0)
-                                r = buf_put_json_string(&b, t && g < t->n_gpus ? t->gpus[g].uuid
-                                                                              : "");
-                }
-                if (r >= 0)
-                        r = buf_puts(&b, "]}");
+                if (from + ct->count > set->n)
+                        return -EINVAL;
+                out[c] = (struct topo_gpus_out){ .name = ct->name, .init = ct->init,
+                                                 .count = ct->count, .gpus = set->gpus + from };
         }
-        if (r >= 0)
-                r = buf_puts(&b, "]}");
-        if (r < 0) {
-                buf_release(&b);
-                return r;
-        }
-        *ret_json = buf_steal(&b, NULL);
-        return *ret_json ? 0 : -ENOMEM;
+        return topo_gpus_encode(node->name, out, req->n_containers,
+                                node->cls ? score_class_topo(node->cls) : NULL, ret_json);
 }
 
 int
 ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus, struct topo_mask *ret,
                            const char **ret_why)
 {
-        struct topo_mask m = { 0 };
-        const cJSON *containers, *c, *version;
-        struct json_doc *jd = NULL;
-        cJSON *doc = NULL;
+        CLEANUP(freep) struct topo_gpus *g = malloc(sizeof(*g));
         int r;
 
-        if (len > EXT_MAX_GPU_ANNOTATION_BYTES)
-                return set_why(ret_why, "the topofit.io/gpus annotation is too large"), -E2BIG;
-        tl_repeated = false;
-        r = parse_doc(json, len, &jd, ret_why);
-        doc = jd ? jd->root : NULL;
+        if (!g)
+                return -ENOMEM;
+        r = topo_gpus_decode(json, len, n_gpus, NULL, NULL, g, ret_why);
         if (r < 0)
                 return r;
-        version = get(doc, "version");
-        containers = get(doc, "containers");
-        if (!cJSON_IsNumber(version) || version->valuedouble != EXT_GPUS_ANNOTATION_VERSION) {
-                r = why_err(ret_why, "the topofit.io/gpus annotation has an unknown version", -EPROTONOSUPPORT);
-                goto out;
-        }
-        if (!cJSON_IsArray(containers)) {
-                r = why_err(ret_why, "topofit.io/gpus has no containers array", -EINVAL);
-                goto out;
-        }
-        cJSON_ArrayForEach(c, containers) {
-                const cJSON *indices = get(c, "indices"), *i;
-
-                if (!cJSON_IsArray(indices)) {
-                        r = why_err(ret_why, "a topofit.io/gpus container has no indices", -EINVAL);
-                        goto out;
-                }
-                cJSON_ArrayForEach(i, indices) {
-                        double d = cJSON_IsNumber(i) ? i->valuedouble : -1;
-
-                        if (d < 0 || d >= n_gpus || d != (double)(unsigned)d) {
-                                r = why_err(ret_why, "a topofit.io/gpus index is out of range", -ERANGE);
-                                goto out;
-                        }
-                        topo_mask_set(&m, (unsigned)d);
-                }
-        }
-        r = refuse_repeats(0, ret_why);
-        if (r >= 0)
-                *ret = m;
-out:
-        json_doc_free(jd);
-        return r;
+        topo_gpus_union(g, ret);
+        return 0;
 }
 
 /* Node or Pod, for List items that carry no kind (a NodeList's or PodList's items). */
@@ -1120,7 +1282,7 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
         if (node && !is_null_or_absent(node) &&
             (!cJSON_IsString(node) || strlen(node->valuestring) >= EXT_NAME_MAX))
                 return set_why(ret_why, "a Pod's spec.nodeName is not a valid string"), -EINVAL;
-        gpus_a = get(get(meta, "annotations"), EXT_GPUS_ANNOTATION);
+        gpus_a = get(get(meta, "annotations"), TOPO_GPUS_KEY);
         /* A damaged record cannot say which GPUs the pod holds: it counts as none, and the
          * device plugin refuses to hand out GPUs twice on the node itself. */
         if (cJSON_IsString(gpus_a))

@@ -21,6 +21,15 @@ void ext__ledger_unlock(struct ext_ledger *l);
  * out; 0 counts every entry). */
 void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                              uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret);
+/* The same for a node of a snapshot, whose name hash (ext_node.name_hash) is known: a
+ * filter asks this for every node of the request, so the name is not hashed again.  group
+ * is the requester's pod group (NULL or "": none): reservations of pods of other groups are
+ * left out (a gang may never start; its room is held by placement/'s group hold). */
+void ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
+                                  const char *uid, const char *group, uint64_t view_gen,
+                                  uint64_t now_ns, struct topo_mask *ret);
+/* The hash of a node name that the snapshot's index and the ledger's buckets use. */
+uint32_t ext__name_hash(const char *s);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
                                                 const char *node, enum ext_hold hold,
@@ -29,6 +38,14 @@ const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char
  * (uid, node).  -E2BIG when EXT_LEDGER_MAX_ENTRIES are in use, -ENOMEM. */
 int ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                            const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns);
+/* Lock held.  As above; a reservation (EXT_HOLD_RESERVED) of a pod of group (non-empty) is
+ * held only against that group's other pods. */
+int ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *node,
+                                 const struct topo_mask *set, enum ext_hold hold,
+                                 const char *group, uint64_t now_ns);
 /* true when the ledger holds no entry at all; read without the lock, so only a hint: a
  * filter may miss a hold that a concurrent bind is adding, which bind itself rechecks. */
 bool ext__ledger_maybe_empty(struct ext_ledger *l);
+/* The ledger's group table (placement/'s place_groups, with its own lock): which domain
+ * each pod group was given, and the room held there for its pods not yet bound. */
+struct place_groups *ext__ledger_groups(struct ext_ledger *l);

@@ -7,12 +7,15 @@
  *   - the cluster view: an immutable, refcounted snapshot of nodes (name, topology class,
  *     GPUs used by live pods) and pods (uid, node, GPU set), built to the side with a
  *     builder and swapped in whole;
- *   - the reservation ledger: the one mutable, locked place where GPU sets are held for a
- *     (pod UID, node) between prioritize and bind, and committed at bind;
+ *   - the reservation ledger: the one mutable, locked place for what outlives a request:
+ *     GPU sets held for a (pod UID, node) between prioritize and bind and committed at
+ *     bind, the decoded requests bind looks up, and preemption grants;
  *   - the verbs: ext_filter / ext_prioritize / ext_bind / ext_preempt, pure functions of a
- *     snapshot, the ledger and a clock value passed in;
+ *     snapshot, the ledger and a clock value passed in (ext_nodes_resolve gives them the
+ *     request's nodes);
  *   - the codec: kube-scheduler's extender JSON (and the Kubernetes objects inside it) to
- *     and from the plain structs below.  cJSON stays behind this header.
+ *     and from the plain structs below (cJSON through common/json.h stays behind it; the
+ *     topofit.io/gpus record is topology/'s codec).
  *
  * Depends on topology/, scoring/ and common/ only: no sockets, no clocks, no microhttpd, no
  * curl.  Everything here is safe to call from many threads at once.
@@ -25,6 +28,7 @@
 
 #include "../common/buf.h"
 #include "../common/macro.h"
+#include "../placement/place.h"
 #include "../scoring/score.h"
 #include "../topology/topo.h"
 
@@ -33,10 +37,9 @@
 #define EXT_MAX_NODES 10000             /* nodes in one request and in the cluster view */
 #define EXT_MAX_PODS 250000             /* pods in the cluster view */
 #define EXT_MAX_JSON_DEPTH 64           /* nesting of any JSON document we accept */
-#define EXT_MAX_CONTAINERS 32           /* containers + init containers of one pod */
+#define EXT_MAX_CONTAINERS TOPO_GPUS_MAX_CONTAINERS /* containers + init containers of a pod */
 #define EXT_MAX_VICTIMS 1024            /* preemption victims per node */
 #define EXT_MAX_RESOURCES 8             /* configured GPU resource names */
-#define EXT_MAX_GPU_ANNOTATION_BYTES (16u << 10) /* topofit.io/gpus on one pod */
 #define EXT_NAME_MAX 254                /* DNS subdomain (253) + NUL: node, pod, namespace */
 #define EXT_UID_MAX 64                  /* pod UID (36 chars in practice) + NUL */
 #define EXT_RESOURCE_NAME_MAX 128
@@ -45,26 +48,48 @@
 #define EXT_COMMITTED_TTL_NS (300ull * 1000000000ull)  /* bind -> seen in the cluster view */
 
 #define EXT_PLACEMENT_ANNOTATION "topofit.io/placement"
-#define EXT_GPUS_ANNOTATION "topofit.io/gpus"
-#define EXT_GPUS_ANNOTATION_VERSION 1
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
+#define EXT_MAX_DOMAIN_LABELS 15          /* node label keys naming domains (kube cache keeps 16) */
+#define EXT_LABEL_KEY_MAX 320              /* a label key: 253-byte prefix, '/', 63-byte name */
+#define EXT_GROUP_ANNOTATION "topofit.io/group"           /* label or annotation */
+#define EXT_GROUP_SIZE_ANNOTATION "topofit.io/group-size" /* label or annotation */
 
-/* topofit.io/placement: what a pod asks of its GPU set. */
+/* topofit.io/placement: what a pod asks of its GPU set.  ONE ROW PER VALUE, and the row is
+ * all the code there is to a value: the enum, its name, the codec's list of valid values
+ * and the decision all come from it (docs/extender.md, "How to add a placement value").
+ *   X(ID, "annotation value", require, prefer, lowest_free)
+ *   require:     score_require bits every chosen set must meet (the node is refused else);
+ *   prefer:      bits tried first; when no set meets them, the best other set, at half
+ *                the priority;
+ *   lowest_free: no topology at all, the lowest free GPU indices.
+ * The first row is the default (no annotation). */
+#define EXT_PLACEMENTS(X)                                                                    \
+        X(BEST_EFFORT, "best-effort", 0, 0, false)                                           \
+        X(NVLINK_REQUIRED, "nvlink-required", SCORE_REQUIRE_NVLINK, 0, false)                \
+        X(NVLINK_PREFERRED, "nvlink-preferred", 0, SCORE_REQUIRE_NVLINK, false)              \
+        X(NUMA, "numa", SCORE_REQUIRE_NUMA, 0, false)                                        \
+        X(PCIE_SWITCH, "pcie-switch", SCORE_REQUIRE_PCIE_SWITCH, 0, false)                   \
+        X(NIC, "nic", SCORE_REQUIRE_NIC, 0, false)                                           \
+        X(NONE, "none", 0, 0, true)
+
 enum ext_placement {
-        EXT_PLACEMENT_BEST_EFFORT,     /* no annotation: prefer the best set, refuse nothing */
-        EXT_PLACEMENT_NVLINK_REQUIRED, /* "nvlink-required": an all-NVLink/XGMI ring */
-        EXT_PLACEMENT_NVLINK_PREFERRED,/* "nvlink-preferred": like best effort, NVLink first */
-        EXT_PLACEMENT_NUMA,            /* "numa": all GPUs on one NUMA node */
-        EXT_PLACEMENT_PCIE_SWITCH,     /* "pcie-switch": all pairs PIX/PXB or better */
-        EXT_PLACEMENT_NIC,             /* "nic": every GPU has a GPUDirect NIC */
-        EXT_PLACEMENT_NONE,            /* "none": no topology; lowest free GPU indices */
+#define EXT_PLACEMENT_ENUM(id, ...) EXT_PLACEMENT_##id,
+        EXT_PLACEMENTS(EXT_PLACEMENT_ENUM)
+#undef EXT_PLACEMENT_ENUM
         _EXT_PLACEMENT_MAX,
         _EXT_PLACEMENT_INVALID = -EINVAL,
 };
+/* The valid values, space-separated, for error messages and help. */
+#define EXT_PLACEMENT_NAME(id, name, ...) " " name
+#define EXT_PLACEMENT_NAMES EXT_PLACEMENTS(EXT_PLACEMENT_NAME)
 const char *ext_placement_to_string(enum ext_placement p); /* NULL when invalid */
 enum ext_placement ext_placement_from_string(const char *s);
 /* The score_require bits a placement asks for (0 for the soft ones). */
 unsigned ext_placement_require(enum ext_placement p);
+/* The bits it tries first (0 for all but the "preferred" ones). */
+unsigned ext_placement_prefer(enum ext_placement p);
+/* Whether it ignores topology (the lowest free GPU indices). */
+bool ext_placement_lowest_free(enum ext_placement p);
 
 /* What to do with a node that carries no topofit.io/topology annotation. */
 enum ext_unannotated {
@@ -82,9 +107,21 @@ struct ext_config {
         enum ext_unannotated unannotated;
         uint64_t reservation_ttl_ns;
         uint64_t committed_ttl_ns;
+        uint64_t group_ttl_ns;       /* a group's domain and hold (PLACE_GROUP_TTL_NS) */
+        /* Node labels that name a node's domain, by level (0: multi-node NVLink domain,
+         * 1..: network tiers innermost first); at a level the first key listed that a node
+         * carries wins, and the annotation's domain beats every label at level 0.  Defaults
+         * in docs/placement.md ("Domains"). */
+        unsigned n_domain_labels;
+        struct {
+                unsigned level;
+                char key[EXT_LABEL_KEY_MAX];
+        } domain_labels[EXT_MAX_DOMAIN_LABELS];
         struct score_config score;
+        struct place_config place; /* the cluster term of prioritize (placement/) */
 };
-/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(). */
+/* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(),
+ * place_config_default(). */
 void ext_config_default(struct ext_config *cfg);
 
 /* --- the pod's request ------------------------------------------------------------------ */
@@ -103,6 +140,11 @@ struct ext_request {
         unsigned count; /* sum over containers, at least the largest init container's */
         enum ext_placement placement;
         unsigned require; /* ext_placement_require(placement) */
+        /* Its group (gang), when it has one (docs/placement.md, "Groups"): id namespaced by
+         * source and namespace, size when the pod says it, count/require copied from above,
+         * mode from topofit.io/placement's domain-required / domain-preferred token
+         * (default preferred for grouped pods). */
+        struct place_group_request group;
         unsigned n_containers;
         struct ext_container containers[EXT_MAX_CONTAINERS];
 };
@@ -119,6 +161,12 @@ struct ext_node {
         const char *why_unannotated; /* static string when !annotated: missing or bad */
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
+        char domain[TOPO_ID_MAX]; /* multi-node NVLink domain from the annotation, "" none */
+        /* Domains from the node's labels per level ("" none), and the index in
+         * cfg->domain_labels of the key that set each (lower wins). */
+        char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
+        uint8_t label_rank[PLACE_MAX_LEVELS];
+        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
@@ -140,6 +188,10 @@ struct ext_cluster {
         struct score_class **classes; /* distinct classes, for metrics and reuse */
         size_t index_size;            /* private: open-addressing name index of nodes */
         uint32_t *index;
+        /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
+         * when the term is off (cluster_share 0) or could not be built (then prioritize
+         * goes without it). */
+        struct place_view *place;
 };
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
@@ -168,6 +220,11 @@ DEFINE_CLEANUP_FUNC(struct ext_cluster_builder, ext_cluster_builder_free)
 int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
                                  const char *topo_json, size_t len, unsigned gpu_capacity,
                                  const char **ret_why);
+/* One label of the node added last: when cfg->domain_labels lists key, value becomes the
+ * node's domain at that key's level (a key listed earlier wins).  Other keys are ignored.
+ * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
+int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
+                                   const char *value);
 /* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
  * namespace and name are checked but not kept (the snapshot stays small).
  * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */
@@ -195,6 +252,12 @@ void ext_node_release(struct ext_node *n);
 
 /* --- the reservation ledger -------------------------------------------------------------- */
 
+#define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
+#define EXT_MAX_GRANTS 64    /* preemptions answered, awaiting their victims' departure */
+/* How long a preemption's victims may take to leave the view: three times the default
+ * terminationGracePeriodSeconds (30 s). */
+#define EXT_GRANT_NS (90ull * 1000000000ull)
+
 struct ext_ledger;
 struct ext_ledger *ext_ledger_new(const struct ext_config *cfg);
 struct ext_ledger *ext_ledger_free(struct ext_ledger *l);
@@ -216,6 +279,20 @@ struct ext_ledger_stats {
 };
 void ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats *ret);
 
+/* What else outlives a request, in the ledger too (bounded rings, oldest evicted).
+ * The requests filter and prioritize decoded, since bind names only the pod: remember a
+ * copy (-EINVAL without a UID, -ENOMEM), look one up by UID (0 or -ENOENT), forget it. */
+int ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req);
+int ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_request *ret);
+void ext_ledger_forget_request(struct ext_ledger *l, const char *uid);
+/* Preemption grants: uid's preemption on node takes gpus from victims (until now_ns +
+ * EXT_GRANT_NS); and whether a live grant of uid on node n overlaps GPUs the view n still
+ * shows in use (the victims are going, the view has not seen it yet). */
+void ext_ledger_grant(struct ext_ledger *l, const char *uid, const char *node,
+                      const struct topo_mask *gpus, uint64_t now_ns);
+bool ext_ledger_grant_waiting(struct ext_ledger *l, const char *uid, const struct ext_node *n,
+                              uint64_t now_ns);
+
 /* --- the verbs ---------------------------------------------------------------------------- */
 
 /* Per-node outcome of filter, prioritize and preempt. */
@@ -227,6 +304,9 @@ struct ext_verdict {
         int priority;        /* 0..EXT_PRIORITY_MAX, prioritize only */
         struct topo_mask free; /* GPUs free for this pod when decided */
         struct score_choice choice; /* the set; valid when r == 0 */
+        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        bool off_domain;     /* a grouped pod (domain-preferred): the node is outside its
+                              * group's domain; prioritize ranks it last */
 };
 
 /* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */
@@ -242,7 +322,10 @@ int ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 /* Prioritize: filter plus the 0..10 priority of each fitting node (0 for the others):
  * the mean of score_node_priority() (bandwidth against the node's own best, packing,
  * fragmentation) and 10 x the set's bandwidth relative to the best set of any fitting node
- * in this request (for multi-GPU requests), rounded; and
+ * in this request (for multi-GPU requests), rounded; then, when the snapshot has a
+ * placement view (cfg->place.cluster_share > 0), the cluster term folded in by
+ * place_rank(): what each node's set takes from the capacity the cluster has left of the
+ * request-class mix (docs/placement.md); and
  * a tentative reservation of the chosen set on the best node (ties: name) for the pod,
  * replacing its earlier one.  Returns how many fit. */
 int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
@@ -296,6 +379,19 @@ int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
 void ext_args_release(struct ext_args *a);
 
+/* The request's nodes, resolved for the verbs: the view's node by name, or (Nodes mode)
+ * one built from the Node object the scheduler sent when the view does not have it; NULL
+ * ("not in the cluster view") when neither.  nodes[a->n]; extra holds the built ones. */
+struct ext_nodes {
+        const struct ext_node **nodes;
+        struct ext_node *extra;
+        size_t n_extra;
+};
+/* Fills *ret (release it with ext_nodes_release, also after a failure): 0 or -ENOMEM. */
+int ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
+                      const struct ext_args *a, struct ext_nodes *ret);
+void ext_nodes_release(struct ext_nodes *n);
+
 /* A Pod object (Kubernetes JSON) into a request. */
 int ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
                        struct ext_request *ret, const char **ret_why);
@@ -342,12 +438,13 @@ void ext_preempt_args_release(struct ext_preempt_args *a);
 int ext_preempt_result_encode(const struct ext_preempt_args *a, const bool *keep,
                               bool *const *needed, struct buf *out);
 
-/* The topofit.io/gpus annotation for a bound pod: version, node, and per container
- * (init containers included) its GPU indices and UUIDs, carved from set in container
- * order.  Writes a malloc()ed string. */
+/* The topofit.io/gpus annotation for a bound pod (the codec is topology/topo-gpus.c):
+ * per container (init containers included) its GPUs, carved from set in container order.
+ * Writes a malloc()ed string. */
 int ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node *node,
                                const struct score_choice *set, char **ret_json);
-/* Its inverse as far as scheduling needs: the union of indices, below n_gpus. */
+/* Its inverse as far as scheduling needs (topo_gpus_decode, indices only): the union of
+ * the containers' GPUs, below n_gpus.  Error codes and *ret_why as topo_gpus_decode. */
 int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
                                struct topo_mask *ret, const char **ret_why);
 

@@ -12,6 +12,10 @@
  * Invariant: a pod has at most one entry, and a committed set never overlaps another live
  * entry's set on the same node (ext_bind checks it under this lock).  Entries hang off a
  * fixed table of node-name buckets so lookups for one node cost its entries only.
+ * Beside the holds, the ledger owns the two other things that outlive a request, each a
+ * bounded ring under its own small lock (never taken with the holds' lock): the decoded
+ * requests that filter and prioritize saw (bind names only the pod) and the preemption
+ * grants (whose victims the view has not yet seen leave).
  */
 #include "ext-core-private.h"
 
@@ -33,6 +37,16 @@ struct entry {
         uint64_t expires_ns;
         uint64_t seen_gen; /* generation of the first view showing the pod; 0: none yet */
         uint64_t seen_ns;  /* when that view was pruned with */
+        /* A reservation of a pod of this group (""  none): held only against the group's
+         * other pods, as the gang may never start (placement/'s group hold keeps the room). */
+        char group[PLACE_NAME_MAX];
+};
+
+struct grant {
+        char uid[EXT_UID_MAX];
+        char node[EXT_NAME_MAX];
+        struct topo_mask gpus;
+        uint64_t until_ns;
 };
 
 struct ext_ledger {
@@ -41,16 +55,19 @@ struct ext_ledger {
         uint64_t committed_ttl_ns;
         unsigned n_entries;
         struct entry *buckets[LEDGER_BUCKETS];
+        /* The rings, under ring_lock: oldest evicted. */
+        pthread_mutex_t ring_lock;
+        struct ext_request *requests[EXT_MAX_PENDING];
+        unsigned request_next;
+        struct grant grants[EXT_MAX_GRANTS];
+        unsigned grant_next;
+        struct place_groups *groups; /* group domains and holds (placement/), own lock */
 };
 
 static unsigned
 bucket_of(const char *node)
 {
-        uint32_t h = 2166136261u;
-
-        for (const unsigned char *p = (const unsigned char *)node; *p; p++)
-                h = (h ^ *p) * 16777619u;
-        return h % LEDGER_BUCKETS;
+        return ext__name_hash(node) % LEDGER_BUCKETS;
 }
 
 struct ext_ledger *
@@ -60,7 +77,13 @@ ext_ledger_new(const struct ext_config *cfg)
 
         if (!l)
                 return NULL;
+        l->groups = place_groups_new(cfg->group_ttl_ns);
+        if (!l->groups) {
+                free(l);
+                return NULL;
+        }
         pthread_mutex_init(&l->lock, NULL);
+        pthread_mutex_init(&l->ring_lock, NULL);
         l->reservation_ttl_ns = cfg->reservation_ttl_ns;
         l->committed_ttl_ns = cfg->committed_ttl_ns;
         return l;
@@ -76,7 +99,11 @@ ext_ledger_free(struct ext_ledger *l)
                         next = e->next;
                         free(e);
                 }
+        for (size_t i = 0; i < EXT_MAX_PENDING; i++)
+                free(l->requests[i]);
+        place_groups_free(l->groups);
         pthread_mutex_destroy(&l->lock);
+        pthread_mutex_destroy(&l->ring_lock);
         free(l);
         return NULL;
 }
@@ -105,24 +132,42 @@ live(const struct entry *e, uint64_t now_ns)
         return now_ns < e->expires_ns;
 }
 
-void
-ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
-                        uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
+static void
+held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const char *uid,
+               const char *group, uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
         topo_mask_clear(ret);
         if (l->n_entries == 0)
                 return;
-        for (const struct entry *e = l->buckets[bucket_of(node)]; e; e = e->next) {
+        for (const struct entry *e = l->buckets[bucket]; e; e = e->next) {
                 if (!live(e, now_ns) || strcmp(e->node, node) != 0)
                         continue;
                 if (uid && strcmp(e->uid, uid) == 0)
                         continue;
+                if (e->hold == EXT_HOLD_RESERVED && e->group[0] &&
+                    !(group && strcmp(e->group, group) == 0))
+                        continue; /* another group's tentative pick: not held against us */
                 /* The view already accounts for this pod (or its deletion). */
                 if (e->seen_gen != 0 && view_gen >= e->seen_gen)
                         continue;
-                for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
-                        ret->w[k] |= e->set.w[k];
+                topo_mask_or(ret, &e->set);
         }
+}
+
+void
+ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
+                        uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
+{
+        held_in_bucket(l, bucket_of(node), node, uid, NULL, view_gen, now_ns, ret);
+}
+
+void
+ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
+                             const char *uid, const char *group, uint64_t view_gen,
+                             uint64_t now_ns, struct topo_mask *ret)
+{
+        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, group, view_gen,
+                       now_ns, ret);
 }
 
 const struct topo_mask *
@@ -167,6 +212,14 @@ int
 ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                        const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns)
 {
+        return ext__ledger_put_group_locked(l, uid, node, set, hold, NULL, now_ns);
+}
+
+int
+ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *node,
+                             const struct topo_mask *set, enum ext_hold hold, const char *group,
+                             uint64_t now_ns)
+{
         struct entry *e;
         unsigned b;
 
@@ -183,6 +236,8 @@ ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
         str_copy(e->node, sizeof(e->node), node, strlen(node));
         e->set = *set;
         e->hold = hold;
+        if (group && hold == EXT_HOLD_RESERVED)
+                str_copy(e->group, sizeof(e->group), group, strnlen(group, PLACE_NAME_MAX - 1));
         e->expires_ns = now_ns + (hold == EXT_HOLD_COMMITTED ? l->committed_ttl_ns
                                                              : l->reservation_ttl_ns);
         b = bucket_of(node);
@@ -270,4 +325,104 @@ ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats 
                 }
         ext__ledger_unlock(l);
         *ret = s;
+}
+
+/* --- the rings: requests awaiting bind, preemption grants ------------------------------- */
+
+int
+ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req)
+{
+        struct ext_request *copy;
+        size_t i;
+
+        if (!req->uid[0])
+                return -EINVAL;
+        copy = malloc(sizeof(*copy));
+        if (!copy)
+                return -ENOMEM;
+        *copy = *req;
+        pthread_mutex_lock(&l->ring_lock);
+        for (i = 0; i < EXT_MAX_PENDING; i++)
+                if (l->requests[i] && strcmp(l->requests[i]->uid, req->uid) == 0)
+                        break;
+        if (i == EXT_MAX_PENDING)
+                i = l->request_next++ % EXT_MAX_PENDING;
+        free(l->requests[i]);
+        l->requests[i] = copy;
+        pthread_mutex_unlock(&l->ring_lock);
+        return 0;
+}
+
+int
+ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_request *ret)
+{
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&l->ring_lock);
+        for (size_t i = 0; i < EXT_MAX_PENDING; i++)
+                if (l->requests[i] && strcmp(l->requests[i]->uid, uid) == 0) {
+                        *ret = *l->requests[i];
+                        r = 0;
+                        break;
+                }
+        pthread_mutex_unlock(&l->ring_lock);
+        return r;
+}
+
+void
+ext_ledger_forget_request(struct ext_ledger *l, const char *uid)
+{
+        pthread_mutex_lock(&l->ring_lock);
+        for (size_t i = 0; i < EXT_MAX_PENDING; i++)
+                if (l->requests[i] && strcmp(l->requests[i]->uid, uid) == 0) {
+                        free(l->requests[i]);
+                        l->requests[i] = NULL;
+                }
+        pthread_mutex_unlock(&l->ring_lock);
+}
+
+void
+ext_ledger_grant(struct ext_ledger *l, const char *uid, const char *node,
+                 const struct topo_mask *gpus, uint64_t now_ns)
+{
+        struct grant *g = NULL;
+
+        if (!uid[0])
+                return;
+        pthread_mutex_lock(&l->ring_lock);
+        for (size_t i = 0; i < EXT_MAX_GRANTS && !g; i++)
+                if (strcmp(l->grants[i].uid, uid) == 0 && strcmp(l->grants[i].node, node) == 0)
+                        g = &l->grants[i];
+        if (!g)
+                g = &l->grants[l->grant_next++ % EXT_MAX_GRANTS];
+        *g = (struct grant){ .gpus = *gpus, .until_ns = now_ns + EXT_GRANT_NS };
+        (void)str_copy(g->uid, sizeof(g->uid), uid, strlen(uid));
+        (void)str_copy(g->node, sizeof(g->node), node, strlen(node));
+        pthread_mutex_unlock(&l->ring_lock);
+}
+
+bool
+ext_ledger_grant_waiting(struct ext_ledger *l, const char *uid, const struct ext_node *n,
+                         uint64_t now_ns)
+{
+        bool waiting = false;
+
+        if (!uid[0] || !n)
+                return false;
+        pthread_mutex_lock(&l->ring_lock);
+        for (size_t i = 0; i < EXT_MAX_GRANTS && !waiting; i++) {
+                const struct grant *g = &l->grants[i];
+
+                if (g->until_ns <= now_ns || strcmp(g->uid, uid) != 0 || strcmp(g->node, n->name) != 0)
+                        continue;
+                waiting = topo_mask_intersects(&g->gpus, &n->used);
+        }
+        pthread_mutex_unlock(&l->ring_lock);
+        return waiting;
+}
+
+struct place_groups *
+ext__ledger_groups(struct ext_ledger *l)
+{
+        return l ? l->groups : NULL;
 }

@@ -20,6 +20,15 @@
 #include "log.h"
 
 #define EXT_LIVE_COALESCE_MS 20     /* changes closer than this share one rebuild */
+/* A rebuild visits every node and pod, so under a stream of changes (kube-scheduler binding
+ * pods back to back: each binding is a pod update) rebuilding every EXT_LIVE_COALESCE_MS
+ * would take much of a core away from the scheduler this extender serves.  The pause after
+ * a rebuild is at least EXT_LIVE_REBUILD_DUTY times the CPU time the rebuild took, so
+ * rebuilds take at most 1 / (1 + EXT_LIVE_REBUILD_DUTY) of a core, and at most
+ * EXT_LIVE_COALESCE_MAX_MS.  A later view is safe, only later: the ledger counts the GPUs of
+ * pods bound meanwhile until a view shows them. */
+#define EXT_LIVE_REBUILD_DUTY 4
+#define EXT_LIVE_COALESCE_MAX_MS 250
 #define EXT_LIVE_IDLE_WAKE_MS 1000  /* re-check sync state at least this often */
 
 struct ext_live {
@@ -74,6 +83,10 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                 r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
                                                  (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
+                /* The cache keeps only the domain label keys (ext_live_start asks for them). */
+                for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++)
+                        (void)ext_cluster_builder_node_label(b, n->labels[k].key,
+                                                             n->labels[k].value);
                 if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                         left_out++; /* over the cap or malformed: left out, the rest works */
                         r = 0;
@@ -95,14 +108,13 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                         if (p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
                                 continue;
-                        rec = annotation(p, EXT_GPUS_ANNOTATION);
+                        rec = annotation(p, TOPO_GPUS_KEY);
                         if (rec && ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS,
                                                               &gpus, NULL) < 0)
                                 bad_records++;
                         if (!rec && node[0] && p->gpu_request > 0)
                                 unrecorded += p->gpu_request;
-                        for (size_t k = 0; k < ELEMENTSOF(held.w); k++)
-                                held.w[k] |= gpus.w[k];
+                        topo_mask_or(&held, &gpus);
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
                         if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                                 left_out++;
@@ -136,7 +148,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                 return r;
         if (bad_records)
                 log_warn("pods with an unreadable GPU record", "count=%u annotation=%s", bad_records,
-                         EXT_GPUS_ANNOTATION);
+                         TOPO_GPUS_KEY);
         if (left_out)
                 log_warn("objects left out of the cluster view", "count=%u reason=\"over "
                          "EXT_MAX_NODES/EXT_MAX_PODS or malformed\"", left_out);
@@ -154,6 +166,15 @@ sleep_ms(unsigned ms)
         nanosleep(&ts, NULL);
 }
 
+static uint64_t
+thread_cpu_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *
 rebuild_thread(void *arg)
 {
@@ -162,6 +183,7 @@ rebuild_thread(void *arg)
         for (;;) {
                 struct kube_snapshot *ks;
                 struct timespec until;
+                uint64_t cpu0 = thread_cpu_ns(), pause_ms;
 
                 pthread_mutex_lock(&lv->lock);
                 clock_gettime(CLOCK_REALTIME, &until);
@@ -193,7 +215,9 @@ rebuild_thread(void *arg)
                                  ks->n_pods);
                 }
                 kube_snapshot_unref(ks);
-                sleep_ms(EXT_LIVE_COALESCE_MS);
+                pause_ms = (thread_cpu_ns() - cpu0) * EXT_LIVE_REBUILD_DUTY / 1000000u;
+                sleep_ms((unsigned)MIN(MAX(pause_ms, (uint64_t)EXT_LIVE_COALESCE_MS),
+                                       (uint64_t)EXT_LIVE_COALESCE_MAX_MS));
         }
         return NULL;
 }
@@ -203,7 +227,7 @@ live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_n
             const struct topo_mask *gpus, const char *annotation_json, const char **ret_why)
 {
         struct ext_live *lv = s->binder_data;
-        struct kube_kv kv = { .key = EXT_GPUS_ANNOTATION, .value = annotation_json };
+        struct kube_kv kv = { .key = TOPO_GPUS_KEY, .value = annotation_json };
         struct kube_error err = { 0 };
         int r;
 
@@ -277,6 +301,7 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         struct kube_config *kc = NULL;
         struct kube_cache_options o;
         const char *resources[EXT_MAX_RESOURCES + 1] = { 0 };
+        const char *domain_labels[EXT_MAX_DOMAIN_LABELS + 1] = { 0 };
         struct ext_live *lv;
         int r;
 
@@ -300,8 +325,11 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         }
         for (unsigned i = 0; i < s->cfg.n_resources; i++)
                 resources[i] = s->cfg.resources[i];
+        for (unsigned i = 0; i < s->cfg.n_domain_labels && i < EXT_MAX_DOMAIN_LABELS; i++)
+                domain_labels[i] = s->cfg.domain_labels[i].key;
         kube_cache_options_init(&o);
         o.gpu_resources = resources;
+        o.node_labels = domain_labels;
         o.on_change = on_change;
         o.userdata = lv;
         r = kube_cache_new(lv->client, &o, &lv->cache);

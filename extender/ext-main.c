@@ -342,21 +342,13 @@ load_cluster(struct ext_state *s, const char *path)
         return 0;
 }
 
-int
-main(int argc, char **argv)
+/* The config file (first, so that flags override it), then the flags: -1 to go on, or the
+ * process's exit status. */
+static int
+parse_args(int argc, char **argv, struct options *o)
 {
-        struct options o = { .listen = "0.0.0.0:8888" };
-        struct ext_server_options so = { 0 };
-        struct ext_server *srv = NULL;
-        struct ext_live *live = NULL;
-        struct ext_state s;
-        const char *why = NULL;
-        unsigned port = 0;
-        sigset_t sigs;
-        int opt, sig, r;
+        int opt;
 
-        ext_config_default(&o.cfg);
-        /* The config file first, so that flags override it. */
         for (int i = 1; i < argc; i++) {
                 const char *path = NULL;
 
@@ -364,7 +356,7 @@ main(int argc, char **argv)
                         path = argv[i + 1];
                 else if (str_has_prefix(argv[i], "--config="))
                         path = argv[i] + strlen("--config=");
-                if (path && load_config(&o, path) < 0)
+                if (path && load_config(o, path) < 0)
                         return 2;
         }
         while ((opt = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
@@ -381,7 +373,7 @@ main(int argc, char **argv)
                         usage(stderr);
                         return 2;
                 default:
-                        if (apply(&o, opt, optarg) < 0)
+                        if (apply(o, opt, optarg) < 0)
                                 return 2;
                 }
         }
@@ -389,6 +381,55 @@ main(int argc, char **argv)
                 fprintf(stderr, "topofit-extender: unexpected argument '%s'\n", argv[optind]);
                 return 2;
         }
+        return -1;
+}
+
+/* The bound port, written to the side and renamed, so a reader never sees a partial one. */
+static void
+write_port_file(const char *path, unsigned port)
+{
+        char tmp[EXT_MAX_OPTION_LEN + 8];
+        FILE *f;
+
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        f = fopen(tmp, "we");
+        if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) < 0)
+                log_error("cannot write the port file", "path=%s", path);
+}
+
+/* The cluster view: the --cluster file (static mode) or the API server (live mode). */
+static int
+start_view(struct ext_state *s, const struct options *o, struct ext_live **ret_live)
+{
+        const char *why = NULL;
+        int r;
+
+        if (o->cluster[0])
+                return load_cluster(s, o->cluster);
+        r = ext_live_start(s, o->kubeconfig[0] ? o->kubeconfig : NULL, ret_live, &why);
+        if (r < 0)
+                log_error("cannot reach the cluster", "reason=\"%s\" errno=%d",
+                          why ? why : "unknown", -r);
+        return r;
+}
+
+int
+main(int argc, char **argv)
+{
+        struct options o = { .listen = "0.0.0.0:8888" };
+        struct ext_server_options so = { 0 };
+        struct ext_server *srv = NULL;
+        struct ext_live *live = NULL;
+        struct ext_state s;
+        const char *why = NULL;
+        unsigned port = 0;
+        sigset_t sigs;
+        int sig, r;
+
+        ext_config_default(&o.cfg);
+        r = parse_args(argc, argv, &o);
+        if (r >= 0)
+                return r;
 
         sigemptyset(&sigs);
         sigaddset(&sigs, SIGTERM);
@@ -400,15 +441,7 @@ main(int argc, char **argv)
                 log_error("cannot start", "reason=\"out of memory\"");
                 return 1;
         }
-        if (o.cluster[0])
-                r = load_cluster(&s, o.cluster);
-        else {
-                r = ext_live_start(&s, o.kubeconfig[0] ? o.kubeconfig : NULL, &live, &why);
-                if (r < 0)
-                        log_error("cannot reach the cluster", "reason=\"%s\" errno=%d",
-                                  why ? why : "unknown", -r);
-        }
-        if (r < 0) {
+        if (start_view(&s, &o, &live) < 0) {
                 ext_state_release(&s);
                 return 1;
         }
@@ -433,17 +466,8 @@ main(int argc, char **argv)
         }
         log_info("serving", "listen=%s port=%u mode=%s tls=%s mtls=%s", o.listen, port, s.mode,
                  so.tls_cert ? "yes" : "no", so.client_ca ? "yes" : "no");
-        if (o.port_file[0]) {
-                char tmp[EXT_MAX_OPTION_LEN + 8];
-                FILE *f;
-
-                /* Written to the side and renamed, so a reader never sees a partial port. */
-                snprintf(tmp, sizeof(tmp), "%s.tmp", o.port_file);
-                f = fopen(tmp, "we");
-                if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 ||
-                    rename(tmp, o.port_file) < 0)
-                        log_error("cannot write the port file", "path=%s", o.port_file);
-        }
+        if (o.port_file[0])
+                write_port_file(o.port_file, port);
 
         do {
                 if (sigwait(&sigs, &sig) != 0)

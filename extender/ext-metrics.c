@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "str.h"
 #include "topofit-version.h"
 
 /* Upper bounds in seconds; the last bucket is +Inf. */
@@ -97,11 +98,7 @@ static const char *const cut_names[_EXT_CUT_MAX] = {
         [EXT_CUT_BODY_BUDGET] = "body_budget",
 };
 
-const char *
-ext_cut_to_string(enum ext_cut c)
-{
-        return c >= 0 && c < _EXT_CUT_MAX ? cut_names[c] : NULL;
-}
+DEFINE_STRING_TABLE_TO_STRING(ext_cut, enum ext_cut, cut_names)
 
 static int
 render_cuts(struct ext_metrics *m, struct buf *out)

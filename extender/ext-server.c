@@ -405,13 +405,12 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
         struct ext_server *srv = cls;
         struct conn *cx = *con_cls;
         const char *type = NULL;
-        enum ext_verb verb;
         struct buf out;
         int status;
 
         if (!cx) {
-                const char *cl;
-                bool method_ok;
+                const char *cl, *why = NULL;
+                int refused;
 
                 cx = calloc(1, sizeof(*cx));
                 if (!cx)
@@ -419,18 +418,13 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
                 cx->start_ns = ext_now_ns();
                 *con_cls = cx;
                 sock_arm(srv, c, srv->body_timeout_ns, true);
-                cx->verb = ext_route(method, url, &method_ok);
+                cx->verb = ext_route(method, url, &refused, &why);
                 if (srv->client_ca && !client_cert_ok(c))
                         return queue_error(srv, c, cx, 403,
                                            "a client certificate signed by the configured CA is "
                                            "required");
-                if (cx->verb == EXT_VERB_OTHER)
-                        return queue_error(srv, c, cx, 404,
-                                           "no such verb: the extender serves /filter, "
-                                           "/prioritize, /bind, /preempt, /healthz, /readyz, "
-                                           "/metrics, /version, /allocations");
-                if (!method_ok)
-                        return queue_error(srv, c, cx, 405, "method not allowed for this path");
+                if (refused)
+                        return queue_error(srv, c, cx, refused, why);
                 cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (cl) {
@@ -475,10 +469,9 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 
         sock_arm(srv, c, 0, false); /* the answer is ours to be late with */
         buf_init(&out, EXT_MAX_RESPONSE);
-        status = ext_handle(srv->state, method, url, cx->body ? cx->body : "", cx->len, &out,
-                            &type, &verb);
+        status = ext_handle(srv->state, cx->verb, cx->body ? cx->body : "", cx->len, &out, &type);
         conn_free_body(srv, cx);
-        ext_metrics_observe(&srv->state->metrics, verb, status, ext_now_ns() - cx->start_ns);
+        ext_metrics_observe(&srv->state->metrics, cx->verb, status, ext_now_ns() - cx->start_ns);
         return queue(c, status, &out, type);
 }
 

@@ -29,11 +29,6 @@
 #define EXT_BODY_BUDGET (64u << 20)     /* >= EXT_MAX_BODY, so one largest body always fits */
 #define EXT_MAX_BODY_BUDGET (4096ull << 20)
 #define EXT_CONNECTION_MEMORY (32u << 10) /* microhttpd's per-connection pool: head + read buffer */
-#define EXT_MAX_PENDING 1024 /* pods seen in filter/prioritize, awaiting bind */
-#define EXT_MAX_GRANTS 64     /* preemptions answered, awaiting their victims' departure */
-/* How long a preemption's victims may take to leave the view: three times the default
- * terminationGracePeriodSeconds (30 s). */
-#define EXT_GRANT_NS (90ull * 1000000000ull)
 
 /* Route verbs, also the metrics' verb label. */
 enum ext_verb {
@@ -107,22 +102,8 @@ struct ext_state {
         void *binder_data;
         atomic_bool ready;             /* the cluster view has synced */
         const char *mode;              /* "static" or "live" */
-        /* Pods seen in filter/prioritize (bind only names the pod): a ring, oldest evicted. */
-        pthread_mutex_t pending_lock;
-        struct ext_request *pending[EXT_MAX_PENDING];
-        unsigned pending_next;
-        /* Preemptions answered with GPU victims: the preemptor's uid, the node, the GPUs of
-         * its set that victims held, and until when (monotonic ns).  A ring, under
-         * pending_lock.  Filter reads it to tell "the victims have not left this view yet"
-         * from "no room" (ext_grant_waiting). */
-        struct ext_grant {
-                char uid[EXT_UID_MAX];
-                char node[EXT_NAME_MAX];
-                struct topo_mask gpus;
-                uint64_t until_ns;
-        } grants[EXT_MAX_GRANTS];
-        unsigned grant_next;
-        /* Live mode: fetches a pod the ring no longer has (after a restart).  Optional. */
+        /* Live mode: fetches a pod the ledger no longer remembers (after a restart).
+         * Optional. */
         int (*fetch_pod)(struct ext_state *s, const struct ext_binding *b, struct ext_request *ret);
         struct ext_metrics metrics;
 };
@@ -147,25 +128,14 @@ int ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live 
                    const char **ret_why);
 struct ext_live *ext_live_stop(struct ext_live *lv);
 
-/* Preemption grants: remember that uid's preemption on node takes gpus from victims; and
- * whether a grant of uid on node is live while the view n still shows any of its GPUs in
- * use (the victims are going, the view has not seen it yet). */
-void ext_grant_remember(struct ext_state *s, const char *uid, const char *node,
-                        const struct topo_mask *gpus, uint64_t now_ns);
-bool ext_grant_waiting(struct ext_state *s, const char *uid, const struct ext_node *n,
-                       uint64_t now_ns);
-
-/* The pending ring: remember a decoded request, look one up by UID (0 or -ENOENT), forget. */
-int ext_pending_remember(struct ext_state *s, const struct ext_request *req);
-int ext_pending_lookup(struct ext_state *s, const char *uid, struct ext_request *ret);
-void ext_pending_forget(struct ext_state *s, const char *uid);
-
-/* One HTTP request, already read: route, run, and fill the answer.  Returns the HTTP
- * status; *out holds the body and *ret_type its Content-Type. */
-int ext_handle(struct ext_state *s, const char *method, const char *path, const char *body,
-               size_t len, struct buf *out, const char **ret_type, enum ext_verb *ret_verb);
-/* The route's verb for a path (EXT_VERB_OTHER when none), and whether method fits it. */
-enum ext_verb ext_route(const char *method, const char *path, bool *ret_method_ok);
+/* The route of a request, looked up once when its head arrives: its verb, and in
+ * *ret_status 0, or 404 (EXT_VERB_OTHER) / 405 with *ret_why, the answer's text. */
+enum ext_verb ext_route(const char *method, const char *path, int *ret_status,
+                        const char **ret_why);
+/* Runs a routed request (v from ext_route with status 0) on its whole body.  Returns the
+ * HTTP status; *out holds the body and *ret_type its Content-Type. */
+int ext_handle(struct ext_state *s, enum ext_verb v, const char *body, size_t len,
+               struct buf *out, const char **ret_type);
 
 /* Records one request in the metrics. */
 void ext_metrics_observe(struct ext_metrics *m, enum ext_verb v, int status, uint64_t ns);

@@ -15,39 +15,37 @@
 
 #include "str.h"
 
-static const char *const placement_names[_EXT_PLACEMENT_MAX] = {
-        [EXT_PLACEMENT_BEST_EFFORT] = "best-effort",
-        [EXT_PLACEMENT_NVLINK_REQUIRED] = "nvlink-required",
-        [EXT_PLACEMENT_NVLINK_PREFERRED] = "nvlink-preferred",
-        [EXT_PLACEMENT_NUMA] = "numa",
-        [EXT_PLACEMENT_PCIE_SWITCH] = "pcie-switch",
-        [EXT_PLACEMENT_NIC] = "nic",
-        [EXT_PLACEMENT_NONE] = "none",
+static const struct placement_row {
+        const char *name; /* first: DEFINE_ROW_TABLE */
+        unsigned require;
+        unsigned prefer;
+        bool lowest_free;
+} placements[_EXT_PLACEMENT_MAX] = {
+#define PLACEMENT_ROW(id, name_, require_, prefer_, lowest_free_)                            \
+        [EXT_PLACEMENT_##id] = { .name = name_, .require = require_, .prefer = prefer_,       \
+                                 .lowest_free = lowest_free_ },
+        EXT_PLACEMENTS(PLACEMENT_ROW)
+#undef PLACEMENT_ROW
 };
 
-static const unsigned placement_require[_EXT_PLACEMENT_MAX] = {
-        [EXT_PLACEMENT_NVLINK_REQUIRED] = SCORE_REQUIRE_NVLINK,
-        [EXT_PLACEMENT_NUMA] = SCORE_REQUIRE_NUMA,
-        [EXT_PLACEMENT_PCIE_SWITCH] = SCORE_REQUIRE_PCIE_SWITCH,
-        [EXT_PLACEMENT_NIC] = SCORE_REQUIRE_NIC,
-};
-
-const char *
-ext_placement_to_string(enum ext_placement p)
-{
-        return p >= 0 && p < _EXT_PLACEMENT_MAX ? placement_names[p] : NULL;
-}
-
-enum ext_placement
-ext_placement_from_string(const char *s)
-{
-        return (enum ext_placement)str_table_index(placement_names, _EXT_PLACEMENT_MAX, s);
-}
+DEFINE_ROW_TABLE(ext_placement, enum ext_placement, placements)
 
 unsigned
 ext_placement_require(enum ext_placement p)
 {
-        return p >= 0 && p < _EXT_PLACEMENT_MAX ? placement_require[p] : 0;
+        return (size_t)p < ELEMENTSOF(placements) ? placements[p].require : 0;
+}
+
+unsigned
+ext_placement_prefer(enum ext_placement p)
+{
+        return (size_t)p < ELEMENTSOF(placements) ? placements[p].prefer : 0;
+}
+
+bool
+ext_placement_lowest_free(enum ext_placement p)
+{
+        return (size_t)p < ELEMENTSOF(placements) && placements[p].lowest_free;
 }
 
 static const char *const unannotated_names[_EXT_UNANNOTATED_MAX] = {
@@ -55,17 +53,29 @@ static const char *const unannotated_names[_EXT_UNANNOTATED_MAX] = {
         [EXT_UNANNOTATED_REJECT] = "reject",
 };
 
-const char *
-ext_unannotated_to_string(enum ext_unannotated u)
-{
-        return u >= 0 && u < _EXT_UNANNOTATED_MAX ? unannotated_names[u] : NULL;
-}
+DEFINE_STRING_TABLE(ext_unannotated, enum ext_unannotated, unannotated_names)
 
-enum ext_unannotated
-ext_unannotated_from_string(const char *s)
-{
-        return (enum ext_unannotated)str_table_index(unannotated_names, _EXT_UNANNOTATED_MAX, s);
-}
+/* Node labels naming domains, by level, first listed first (docs/placement.md). */
+static const struct {
+        unsigned level;
+        const char *key;
+} default_domain_labels[] = {
+        { 0, "nvidia.com/gpu.clique" },                   /* GPU Feature Discovery */
+        { 0, "accelerator.topograph.run/domain" },        /* NVIDIA Topograph >= 1.0 */
+        { 0, "network.topology.nvidia.com/accelerator" }, /* NVIDIA Topograph < 1.0 */
+        { 1, "fabric.topograph.run/tier-0" },             /* switch closest to the node */
+        { 1, "network.topology.nvidia.com/leaf" },
+        { 1, "topology.k8s.aws/network-node-layer-3" },   /* EKS: bottom layer */
+        { 1, "cloud.google.com/gce-topology-subblock" },  /* GKE */
+        { 2, "fabric.topograph.run/tier-1" },
+        { 2, "network.topology.nvidia.com/spine" },
+        { 2, "topology.k8s.aws/network-node-layer-2" },
+        { 2, "cloud.google.com/gce-topology-block" },
+        { 3, "fabric.topograph.run/tier-2" },
+        { 3, "network.topology.nvidia.com/core" },
+        { 3, "topology.k8s.aws/network-node-layer-1" },
+};
+_Static_assert(ELEMENTSOF(default_domain_labels) <= EXT_MAX_DOMAIN_LABELS, "too many labels");
 
 void
 ext_config_default(struct ext_config *cfg)
@@ -76,8 +86,16 @@ ext_config_default(struct ext_config *cfg)
                 .unannotated = EXT_UNANNOTATED_PCIE,
                 .reservation_ttl_ns = EXT_RESERVATION_TTL_NS,
                 .committed_ttl_ns = EXT_COMMITTED_TTL_NS,
+                .group_ttl_ns = PLACE_GROUP_TTL_NS,
         };
         score_config_default(&cfg->score);
+        place_config_default(&cfg->place);
+        for (size_t i = 0; i < ELEMENTSOF(default_domain_labels); i++) {
+                cfg->domain_labels[i].level = default_domain_labels[i].level;
+                str_copy(cfg->domain_labels[i].key, sizeof(cfg->domain_labels[i].key),
+                         default_domain_labels[i].key, strlen(default_domain_labels[i].key));
+        }
+        cfg->n_domain_labels = ELEMENTSOF(default_domain_labels);
 }
 
 bool
@@ -93,10 +111,11 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 {
         struct topo_mask held;
 
-        ext__ledger_held_locked(l, n->name, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
-                                now_ns, &held);
-        for (size_t k = 0; k < ELEMENTSOF(ret->w); k++)
-                ret->w[k] = n->healthy.w[k] & ~n->used.w[k] & ~held.w[k];
+        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, req->group.id,
+                                     c ? c->generation : 0, now_ns, &held);
+        *ret = n->healthy;
+        topo_mask_andnot(ret, &n->used);
+        topo_mask_andnot(ret, &held);
 }
 
 /* The lowest-indexed count GPUs of free, for placement "none". */
@@ -124,6 +143,8 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
 {
         struct score_request sreq = { .count = req->count, .require = req->require };
         const char *why = NULL;
+        unsigned prefer;
+        bool fell_back = false;
         int r, prio;
 
         *v = (struct ext_verdict){ .free = *free };
@@ -146,24 +167,22 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
                 return;
         }
 
-        switch (req->placement) {
-        case EXT_PLACEMENT_NONE:
+        /* The placement's row says how (EXT_PLACEMENTS in ext-core.h). */
+        prefer = ext_placement_prefer(req->placement);
+        if (ext_placement_lowest_free(req->placement)) {
                 r = lowest_free(n, free, req->count, &v->choice);
                 if (r == -ENOSPC)
                         why = "not enough free GPUs";
-                break;
-        case EXT_PLACEMENT_NVLINK_PREFERRED:
-                sreq.require = SCORE_REQUIRE_NVLINK;
+        } else if (prefer) {
+                sreq.require |= prefer;
                 r = score_best(n->cls, free, &sreq, &v->choice, &why);
                 if (r == -EAGAIN || r == -ENOEXEC) {
-                        sreq.require = 0;
+                        sreq.require &= ~prefer;
+                        fell_back = true; /* no set meets prefer: the best other one */
                         r = score_best(n->cls, free, &sreq, &v->choice, &why);
                 }
-                break;
-        default:
+        } else
                 r = score_best(n->cls, free, &sreq, &v->choice, &why);
-                break;
-        }
         if (r < 0) {
                 v->r = r;
                 v->why = why ? why
@@ -176,7 +195,7 @@ decide(const struct ext_config *cfg, const struct ext_request *req, const struct
         if (!with_priority)
                 return;
         prio = score_node_priority(n->cls, free, &v->choice);
-        if (req->placement == EXT_PLACEMENT_NVLINK_PREFERRED && !v->choice.all_nvlink_ring)
+        if (fell_back)
                 prio /= 2;
         v->priority = MAX(0, MIN(prio, EXT_PRIORITY_MAX));
 }
@@ -243,6 +262,87 @@ memo_find(const struct memo *memo, const struct ext_node *node, const struct top
         return NULL;
 }
 
+/* The cluster term of v's set on node (placement/): against the snapshot's view, using
+ * its cached capacity when node is one of the snapshot's own nodes. */
+static double
+node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct ext_verdict *v)
+{
+        size_t i = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
+                                                                   : PLACE_NO_NODE;
+        double loss = place_loss(c->place, i, node->cls, &v->free, &v->choice.set);
+
+        return loss > 0 ? loss : 0;
+}
+
+/* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
+ * gets its group's domain (chosen now for the group's first pod) and is kept in it
+ * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
+ * GPUs that another group's domain holds for its pods not yet bound.  Per node, not
+ * memoized: nodes of one class differ in domain.  Returns how many verdicts it turned. */
+static int
+apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+             const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+             struct ext_verdict *ret)
+{
+        struct place_groups *g = ext__ledger_groups(l);
+        const struct place_group_request *grp = &req->group;
+        CLEANUP(freep) const struct topo_mask **free_of = NULL;
+        struct place_group_domain d;
+        bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
+        ssize_t dom = -1;
+        int x = 0, turned = 0;
+
+        if (!c || !c->place || !g || req->count == 0)
+                return 0;
+        live = place_groups_live(g, now_ns) > 0;
+        if (!live && !(grp->id[0] && grp->mode != PLACE_DOMAIN_OFF))
+                return 0;
+        /* Domains and holds count the free GPUs this request saw (ledger holds applied: GPUs
+         * bound or reserved since the snapshot was built are not free), not the snapshot's. */
+        free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
+        for (size_t i = 0; free_of && i < n; i++)
+                if (nodes[i] && nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
+                        free_of[nodes[i] - c->nodes] = &ret[i].free;
+        if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
+                x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
+                if (x == 1)
+                        dom = place_view_find_domain(c->place, d.level, d.name);
+        }
+        live = live || x == 1;
+        if (x == 0 && !live)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_node *node = nodes[i];
+                size_t idx;
+
+                if (ret[i].r != 0 || !node)
+                        continue;
+                idx = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
+                                                                       : PLACE_NO_NODE;
+                if (x < 0 && required) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "no domain has room for the pod's group (domain-required)";
+                } else if (x == 1 && (idx == PLACE_NO_NODE ||
+                                      place_view_node_domain(c->place, idx, d.level) != dom)) {
+                        if (required) {
+                                ret[i].r = -EAGAIN;
+                                ret[i].why = "the node is outside the domain the pod's group was "
+                                             "given (domain-required)";
+                        } else
+                                ret[i].off_domain = true;
+                }
+                if (ret[i].r == 0 && live && idx != PLACE_NO_NODE &&
+                    place_group_check(g, c->place, idx, &ret[i].free, &ret[i].choice.set, grp->id,
+                                      free_of, now_ns, NULL) == -EBUSY) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "the node's GPUs are held for another pod group's pods that "
+                                     "are not bound yet";
+                }
+                turned += ret[i].r != 0;
+        }
+        return turned;
+}
+
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -264,9 +364,10 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         continue;
                 if (holds)
                         free_gpus_locked(c, l, req, nodes[i], now_ns, free);
-                else
-                        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
-                                free->w[k] = nodes[i]->healthy.w[k] & ~nodes[i]->used.w[k];
+                else {
+                        *free = nodes[i]->healthy;
+                        topo_mask_andnot(free, &nodes[i]->used);
+                }
         }
         if (holds)
                 ext__ledger_unlock(l);
@@ -286,6 +387,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         ret[i] = ret[m->verdict];
                 else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                        if (with_priority && ret[i].r == 0 && c && c->place)
+                                ret[i].loss = node_loss(c, nodes[i], &ret[i]);
                         if (m)
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
@@ -295,7 +398,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         fits++;
         }
         free(memo.slots);
-        return fits;
+        return fits - apply_groups(c, l, req, nodes, n, now_ns, ret);
 }
 
 int
@@ -304,6 +407,48 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            uint64_t now_ns, struct ext_verdict *ret)
 {
         return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret);
+}
+
+/* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
+ * the best link class on offer, those taking least of the cluster's scarce capacity score
+ * higher.  Pods that name no topology (placement none) are left as they are. */
+static void
+rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
+             const struct ext_request *req, struct ext_verdict *ret, size_t n)
+{
+        CLEANUP(freep) struct place_candidate *cand = NULL;
+
+        if (!c || !c->place || cfg->place.cluster_share <= 0 ||
+            req->placement == EXT_PLACEMENT_NONE)
+                return;
+        cand = calloc(MAX(n, (size_t)1), sizeof(*cand));
+        if (!cand)
+                return; /* the per-node priorities stand */
+        for (size_t i = 0; i < n; i++)
+                cand[i] = (struct place_candidate){
+                        .fits = ret[i].r == 0, .priority = ret[i].priority,
+                        .tier = place_tier(&ret[i].choice), .busbw = ret[i].choice.busbw_gbps,
+                        .loss = ret[i].loss };
+        place_rank(&cfg->place, cand, n);
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0)
+                        ret[i].priority = cand[i].priority;
+}
+
+/* domain-preferred: while some node of the group's domain fits, the others score 0 and
+ * the domain's at least 1, so a tie never sends a pod out of its domain. */
+static void
+rank_domain(struct ext_verdict *ret, size_t n)
+{
+        bool inside = false, outside = false;
+
+        for (size_t i = 0; i < n; i++) {
+                inside |= ret[i].r == 0 && !ret[i].off_domain;
+                outside |= ret[i].r == 0 && ret[i].off_domain;
+        }
+        for (size_t i = 0; i < n && inside && outside; i++)
+                if (ret[i].r == 0)
+                        ret[i].priority = ret[i].off_domain ? 0 : MAX(ret[i].priority, 1);
 }
 
 int
@@ -330,6 +475,8 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 
                         ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
                 }
+        rank_cluster(c, cfg, req, ret, n);
+        rank_domain(ret, n);
         if (!req->uid[0])
                 return fits;
         for (size_t i = 0; i < n; i++) {
@@ -343,19 +490,12 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
          * it (ledger full) only costs that guarantee, never correctness. */
         ext__ledger_lock(l);
-        (void)ext__ledger_put_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
-                                     EXT_HOLD_RESERVED, now_ns);
+        (void)ext__ledger_put_group_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
+                                           EXT_HOLD_RESERVED, req->group.id, now_ns);
         ext__ledger_unlock(l);
+        if (req->group.id[0] && !ret[best].off_domain)
+                (void)place_group_picked(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         return fits;
-}
-
-static bool
-mask_subset(const struct topo_mask *a, const struct topo_mask *b)
-{
-        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
-                if (a->w[k] & ~b->w[k])
-                        return false;
-        return true;
 }
 
 int
@@ -394,7 +534,7 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
         }
         free_gpus_locked(c, l, req, n, now_ns, &free);
         mine = ext__ledger_find_locked(l, req->uid, n->name, EXT_HOLD_RESERVED, now_ns);
-        if (mine && topo_mask_count(mine) == req->count && mask_subset(mine, &free)) {
+        if (mine && topo_mask_count(mine) == req->count && topo_mask_subset(mine, &free)) {
                 v = (struct ext_verdict){ 0 };
                 v.r = score_evaluate(n->cls, mine, &free, &v.choice);
         } else
@@ -409,6 +549,9 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
 
         if (v.r < 0)
                 return set_why(ret_why, v.why ? v.why : "the GPU set cannot be recorded"), v.r;
+        /* A bound member stops counting against its group's hold (no record: nothing held). */
+        if (req->group.id[0])
+                (void)place_group_bound(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         *ret = v.choice;
         return 0;
 }
@@ -434,15 +577,15 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                 const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
 
                 if (p && p->node >= 0 && &c->nodes[p->node] == node)
-                        for (size_t k = 0; k < ELEMENTSOF(freed.w); k++)
-                                freed.w[k] |= p->gpus.w[k] & node->healthy.w[k];
+                        topo_mask_or(&freed, &p->gpus);
         }
+        topo_mask_and(&freed, &node->healthy);
 
         /* Fewest evictions first: does it fit without the GPU victims at all? */
         decide(cfg, req, node, &free, true, &v);
         if (v.r != 0) {
-                for (size_t k = 0; k < ELEMENTSOF(with.w); k++)
-                        with.w[k] = free.w[k] | freed.w[k];
+                with = free;
+                topo_mask_or(&with, &freed);
                 decide(cfg, req, node, &with, true, &v);
         }
         if (v.r != 0) {
@@ -453,12 +596,8 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                 const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
                 bool gpu_victim = p && p->node >= 0 && &c->nodes[p->node] == node &&
                                   topo_mask_count(&p->gpus) > 0;
-                bool overlaps = false;
 
-                if (gpu_victim)
-                        for (size_t k = 0; k < ELEMENTSOF(p->gpus.w); k++)
-                                overlaps |= (p->gpus.w[k] & v.choice.set.w[k]) != 0;
-                needed[i] = !gpu_victim || overlaps;
+                needed[i] = !gpu_victim || topo_mask_intersects(&p->gpus, &v.choice.set);
         }
         *ret = v;
         return 0;

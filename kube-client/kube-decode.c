@@ -256,11 +256,7 @@ static const char *const phase_table[_KUBE_POD_PHASE_MAX] = {
         [KUBE_POD_UNKNOWN] = "Unknown",
 };
 
-const char *
-kube_pod_phase_to_string(enum kube_pod_phase p)
-{
-        return p >= 0 && p < _KUBE_POD_PHASE_MAX ? phase_table[p] : NULL;
-}
+DEFINE_STRING_TABLE_TO_STRING(kube_pod_phase, enum kube_pod_phase, phase_table)
 
 enum kube_pod_phase
 kube_pod_phase_from_string(const char *s)

@@ -26,17 +26,7 @@ static const char *const event_type_table[_KUBE_EVENT_MAX] = {
         [KUBE_EVENT_ERROR] = "ERROR",
 };
 
-const char *
-kube_event_type_to_string(enum kube_event_type t)
-{
-        return t >= 0 && t < _KUBE_EVENT_MAX ? event_type_table[t] : NULL;
-}
-
-enum kube_event_type
-kube_event_type_from_string(const char *s)
-{
-        return (enum kube_event_type)str_table_index(event_type_table, _KUBE_EVENT_MAX, s);
-}
+DEFINE_STRING_TABLE(kube_event_type, enum kube_event_type, event_type_table)
 
 static const char *const patch_type_table[_KUBE_PATCH_MAX] = {
         [KUBE_PATCH_MERGE] = "application/merge-patch+json",
@@ -44,11 +34,7 @@ static const char *const patch_type_table[_KUBE_PATCH_MAX] = {
         [KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
 };
 
-const char *
-kube_patch_type_to_string(enum kube_patch_type t)
-{
-        return t >= 0 && t < _KUBE_PATCH_MAX ? patch_type_table[t] : NULL;
-}
+DEFINE_STRING_TABLE_TO_STRING(kube_patch_type, enum kube_patch_type, patch_type_table)
 
 unsigned
 kube__jitter(unsigned n)

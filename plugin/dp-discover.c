@@ -45,13 +45,7 @@ static const char *const source_names[_DP_SOURCE_MAX] = {
         [DP_SOURCE_HWLOC] = "hwloc",
 };
 
-const char *
-dp_source_to_string(enum dp_source s)
-{
-        if ((unsigned)s >= _DP_SOURCE_MAX)
-                return NULL;
-        return source_names[s];
-}
+DEFINE_STRING_TABLE_TO_STRING(dp_source, enum dp_source, source_names)
 
 static void
 dp__note(struct dp_discover_report *rep, const char *fmt, ...)

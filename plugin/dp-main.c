@@ -195,7 +195,7 @@ kube_sync_locked(struct dp_daemon *d)
                 bool observed = false;
 
                 for (uint32_t k = 0; k < kp->n_annotations; k++) {
-                        if (strcmp(kp->annotations[k].key, DP_GPUS_ANNOTATION) == 0)
+                        if (strcmp(kp->annotations[k].key, TOPO_GPUS_KEY) == 0)
                                 gpus = kp->annotations[k].value;
                         if (strcmp(kp->annotations[k].key, DP_MISMATCH_ANNOTATION) == 0)
                                 observed = true;
@@ -404,7 +404,7 @@ report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char
                 return;
         snprintf(value, sizeof(value), "%s=%s", container, actual);
         snprintf(msg, sizeof(msg),
-                 "container %s got GPUs %s, not the ones in " DP_GPUS_ANNOTATION, container, actual);
+                 "container %s got GPUs %s, not the ones in " TOPO_GPUS_KEY, container, actual);
         if (kube_emit_event(d->kc, ns, pod, uid, "Warning", "GPUMismatch", msg, &err) < 0)
                 log_warn("mismatch event failed", "pod=%s/%s why=\"%s\"", ns, pod, err.message);
         if (!d->o.annotate_mismatch)
@@ -647,15 +647,32 @@ server_start(struct dp_daemon *d)
         return dp_server_set_devices(d->server, d->devs, d->n_devs);
 }
 
-static int
-run(struct dp_opts *o)
+static void
+daemon_free(struct dp_daemon *d)
 {
-        struct dp_daemon *d;
+        atomic_store(&d->watch_stop, true);
+        if (d->watch_started)
+                pthread_join(d->watch_thread, NULL);
+        d->watch = dp_nvml_watch_free(d->watch);
+        d->server = dp_server_free(d->server);
+        (void)unlink(d->plugin_path);
+        d->kcache = kube_cache_free(d->kcache);
+        d->kc = kube_client_free(d->kc);
+        dp_cache_release(&d->cache);
+        score_class_unref(d->sc);
+        topo_unref(d->topo);
+        pthread_cond_destroy(&d->changed);
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+}
+
+/* The daemon with its devices discovered, its scoring class and its (empty) pod cache. */
+static int
+daemon_new(const struct dp_opts *o, struct dp_daemon **ret)
+{
         struct dp_discover_report rep;
         struct score_config cfg;
-        ino_t kubelet_ino = 0;
-        bool registered = false;
-        int64_t next_register = 0, next_verify = 0, next_rediscover, backoff = 500;
+        struct dp_daemon *d;
         int r;
 
         d = calloc(1, sizeof(*d));
@@ -664,13 +681,14 @@ run(struct dp_opts *o)
         d->o = *o;
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->changed, NULL);
+        atomic_init(&d->watch_stop, false);
         snprintf(d->plugin_path, sizeof(d->plugin_path), "%s/%s", o->dir, o->endpoint);
         snprintf(d->kubelet_path, sizeof(d->kubelet_path), "%s/%s", o->dir, DP_KUBELET_SOCKET);
-
         r = dp_discover(&o->disc, &d->topo, &rep);
         if (r < 0) {
                 log_error("no GPUs discovered", "notes=\"%s\"", rep.notes);
-                goto out;
+                daemon_free(d);
+                return r;
         }
         for (unsigned i = 0; i < d->topo->n_gpus; i++) {
                 dp_device_id(d->topo, i, d->devs[i].id);
@@ -682,98 +700,162 @@ run(struct dp_opts *o)
         score_config_default(&cfg);
         d->sc = score_class_new(d->topo, &cfg);
         r = dp_cache_init(&d->cache, d->devs, d->n_devs);
-        if (r < 0)
-                goto out;
+        if (r < 0) {
+                daemon_free(d);
+                return r;
+        }
         if (o->node)
                 snprintf(d->cache.node, sizeof(d->cache.node), "%s", o->node);
+        *ret = d;
+        return 0;
+}
 
-        if (!o->no_kube) {
-                struct kube_config *kcfg = NULL;
-                struct kube_cache_options ko;
-                const char *why = NULL;
-                char sel[DP_NAME_MAX + 32];
+/* The API server side: the watch of this node's pods, and the topology published once. */
+static int
+kube_start(struct dp_daemon *d)
+{
+        struct kube_config *kcfg = NULL;
+        struct kube_cache_options ko;
+        const char *why = NULL;
+        char sel[DP_NAME_MAX + 32];
+        int r;
 
-                r = kube_config_load(o->kubeconfig, &kcfg, &why);
-                if (r >= 0)
-                        r = kube_client_new(kcfg, NULL, &d->kc);
-                if (r < 0) {
-                        kube_config_free(kcfg);
-                        log_error("no API server configuration", "why=\"%s\"", why ? why : strerror(-r));
-                        goto out;
-                }
-                kube_cache_options_init(&ko);
-                ko.watch_nodes = false;
-                ko.watch_pods = true;
-                snprintf(sel, sizeof(sel), "spec.nodeName=%s", o->node);
-                ko.pod_field_selector = sel;
-                ko.on_change = on_kube_change;
-                ko.userdata = d;
-                r = kube_cache_new(d->kc, &ko, &d->kcache);
-                if (r < 0) {
-                        log_error("cannot start the pod watch", "why=\"%s\"", strerror(-r));
-                        goto out;
-                }
-                (void)publish_topology(d);
+        r = kube_config_load(d->o.kubeconfig, &kcfg, &why);
+        if (r >= 0)
+                r = kube_client_new(kcfg, NULL, &d->kc);
+        if (r < 0) {
+                kube_config_free(kcfg);
+                log_error("no API server configuration", "why=\"%s\"", why ? why : strerror(-r));
+                return r;
         }
+        kube_cache_options_init(&ko);
+        ko.watch_nodes = false;
+        ko.watch_pods = true;
+        snprintf(sel, sizeof(sel), "spec.nodeName=%s", d->o.node);
+        ko.pod_field_selector = sel;
+        ko.on_change = on_kube_change;
+        ko.userdata = d;
+        r = kube_cache_new(d->kc, &ko, &d->kcache);
+        if (r < 0) {
+                log_error("cannot start the pod watch", "why=\"%s\"", strerror(-r));
+                return r;
+        }
+        (void)publish_topology(d);
+        return 0;
+}
 
-        r = server_start(d);
-        if (r < 0)
-                goto out;
-        atomic_init(&d->watch_stop, false);
-        r = dp_nvml_watch_new(o->disc.nvml_lib, &d->watch);
+/* NVML's critical Xid events, when the library offers them; optional. */
+static void
+xid_watch_start(struct dp_daemon *d)
+{
+        int r = dp_nvml_watch_new(d->o.disc.nvml_lib, &d->watch);
+
         if (r >= 0 && pthread_create(&d->watch_thread, NULL, watch_loop, d) == 0) {
                 d->watch_started = true;
                 log_info("watching NVML critical Xid events", "gpus=%u", d->n_devs);
-        } else {
-                d->watch = dp_nvml_watch_free(d->watch);
-                log_debug("no NVML events", "why=\"%s\"", r < 0 ? strerror(-r) : "thread");
+                return;
         }
+        d->watch = dp_nvml_watch_free(d->watch);
+        log_debug("no NVML events", "why=\"%s\"", r < 0 ? strerror(-r) : "thread");
+}
+
+/* Registration with the kubelet, kept across kubelet restarts (its socket re-created). */
+struct registration {
+        bool registered;
+        ino_t kubelet_ino;
+        int64_t next_ms, backoff_ms;
+};
+
+/* The kubelet wipes the plugin directory when it starts: serve again, register again. */
+static int
+keep_serving(struct dp_daemon *d, struct registration *reg)
+{
+        struct stat st;
+
+        if (stat(d->plugin_path, &st) == 0)
+                return 0;
+        log_info("plugin socket gone, serving again", "socket=%s", d->plugin_path);
+        if (server_start(d) < 0)
+                return -EIO;
+        reg->registered = false;
+        reg->next_ms = 0;
+        return 0;
+}
+
+static void
+keep_registered(struct dp_daemon *d, struct registration *reg, int64_t now)
+{
+        const char *why = NULL;
+        struct stat st;
+        int r;
+
+        if (stat(d->kubelet_path, &st) < 0) {
+                if (reg->registered)
+                        log_info("kubelet socket gone", "socket=%s", d->kubelet_path);
+                reg->registered = false;
+                return;
+        }
+        if ((reg->registered && st.st_ino == reg->kubelet_ino) || now < reg->next_ms)
+                return;
+        if (reg->registered)
+                log_info("kubelet socket re-created, registering again", "socket=%s",
+                         d->kubelet_path);
+        /* A (re)started kubelet admits its pods anew: offers made to the one before would
+         * put those pods behind the others.  Forgotten before Register, as the new kubelet
+         * may ask before it returns. */
+        pthread_mutex_lock(&d->lock);
+        dp_cache_forget_offers(&d->cache);
+        pthread_mutex_unlock(&d->lock);
+        r = dp_register(d->kubelet_path, d->o.endpoint, d->o.resource, DP_REGISTER_TIMEOUT_MS,
+                        &why);
+        pthread_mutex_lock(&d->lock);
+        if (r < 0)
+                d->n_register_failed++;
+        else
+                d->n_registered++;
+        pthread_mutex_unlock(&d->lock);
+        if (r < 0) {
+                log_warn("registration failed", "why=\"%s\" retry_ms=%lld",
+                         why ? why : strerror(-r), (long long)reg->backoff_ms);
+                reg->registered = false;
+                reg->next_ms = now + reg->backoff_ms;
+                reg->backoff_ms = MIN(reg->backoff_ms * 2, DP_REGISTER_BACKOFF_MAX_MS);
+                return;
+        }
+        log_info("registered with the kubelet", "resource=%s endpoint=%s", d->o.resource,
+                 d->o.endpoint);
+        reg->registered = true;
+        reg->kubelet_ino = st.st_ino;
+        reg->backoff_ms = 500;
+}
+
+static int
+run(struct dp_opts *o)
+{
+        struct registration reg = { .backoff_ms = 500 };
+        struct dp_daemon *d = NULL;
+        int64_t next_verify = 0, next_rediscover;
+        int r;
+
+        r = daemon_new(o, &d);
+        if (r < 0)
+                return r;
+        if (!o->no_kube && (r = kube_start(d)) < 0)
+                goto out;
+        r = server_start(d);
+        if (r < 0)
+                goto out;
+        xid_watch_start(d);
         log_info("serving", "socket=%s resource=%s version=%s", d->plugin_path, o->resource,
                  TOPOFIT_VERSION);
 
         next_rediscover = now_ms() + o->rediscover_ms;
         while (!stop_requested) {
-                struct stat st;
                 int64_t now = now_ms();
 
-                if (stat(d->plugin_path, &st) < 0) {
-                        /* The kubelet wipes the directory when it starts: serve again. */
-                        log_info("plugin socket gone, serving again", "socket=%s", d->plugin_path);
-                        if (server_start(d) < 0)
-                                break;
-                        registered = false;
-                        next_register = 0;
-                }
-                if (stat(d->kubelet_path, &st) < 0) {
-                        if (registered)
-                                log_info("kubelet socket gone", "socket=%s", d->kubelet_path);
-                        registered = false;
-                } else if ((!registered || st.st_ino != kubelet_ino) && now >= next_register) {
-                        const char *why = NULL;
-                        if (registered)
-                                log_info("kubelet socket re-created, registering again", "socket=%s", d->kubelet_path);
-                        r = dp_register(d->kubelet_path, o->endpoint, o->resource,
-                                        DP_REGISTER_TIMEOUT_MS, &why);
-                        pthread_mutex_lock(&d->lock);
-                        if (r < 0)
-                                d->n_register_failed++;
-                        else
-                                d->n_registered++;
-                        pthread_mutex_unlock(&d->lock);
-                        if (r < 0) {
-                                log_warn("registration failed", "why=\"%s\" retry_ms=%lld",
-                                         why ? why : strerror(-r), (long long)backoff);
-                                registered = false;
-                                next_register = now + backoff;
-                                backoff = MIN(backoff * 2, DP_REGISTER_BACKOFF_MAX_MS);
-                        } else {
-                                log_info("registered with the kubelet", "resource=%s endpoint=%s",
-                                         o->resource, o->endpoint);
-                                registered = true;
-                                kubelet_ino = st.st_ino;
-                                backoff = 500;
-                        }
-                }
+                if (keep_serving(d, &reg) < 0)
+                        break;
+                keep_registered(d, &reg, now);
                 pthread_mutex_lock(&d->lock);
                 pods_file_refresh_locked(d);
                 pthread_mutex_unlock(&d->lock);
@@ -793,20 +875,7 @@ run(struct dp_opts *o)
         write_metrics(d);
         log_info("stopping", "socket=%s", d->plugin_path);
 out:
-        atomic_store(&d->watch_stop, true);
-        if (d->watch_started)
-                pthread_join(d->watch_thread, NULL);
-        d->watch = dp_nvml_watch_free(d->watch);
-        d->server = dp_server_free(d->server);
-        (void)unlink(d->plugin_path);
-        d->kcache = kube_cache_free(d->kcache);
-        d->kc = kube_client_free(d->kc);
-        dp_cache_release(&d->cache);
-        score_class_unref(d->sc);
-        topo_unref(d->topo);
-        pthread_cond_destroy(&d->changed);
-        pthread_mutex_destroy(&d->lock);
-        free(d);
+        daemon_free(d);
         return r;
 }
 
@@ -878,38 +947,111 @@ usage(FILE *f)
               f);
 }
 
+/* An integer option in [min, max], times scale; false (message printed) when it is not. */
+static bool
+int_option(const char *arg, int min, int max, unsigned scale, const char *what, unsigned *ret)
+{
+        int v;
+
+        if (str_to_int(arg, strlen(arg), min, max, &v) < 0) {
+                fprintf(stderr, "%s: %d..%d\n", what, min, max);
+                return false;
+        }
+        *ret = (unsigned)v * scale;
+        return true;
+}
+
+enum { O_NODE = 256, O_DIR, O_ENDPOINT, O_RESOURCE, O_PODRES, O_KUBECONFIG, O_NO_KUBE,
+       O_PODS, O_LABEL, O_TOPO, O_NVML, O_NVSMI, O_HWLOC_XML, O_NO_HWLOC, O_POLL,
+       O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP, O_ANNOTATE, O_REDISCOVER };
+
+static const struct option longopts[] = {
+        { "node", required_argument, NULL, O_NODE },
+        { "node-name", required_argument, NULL, O_NODE },
+        { "annotate-mismatch", no_argument, NULL, O_ANNOTATE },
+        { "device-plugin-dir", required_argument, NULL, O_DIR },
+        { "endpoint", required_argument, NULL, O_ENDPOINT },
+        { "resource", required_argument, NULL, O_RESOURCE },
+        { "pod-resources", required_argument, NULL, O_PODRES },
+        { "kubeconfig", required_argument, NULL, O_KUBECONFIG },
+        { "no-kube", no_argument, NULL, O_NO_KUBE },
+        { "pods-file", required_argument, NULL, O_PODS },
+        { "label", no_argument, NULL, O_LABEL },
+        { "topology-file", required_argument, NULL, O_TOPO },
+        { "nvml-lib", required_argument, NULL, O_NVML },
+        { "nvidia-smi", required_argument, NULL, O_NVSMI },
+        { "hwloc-xml", required_argument, NULL, O_HWLOC_XML },
+        { "no-hwloc", no_argument, NULL, O_NO_HWLOC },
+        { "poll-ms", required_argument, NULL, O_POLL },
+        { "verify-interval", required_argument, NULL, O_VERIFY },
+        { "rediscover-interval", required_argument, NULL, O_REDISCOVER },
+        { "metrics-file", required_argument, NULL, O_METRICS },
+        { "log-level", required_argument, NULL, O_LOG },
+        { "version", no_argument, NULL, O_VERSION },
+        { "help", no_argument, NULL, O_HELP },
+        {},
+};
+
+/* One option into o: 0 to go on, or the process's exit status + 1 (1: exit 0). */
+static int
+apply_option(int c, const char *arg, struct dp_opts *o)
+{
+        switch (c) {
+        case O_NODE: o->node = arg; break;
+        case O_DIR: o->dir = arg; break;
+        case O_ENDPOINT: o->endpoint = arg; break;
+        case O_RESOURCE: o->resource = arg; break;
+        case O_PODRES: o->podresources = arg; break;
+        case O_KUBECONFIG: o->kubeconfig = arg; break;
+        case O_NO_KUBE: o->no_kube = true; break;
+        case O_PODS: o->pods_file = arg; break;
+        case O_LABEL: o->label = true; break;
+        case O_ANNOTATE: o->annotate_mismatch = true; break;
+        case O_TOPO: o->disc.topology_file = arg; break;
+        case O_NVML: o->disc.nvml_lib = arg; break;
+        case O_NVSMI: o->disc.nvidia_smi = arg; break;
+        case O_HWLOC_XML: o->disc.hwloc_xml = arg; break;
+        case O_NO_HWLOC: o->disc.no_hwloc = true; break;
+        case O_POLL: return int_option(arg, 10, 60000, 1, "--poll-ms", &o->poll_ms) ? 0 : 3;
+        case O_VERIFY:
+                return int_option(arg, 0, 86400, 1000, "--verify-interval (seconds)",
+                                  &o->verify_ms) ? 0 : 3;
+        case O_REDISCOVER:
+                return int_option(arg, 0, 86400, 1000, "--rediscover-interval (seconds)",
+                                  &o->rediscover_ms) ? 0 : 3;
+        case O_METRICS: o->metrics_file = arg; break;
+        case O_LOG:
+                if (log_level_from_string(arg) < 0) {
+                        fprintf(stderr, "--log-level: error, warn, info or debug\n");
+                        return 3;
+                }
+                log_set_level(log_level_from_string(arg));
+                break;
+        case O_VERSION: printf("topofit-node %s\n", TOPOFIT_VERSION); return 1;
+        case O_HELP: case 'h': usage(stdout); return 1;
+        default: usage(stderr); return 3;
+        }
+        return 0;
+}
+
+/* The options that only make sense together, for run. */
+static bool
+run_options_ok(const struct dp_opts *o)
+{
+        if (!o->no_kube && (!o->node || !o->node[0])) {
+                fprintf(stderr, "--node (or $NODE_NAME) is required unless --no-kube\n");
+                return false;
+        }
+        if (strlen(o->dir) + strlen(o->endpoint) + 2 > 100 || strchr(o->endpoint, '/')) {
+                fprintf(stderr, "--endpoint must be a plain file name and the socket path short\n");
+                return false;
+        }
+        return true;
+}
+
 int
 main(int argc, char **argv)
 {
-        enum { O_NODE = 256, O_DIR, O_ENDPOINT, O_RESOURCE, O_PODRES, O_KUBECONFIG, O_NO_KUBE,
-               O_PODS, O_LABEL, O_TOPO, O_NVML, O_NVSMI, O_HWLOC_XML, O_NO_HWLOC, O_POLL,
-               O_VERIFY, O_METRICS, O_LOG, O_VERSION, O_HELP, O_ANNOTATE, O_REDISCOVER };
-        static const struct option longopts[] = {
-                { "node", required_argument, NULL, O_NODE },
-                { "node-name", required_argument, NULL, O_NODE },
-                { "annotate-mismatch", no_argument, NULL, O_ANNOTATE },
-                { "device-plugin-dir", required_argument, NULL, O_DIR },
-                { "endpoint", required_argument, NULL, O_ENDPOINT },
-                { "resource", required_argument, NULL, O_RESOURCE },
-                { "pod-resources", required_argument, NULL, O_PODRES },
-                { "kubeconfig", required_argument, NULL, O_KUBECONFIG },
-                { "no-kube", no_argument, NULL, O_NO_KUBE },
-                { "pods-file", required_argument, NULL, O_PODS },
-                { "label", no_argument, NULL, O_LABEL },
-                { "topology-file", required_argument, NULL, O_TOPO },
-                { "nvml-lib", required_argument, NULL, O_NVML },
-                { "nvidia-smi", required_argument, NULL, O_NVSMI },
-                { "hwloc-xml", required_argument, NULL, O_HWLOC_XML },
-                { "no-hwloc", no_argument, NULL, O_NO_HWLOC },
-                { "poll-ms", required_argument, NULL, O_POLL },
-                { "verify-interval", required_argument, NULL, O_VERIFY },
-                { "rediscover-interval", required_argument, NULL, O_REDISCOVER },
-                { "metrics-file", required_argument, NULL, O_METRICS },
-                { "log-level", required_argument, NULL, O_LOG },
-                { "version", no_argument, NULL, O_VERSION },
-                { "help", no_argument, NULL, O_HELP },
-                {},
-        };
         struct dp_opts o = {
                 .node = getenv("NODE_NAME"),
                 .dir = DP_DEFAULT_DIR,
@@ -921,58 +1063,12 @@ main(int argc, char **argv)
                 .rediscover_ms = 60000,
         };
         const char *cmd = "run";
-        int c, v, r;
+        int c, r;
 
         while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
-                switch (c) {
-                case O_NODE: o.node = optarg; break;
-                case O_DIR: o.dir = optarg; break;
-                case O_ENDPOINT: o.endpoint = optarg; break;
-                case O_RESOURCE: o.resource = optarg; break;
-                case O_PODRES: o.podresources = optarg; break;
-                case O_KUBECONFIG: o.kubeconfig = optarg; break;
-                case O_NO_KUBE: o.no_kube = true; break;
-                case O_PODS: o.pods_file = optarg; break;
-                case O_LABEL: o.label = true; break;
-                case O_ANNOTATE: o.annotate_mismatch = true; break;
-                case O_TOPO: o.disc.topology_file = optarg; break;
-                case O_NVML: o.disc.nvml_lib = optarg; break;
-                case O_NVSMI: o.disc.nvidia_smi = optarg; break;
-                case O_HWLOC_XML: o.disc.hwloc_xml = optarg; break;
-                case O_NO_HWLOC: o.disc.no_hwloc = true; break;
-                case O_POLL:
-                        if (str_to_int(optarg, strlen(optarg), 10, 60000, &v) < 0) {
-                                fprintf(stderr, "--poll-ms: 10..60000\n");
-                                return 2;
-                        }
-                        o.poll_ms = (unsigned)v;
-                        break;
-                case O_VERIFY:
-                        if (str_to_int(optarg, strlen(optarg), 0, 86400, &v) < 0) {
-                                fprintf(stderr, "--verify-interval: 0..86400 seconds\n");
-                                return 2;
-                        }
-                        o.verify_ms = (unsigned)v * 1000;
-                        break;
-                case O_REDISCOVER:
-                        if (str_to_int(optarg, strlen(optarg), 0, 86400, &v) < 0) {
-                                fprintf(stderr, "--rediscover-interval: 0..86400 seconds\n");
-                                return 2;
-                        }
-                        o.rediscover_ms = (unsigned)v * 1000;
-                        break;
-                case O_METRICS: o.metrics_file = optarg; break;
-                case O_LOG:
-                        if (log_level_from_string(optarg) < 0) {
-                                fprintf(stderr, "--log-level: error, warn, info or debug\n");
-                                return 2;
-                        }
-                        log_set_level(log_level_from_string(optarg));
-                        break;
-                case O_VERSION: printf("topofit-node %s\n", TOPOFIT_VERSION); return 0;
-                case O_HELP: case 'h': usage(stdout); return 0;
-                default: usage(stderr); return 2;
-                }
+                r = apply_option(c, optarg, &o);
+                if (r > 0)
+                        return r - 1;
         }
         if (optind < argc)
                 cmd = argv[optind++];
@@ -987,14 +1083,8 @@ main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
-        if (!o.no_kube && (!o.node || !o.node[0])) {
-                fprintf(stderr, "--node (or $NODE_NAME) is required unless --no-kube\n");
+        if (!run_options_ok(&o))
                 return 2;
-        }
-        if (strlen(o.dir) + strlen(o.endpoint) + 2 > 100 || strchr(o.endpoint, '/')) {
-                fprintf(stderr, "--endpoint must be a plain file name and the socket path short\n");
-                return 2;
-        }
         signal(SIGPIPE, SIG_IGN);
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);

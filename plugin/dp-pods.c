@@ -63,7 +63,7 @@ dp_pod_from_json(const struct dp_cache *c, const struct cJSON *obj, struct dp_po
         p.pending = p.live && (!phase || strcmp(phase, "Pending") == 0);
 
         ann = dp__get(meta, "annotations", &rep);
-        gpus = cJSON_IsObject(ann) ? dp__get_str(ann, DP_GPUS_ANNOTATION, &rep) : NULL;
+        gpus = cJSON_IsObject(ann) ? dp__get_str(ann, TOPO_GPUS_KEY, &rep) : NULL;
         if (rep)
                 return set_why(ret_why, "pod repeats a key that is read (refused: readers "
                                         "disagree on which copy counts)"),

@@ -27,8 +27,6 @@
 #define DP_DEFAULT_ENDPOINT "topofit.sock"
 #define DP_CDI_KIND "nvidia.com/gpu"          /* CDI names: nvidia.com/gpu=<UUID> */
 #define DP_VISIBLE_DEVICES_ENV "NVIDIA_VISIBLE_DEVICES"
-#define DP_GPUS_ANNOTATION "topofit.io/gpus"
-#define DP_GPUS_ANNOTATION_VERSION 1          /* the extender's {"version":1,...} format */
 
 #define DP_MAX_MESSAGE_BYTES (4u << 20)  /* any one gRPC message, either direction */
 #define DP_MAX_CONTAINERS 64             /* container requests in one RPC, containers per pod */
@@ -36,9 +34,8 @@
 #define DP_MAX_STREAMS 8                 /* concurrent ListAndWatch streams */
 #define DP_MAX_CALLS 64                  /* RPCs in flight on the plugin socket */
 #define DP_MAX_PODS 1024                 /* pods in the node-local cache (kubelet default: 110) */
-#define DP_MAX_POD_SETS 8                /* GPU containers per pod in topofit.io/gpus */
-#define DP_CONTAINER_MAX 64              /* container names are DNS labels (63) + NUL */
-#define DP_MAX_ANNOTATION_BYTES 16384    /* one topofit.io/gpus value */
+#define DP_MAX_POD_SETS TOPO_GPUS_MAX_CONTAINERS /* GPU containers per pod in topofit.io/gpus */
+#define DP_CONTAINER_MAX TOPO_GPUS_CONTAINER_MAX /* container names are DNS labels (63) + NUL */
 #define DP_NAME_MAX 254                  /* Kubernetes names (253) + NUL */
 #define DP_OFFER_TTL_MS 30000            /* an offered pod set is skipped by others this long */
 
@@ -166,14 +163,10 @@ void dp_cache_release(struct dp_cache *c);
 /* Index of device id, or -ENODEV. */
 int dp_cache_device_index(const struct dp_cache *c, const char *id);
 
-/* Parses a topofit.io/gpus value against the cache's devices into sets.  The extender
- * writes {"version":1,"node":"<node>","containers":[{"name":"main","init":false,
- * "indices":[0,1],"uuids":["GPU-..","GPU-.."]}, ...]} (UUIDs when known, else indices into
- * the node's topology); operators may also write a JSON object {"container": ["GPU-..",
- * ..] or "GPU-..,GPU-.."}, a JSON array of UUIDs, or a plain comma-separated list.
- * Untrusted: an unknown version, another node's name, unknown UUIDs or indices, a GPU
- * listed twice, two (non-init) containers sharing a GPU, empty sets or anything over the
- * caps give -EINVAL/-E2BIG/-EPROTONOSUPPORT with *ret_why.  Writes ret_sets[0..*ret_n). */
+/* Reads a topofit.io/gpus value through the one codec (topo_gpus_decode in
+ * topology/topo-gpus.c: the extender's versioned record, nothing else) against the
+ * cache's devices (UUIDs resolve against them) and node into sets.  Error codes and
+ * *ret_why as topo_gpus_decode.  Writes ret_sets[0..*ret_n) (DP_MAX_POD_SETS room). */
 int dp_parse_gpus_annotation(const struct dp_cache *c, const char *value, size_t len,
                              struct dp_pod_set *ret_sets, unsigned *ret_n,
                              const char **ret_why);
@@ -192,6 +185,10 @@ const struct dp_pod *dp_cache_find(const struct dp_cache *c, const char *ns, con
 int dp_cache_match(struct dp_cache *c, const struct topo_mask *available,
                    const struct topo_mask *must, unsigned size, int64_t now_ms,
                    struct topo_mask *ret, const char **ret_pod);
+
+/* Forgets every offer (a new kubelet admits the pods it had not started yet from scratch, so
+ * an offer made to the kubelet before it restarted must not push that pod behind others). */
+void dp_cache_forget_offers(struct dp_cache *c);
 
 /* The fallback: the best set of size from available that contains must, by the scoring
  * class sc (NULL: the lowest indices).  -ENOSPC when available has too few. */

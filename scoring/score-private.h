@@ -99,6 +99,8 @@ score__idx(const struct score_class *c, unsigned i, unsigned j)
 
 /* score-model.c */
 int score__fill_pairs(struct score_class *c);
+/* The node priority terms' weights summed (1 by construction; test-score checks). */
+double score__prio_weight_sum(void);
 double score__set_busbw(const struct score_class *c, const struct topo_mask *set,
                         uint8_t *ret_order);
 bool score__set_has_ring(const struct score_class *c, const struct topo_mask *set,

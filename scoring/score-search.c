@@ -81,8 +81,8 @@ cand_frag(struct search *s, struct cand *x)
 
         if (x->frag_done)
                 return;
-        for (size_t w = 0; w < ELEMENTSOF(left.w); w++)
-                left.w[w] = s->free.w[w] & ~x->set.w[w];
+        left = s->free;
+        topo_mask_andnot(&left, &x->set);
         x->frag = score__frag(s->c, &left);
         x->frag_done = true;
 }

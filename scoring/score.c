@@ -14,10 +14,6 @@
 #include "../common/str.h"
 #include "score-private.h"
 
-/* Node priority weights (docs/scoring.md, "Node priority"). */
-#define SCORE_PRIO_W_BANDWIDTH 0.5
-#define SCORE_PRIO_W_PACKING 0.3
-#define SCORE_PRIO_W_FRAG 0.2
 #define SCORE_PRIO_MAX 10
 
 void
@@ -405,29 +401,83 @@ score_top(struct score_class *c, const struct topo_mask *free, const struct scor
         return search_or_why(c, &f, req, ret, k, ret_why);
 }
 
+/* --- node priority: a table of terms (docs/scoring.md, "Node priority") -------------------
+ * Each term is a value in [0, 1] for the chosen set on this node; the priority is
+ * SCORE_PRIO_MAX times their weighted sum (weights sum to 1, which test-score checks).
+ * Adding a term: its function and its row here, its line in docs/scoring.md section 6,
+ * a test (docs/scoring.md, "How to add a scoring term"). */
+
+struct prio_ctx {
+        const struct score_class *c;
+        const struct score_choice *choice;
+        unsigned n_left; /* healthy free GPUs left once the pod lands */
+};
+
+/* Modeled bandwidth relative to the best set of this size on an empty node. */
+static double
+term_bandwidth(const struct prio_ctx *x)
+{
+        const struct score_choice *ch = x->choice;
+
+        return ch->ideal_gbps > 0 ? MIN(1.0, ch->busbw_gbps / ch->ideal_gbps) : 1.0;
+}
+
+/* Share of the node in use once the pod lands: tight fits first, whole nodes last. */
+static double
+term_packing(const struct prio_ctx *x)
+{
+        return (double)(x->c->n - x->n_left) / x->c->n;
+}
+
+/* How well what is left serves the size mix, against the best any leftover of that many
+ * GPUs could do; nothing left is nothing fragmented. */
+static double
+term_fragmentation(const struct prio_ctx *x)
+{
+        double wsum = 0;
+
+        for (unsigned j = 0; j < x->c->cfg.n_sizes; j++)
+                if (x->c->cfg.size_of[j] >= 1 && x->c->cfg.size_of[j] <= x->n_left)
+                        wsum += x->c->cfg.weight_of[j];
+        return wsum > 0 ? MIN(1.0, x->choice->frag_left / wsum) : 1.0;
+}
+
+static const struct prio_term {
+        const char *name;
+        double weight;
+        double (*value)(const struct prio_ctx *x);
+} prio_terms[] = {
+        { "bandwidth", 0.5, term_bandwidth },
+        { "packing", 0.3, term_packing },
+        { "fragmentation", 0.2, term_fragmentation },
+};
+
+double
+score__prio_weight_sum(void)
+{
+        double sum = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(prio_terms); i++)
+                sum += prio_terms[i].weight;
+        return sum;
+}
+
 int
 score_node_priority(const struct score_class *c, const struct topo_mask *free,
                     const struct score_choice *choice)
 {
-        double bw, packing, frag, wsum = 0, p;
-        unsigned n_free = 0, n_left;
+        struct prio_ctx x = { .c = c, .choice = choice };
+        unsigned n_free = 0;
+        double p = 0;
 
         if (!c || !free || !choice || c->n == 0)
                 return 0;
         for (unsigned i = 0; i < c->n; i++)
                 n_free += topo_mask_test(free, i) && c->topo->gpus[i].healthy;
-        bw = choice->ideal_gbps > 0 ? MIN(1.0, choice->busbw_gbps / choice->ideal_gbps) : 1.0;
-        n_left = n_free > choice->n ? n_free - choice->n : 0;
-        /* Share of the node in use once the pod lands: tight fits first, whole nodes last. */
-        packing = (double)(c->n - n_left) / c->n;
-        /* Fragmentation: how well what is left serves the mix, against the best any
-         * leftover of that many GPUs could do; nothing left is nothing fragmented. */
-        for (unsigned j = 0; j < c->cfg.n_sizes; j++)
-                if (c->cfg.size_of[j] >= 1 && c->cfg.size_of[j] <= n_left)
-                        wsum += c->cfg.weight_of[j];
-        frag = wsum > 0 ? MIN(1.0, choice->frag_left / wsum) : 1.0;
-        p = SCORE_PRIO_MAX * (SCORE_PRIO_W_BANDWIDTH * bw + SCORE_PRIO_W_PACKING * packing +
-                              SCORE_PRIO_W_FRAG * frag);
+        x.n_left = n_free > choice->n ? n_free - choice->n : 0;
+        for (size_t i = 0; i < ELEMENTSOF(prio_terms); i++)
+                p += prio_terms[i].weight * prio_terms[i].value(&x);
+        p *= SCORE_PRIO_MAX;
         return (int)MIN((double)SCORE_PRIO_MAX, MAX(0.0, floor(p + 0.5)));
 }
 

@@ -841,6 +841,66 @@ percentile_interpolates_between_ranks(void **state)
         assert_true(bench_percentile(NULL, 0, 50) == 0);
 }
 
+static struct score_class *
+gang_class(const char *file)
+{
+        CLEANUP(freep) char *text = NULL;
+        char rel[256];
+        struct topo *t = NULL;
+        struct score_class *c;
+        size_t len;
+
+        snprintf(rel, sizeof(rel), "topologies/%s", file);
+        text = test_read_data(rel, &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        c = score_class_new(t, NULL);
+        topo_unref(t);
+        assert_non_null(c);
+        return c;
+}
+
+/* The multi-node scenario on a small cluster: every policy runs the same seeded trace to the
+ * end (nothing left queued that could fit, no GPU handed out twice: the simulator would
+ * return -EPROTO), twice with the same result; rack packing keeps every gang that one domain
+ * or leaf could hold inside one. */
+static void
+gang_scenario_runs_every_policy_deterministically(void **state)
+{
+        struct bench_gang_cluster cl = {
+                .tray_cls = gang_class("gb200-tray-4gpu-8nic-gpu-numa-id.txt"),
+                .hgx_cls = gang_class("hgx-h100-13nic-mlx5ib-eth-penny.txt"),
+        };
+        struct bench_gang_config cfg;
+        struct bench_gang_job *jobs = NULL;
+        size_t n = 0;
+
+        bench_gang_config_default(&cfg);
+        cfg.n_jobs = 120;
+        cfg.n_domains = 2;
+        cfg.n_leaves = 2;
+        cfg.nodes_per_leaf = 4;
+        cfg.load = 0.7;
+        assert_int_equal(bench_gang_generate(&cfg, &jobs, &n), 0);
+        assert_int_equal(n, 120);
+        for (int p = 0; p < _BENCH_GANG_POLICY_MAX; p++) {
+                struct bench_gang_summary a, b;
+
+                assert_int_equal(bench_gang_simulate(&cl, &cfg, jobs, n, p, &a), 0);
+                assert_int_equal(bench_gang_simulate(&cl, &cfg, jobs, n, p, &b), 0);
+                assert_int_equal(a.n_unplaced, 0);
+                assert_true(a.n_gangs > 0);
+                assert_memory_equal(&a, &b, sizeof(a));
+                assert_true(a.alloc_sat >= 0 && a.alloc_sat <= 1);
+                if (p == BENCH_GANG_RACKPACK)
+                        assert_float_equal(a.gangs_inside, 1.0, 1e-12);
+        }
+        cfg.n_jobs = 0;
+        assert_int_equal(bench_gang_generate(&cfg, &jobs, &n), -EINVAL);
+        free(jobs);
+        score_class_unref(cl.tray_cls);
+        score_class_unref(cl.hgx_cls);
+}
+
 int
 main(void)
 {
@@ -866,6 +926,7 @@ main(void)
                 cmocka_unit_test(allocation_and_stranding_are_time_averages_over_the_makespan),
                 cmocka_unit_test(report_writes_a_row_per_policy_in_every_output),
                 cmocka_unit_test(percentile_interpolates_between_ranks),
+                cmocka_unit_test(gang_scenario_runs_every_policy_deterministically),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

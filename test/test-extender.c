@@ -424,6 +424,137 @@ codec_sums_containers_and_takes_largest_init_container(void **state)
 }
 
 static void
+codec_finds_the_pods_group_and_domain_mode(void **state)
+{
+#define GPOD(META, SPEC)                                                                   \
+        "{\"metadata\":{\"uid\":\"u\",\"name\":\"p\",\"namespace\":\"ns\"" META "},"          \
+        "\"spec\":{" SPEC "\"containers\":[{\"name\":\"x\",\"resources\":{\"limits\":"     \
+        "{\"nvidia.com/gpu\":\"4\"}}}]}}"
+        static const struct {
+                const char *pod;
+                int r;
+                const char *id;
+                unsigned size;
+                enum place_domain_mode mode;
+                enum ext_placement placement;
+        } cases[] = {
+                { GPOD("", ""), 0, "", 0, PLACE_DOMAIN_OFF, EXT_PLACEMENT_BEST_EFFORT },
+                /* Kubernetes' own: the PodGroup's size is not on the pod. */
+                { GPOD("", "\"schedulingGroup\":{\"podGroupName\":\"pg-1\"},"), 0, "podgroup/ns/pg-1",
+                  0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"annotations\":{\"topofit.io/group-size\":\"4\"}",
+                      "\"schedulingGroup\":{\"podGroupName\":\"pg-1\"},"),
+                  0, "podgroup/ns/pg-1", 4, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"topofit.io/group\":\"g\"},\"annotations\":{"
+                      "\"topofit.io/group-size\":\"8\",\"topofit.io/placement\":"
+                      "\"nvlink-required,domain-required\"}", ""),
+                  0, "topofit/ns/g", 8, PLACE_DOMAIN_REQUIRED, EXT_PLACEMENT_NVLINK_REQUIRED },
+                { GPOD(",\"labels\":{\"leaderworkerset.sigs.k8s.io/name\":\"lws\","
+                      "\"leaderworkerset.sigs.k8s.io/group-index\":\"3\"},\"annotations\":{"
+                      "\"leaderworkerset.sigs.k8s.io/size\":\"4\"}", ""),
+                  0, "lws/ns/lws/3", 4, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"kueue.x-k8s.io/pod-group-name\":\"kg\"},\"annotations\":{"
+                      "\"kueue.x-k8s.io/pod-group-total-count\":\"2\"}", ""),
+                  0, "kueue/ns/kg", 2, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                /* A foreign size that does not parse is unknown, not an error. */
+                { GPOD(",\"labels\":{\"kueue.x-k8s.io/pod-group-name\":\"kg\"},\"annotations\":{"
+                      "\"kueue.x-k8s.io/pod-group-total-count\":\"two\"}", ""),
+                  0, "kueue/ns/kg", 0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"cg\"}", ""), 0,
+                  "coscheduling/ns/cg", 0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"annotations\":{\"scheduling.k8s.io/group-name\":\"vg\","
+                      "\"topofit.io/placement\":\"domain-required\"}", ""),
+                  0, "volcano/ns/vg", 0, PLACE_DOMAIN_REQUIRED, EXT_PLACEMENT_BEST_EFFORT },
+                { GPOD(",\"labels\":{\"jobset.sigs.k8s.io/jobset-name\":\"js\"}", ""), 0,
+                  "jobset/ns/js", 0, PLACE_DOMAIN_PREFERRED, EXT_PLACEMENT_BEST_EFFORT },
+                /* Our own size must be right; two domain modes or two placements are wrong. */
+                { GPOD(",\"annotations\":{\"topofit.io/group\":\"g\",\"topofit.io/group-size\":\"0\"}",
+                      ""), -EINVAL },
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"domain-required,domain-preferred\"}",
+                      ""), -EINVAL },
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"numa,nic\"}", ""), -EINVAL },
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"numa,\"}", ""), -EINVAL },
+                /* domain-* without a group: nothing to keep together. */
+                { GPOD(",\"annotations\":{\"topofit.io/placement\":\"numa,domain-required\"}", ""), 0,
+                  "", 0, PLACE_DOMAIN_OFF, EXT_PLACEMENT_NUMA },
+        };
+#undef GPOD
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req;
+                const char *why = NULL;
+                int r = ext_request_decode(cases[i].pod, strlen(cases[i].pod), &cfg, &req, &why);
+
+                if (r != cases[i].r)
+                        fail_msg("case %zu: %d (%s), want %d", i, r, why ? why : "", cases[i].r);
+                if (r < 0) {
+                        assert_non_null(why);
+                        continue;
+                }
+                assert_string_equal(req.group.id, cases[i].id);
+                assert_int_equal(req.group.size, cases[i].size);
+                assert_int_equal(req.group.mode, cases[i].mode);
+                assert_int_equal(req.placement, cases[i].placement);
+                assert_int_equal(req.group.count, 4);
+        }
+}
+
+static void
+cluster_takes_domains_from_the_annotation_then_node_labels(void **state)
+{
+        char *json = annotation_of("gb200-tray-4gpu-8nic-gpu-numa-id.txt");
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct ext_cluster_builder *b;
+        struct ext_config cfg;
+        struct topo *t = NULL;
+        char *dom_json;
+        size_t len;
+
+        /* The same tray with a domain in its annotation. */
+        assert_int_equal(topo_parse_annotation(json, strlen(json), &t, NULL), 0);
+        snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "uuid.7");
+        assert_int_equal(topo_to_annotation(t, &dom_json, &len), 0);
+        topo_unref(t);
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_node_label(b, "nvidia.com/gpu.clique", "x"), -ENOENT);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n1", json, strlen(json), 4, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "network.topology.nvidia.com/leaf", "leaf-9"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "fabric.topograph.run/tier-0", "t0-1"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "nvidia.com/gpu.clique", "uuid.3"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "example.com/other", "zzz"), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n2", dom_json, len, 4, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "nvidia.com/gpu.clique", "uuid.3"), 0);
+        assert_int_equal(ext_cluster_builder_node_label(b, "cloud.google.com/gce-topology-block", "b1"), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_non_null(c->place);
+        /* n1: clique label; tier-0 is listed before leaf, whatever order the labels came. */
+        assert_string_equal(place_view_domain(c->place, 0, place_view_node_domain(c->place, 0, 0))->name,
+                            "uuid.3");
+        assert_string_equal(place_view_domain(c->place, 1, place_view_node_domain(c->place, 0, 1))->name,
+                            "t0-1");
+        /* n2: the annotation's domain beats the label. */
+        assert_string_equal(place_view_domain(c->place, 0, place_view_node_domain(c->place, 1, 0))->name,
+                            "uuid.7");
+        assert_string_equal(place_view_domain(c->place, 2, place_view_node_domain(c->place, 1, 2))->name,
+                            "b1");
+        assert_int_equal(place_view_node_domain(c->place, 1, 1), -1);
+        /* A rebuild reuses n1 unparsed but takes its labels afresh: the clique is gone. */
+        b = ext_cluster_builder_new(&cfg, c);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n1", json, strlen(json), 4, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 2, &next), 0);
+        assert_int_equal(place_view_node_domain(next->place, 0, 0), -1);
+        assert_int_equal(place_view_n_domains(next->place, 0), 0);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+        free(dom_json);
+        free(json);
+}
+
+static void
 codec_round_trips_the_gpus_annotation(void **state)
 {
         struct ext_config cfg;
@@ -607,6 +738,203 @@ prioritize_prefers_nvlink_and_reserves_on_the_best_node(void **state)
         ext_ledger_release(l, "pod-1");
         assert_int_equal(ext_bind(c, l, &cfg, &other, "nvswitch", 5, &got, NULL), 0);
         assert_int_equal(ext_bind(c, l, &cfg, &req, "nowhere", 5, &got, NULL), -ENOENT);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* The issue's stranding case on real topologies: an empty HGX H100 (the only node with an
+ * 8-GPU all-NVLink set left) beside NVLink nodes whose 8-GPU sets are already broken.  A
+ * best-effort 4-GPU pod must go to a broken node, still on an all-NVLink ring, so that the
+ * 8-GPU nvlink-required pod after it fits.  Without the cluster term (share 0) the per-node
+ * priority alone sends the 4-GPU pod to the H100 and the 8-GPU pod fits nowhere: the test
+ * shows both, so it fails if the term stops working. */
+static int
+place_four_then_eight(double share, char *ret_four_node, size_t size)
+{
+        static const struct {
+                const char *name, *file, *used;
+        } spec[] = {
+                { "a800-used", "a800-sxm4-8gpu-4nic.txt", "0" },
+                { "dgx1-used", "dgx1-v100-sxm2-oneflow.txt", "0,1,2,3" },
+                { "h100-empty", "hgx-h100-13nic-mlx5ib-eth-penny.txt", NULL },
+                { "p4d-used", "aws-p4d-24xlarge-a100-nv12.txt", "0,1" },
+        };
+        struct ext_request four = { .uid = "pod-four", .count = 4 };
+        struct ext_request eight = { .uid = "pod-eight", .count = 8,
+                                     .placement = EXT_PLACEMENT_NVLINK_REQUIRED,
+                                     .require = SCORE_REQUIRE_NVLINK };
+        const struct ext_node *nodes[ELEMENTSOF(spec)];
+        struct ext_verdict v[ELEMENTSOF(spec)];
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct score_choice got;
+        struct ext_config cfg;
+        struct ext_ledger *l;
+        int fits, best = -1;
+
+        ext_config_default(&cfg);
+        cfg.place.cluster_share = share;
+        b = ext_cluster_builder_new(&cfg, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++) {
+                char *json = annotation_of(spec[i].file);
+
+                assert_int_equal(ext_cluster_builder_add_node(b, spec[i].name, json, strlen(json),
+                                                              8, NULL), 0);
+                free(json);
+                if (spec[i].used) {
+                        struct topo_mask m;
+                        char uid[64];
+
+                        assert_int_equal(topo_mask_parse(spec[i].used, 8, &m), 0);
+                        snprintf(uid, sizeof(uid), "running-%zu", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid,
+                                                                     spec[i].name, &m), 0);
+                }
+        }
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_true(share == 0 || c->place != NULL);
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++)
+                nodes[i] = ext_cluster_find_node(c, spec[i].name);
+
+        assert_int_equal(ext_prioritize(c, l, &cfg, &four, nodes, ELEMENTSOF(spec), 0, v), 4);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++) {
+                /* Every node offers an all-NVLink four; the set inside each node is still
+                 * that node's best (the cluster term only ranks nodes). */
+                assert_true(v[i].choice.all_nvlink_ring);
+                assert_float_equal(v[i].choice.busbw_gbps, v[i].choice.ideal_gbps, 1e-9);
+                if (best < 0 || v[i].priority > v[best].priority)
+                        best = (int)i;
+        }
+        assert_int_equal(ext_bind(c, l, &cfg, &four, nodes[best]->name, 1, &got, NULL), 0);
+        assert_true(got.all_nvlink_ring);
+        snprintf(ret_four_node, size, "%s", nodes[best]->name);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, four.uid, "ns", "four", nodes[best]->name,
+                                              &got.set, &next), 0);
+        ext_ledger_prune(l, next, 2);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++)
+                nodes[i] = ext_cluster_find_node(next, spec[i].name);
+        fits = ext_prioritize(next, l, &cfg, &eight, nodes, ELEMENTSOF(spec), 3, v);
+        for (size_t i = 0; i < ELEMENTSOF(spec); i++)
+                if (v[i].r == 0)
+                        assert_true(v[i].choice.all_nvlink_ring);
+        ext_ledger_free(l);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+        return fits;
+}
+
+static void
+prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
+{
+        char node[EXT_NAME_MAX];
+
+        /* With the cluster term (the default): the 4-GPU pod goes to a broken node, the
+         * 8-GPU nvlink-required pod then fits on the H100. */
+        assert_int_equal(place_four_then_eight(PLACE_CLUSTER_SHARE, node, sizeof(node)), 1);
+        assert_string_not_equal(node, "h100-empty");
+        /* Without it: the stranding the issue reports. */
+        assert_int_equal(place_four_then_eight(0, node, sizeof(node)), 0);
+        assert_string_equal(node, "h100-empty");
+}
+
+/* Two NVLink domains of four GB200 trays (real tray topology, domain set in the
+ * annotation): in "nvl-b" two trays are busy.  A gang of two 4-GPU pods goes to nvl-b (it
+ * holds them with nothing to spare), its hold keeps a lone pod off nvl-b's free trays, and a
+ * domain-required gang of three that only nvl-a can hold is kept to nvl-a. */
+static struct ext_cluster *
+tray_domains(const struct ext_config *cfg)
+{
+        char *text, *json;
+        size_t len, jlen;
+        struct topo *t = NULL;
+        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
+        struct ext_cluster *c = NULL;
+
+        text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        free(text);
+        for (unsigned i = 0; i < 8; i++) {
+                char name[32];
+
+                snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "%s",
+                         i < 4 ? "cluster-uuid.1" : "cluster-uuid.2");
+                assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
+                snprintf(name, sizeof(name), "tray-%c%u", i < 4 ? 'a' : 'b', i % 4);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, json, jlen, 4, NULL), 0);
+                free(json);
+                if (i >= 6) {
+                        struct topo_mask all;
+                        char uid[32];
+
+                        topo_mask_fill(&all, 4);
+                        snprintf(uid, sizeof(uid), "busy-%u", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name, &all), 0);
+                }
+        }
+        topo_unref(t);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_non_null(c->place);
+        assert_int_equal(place_view_n_domains(c->place, 0), 2);
+        return c;
+}
+
+static void
+gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request gang[2], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        struct ext_request big = { .uid = "big-0", .count = 4, .n_containers = 1,
+                                   .group = { .id = "kueue/ns/big", .size = 3, .count = 4,
+                                              .mode = PLACE_DOMAIN_REQUIRED } };
+        struct score_choice got;
+        int best;
+
+        ext_config_default(&cfg);
+        c = tray_domains(&cfg);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i]; /* sorted: tray-a0..a3, tray-b0..b3 */
+        assert_string_equal(nodes[4]->name, "tray-b0");
+        for (unsigned k = 0; k < 2; k++) {
+                gang[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "kueue/ns/pair", .size = 2,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_PREFERRED } };
+                snprintf(gang[k].uid, sizeof(gang[k].uid), "pair-%u", k);
+        }
+        /* The lone pod before any gang: every free tray fits. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 0, v), 6);
+
+        /* First pod of the pair: nvl-b chosen, nvl-a's trays fit but rank 0. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[0], nodes, 8, 1, v), 6);
+        best = -1;
+        for (int i = 0; i < 8; i++)
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = i;
+        assert_true(best == 4 || best == 5);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(v[i].priority, 0);
+        assert_int_equal(ext_bind(c, l, &cfg, &gang[0], nodes[best]->name, 2, &got, NULL), 0);
+
+        /* The hold: the lone pod may not take nvl-b's last free tray, nvl-a is open. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 3, v), 4);
+        for (int i = 4; i < 8; i++)
+                assert_int_not_equal(v[i].r, 0);
+        /* The pair's second pod still fits there. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[1], nodes, 8, 4, v), 5);
+        assert_int_equal(v[best == 4 ? 5 : 4].r, 0);
+
+        /* domain-required, three trays: only nvl-a holds them; nvl-b is refused. */
+        assert_int_equal(ext_filter(c, l, &cfg, &big, nodes, 8, 5, v), 4);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(v[i].r, 0);
+        /* After the TTLs the holds are gone. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 5 + 2 * cfg.group_ttl_ns, v), 6);
         ext_ledger_free(l);
         ext_cluster_unref(c);
 }
@@ -829,15 +1157,13 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
         /* Requests still on s0 must not get a's GPUs. */
         assert_int_equal(ext_bind(s0, l, &cfg, &late, "bare", t + 2, &got, NULL), -ENOSPC);
         assert_int_equal(ext_bind(s0, l, &cfg, &late4, "bare", t + 2, &got, NULL), 0);
-        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
-                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        assert_false(topo_mask_intersects(&got.set, &a_got.set));
         ext_ledger_release(l, "late4");
 
         /* On s1 the pod counts once, not twice: the other four GPUs are there. */
         assert_int_equal(ext_bind(s1, l, &cfg, &next, "bare", t + 3, &got, NULL), 0);
         assert_int_equal(topo_mask_count(&got.set), 4);
-        for (size_t k = 0; k < ELEMENTSOF(got.set.w); k++)
-                assert_int_equal(got.set.w[k] & a_got.set.w[k], 0);
+        assert_false(topo_mask_intersects(&got.set, &a_got.set));
         ext_ledger_release(l, "next");
 
         /* A newer view without the pod (it was deleted) frees its GPUs at once, not at the
@@ -972,6 +1298,89 @@ placement_names_round_trip(void **state)
         assert_int_equal(ext_unannotated_from_string("drop"), _EXT_UNANNOTATED_INVALID);
 }
 
+/* A placement value is one row of EXT_PLACEMENTS: the codec's error lists every row, and
+ * docs/annotations.md has a row for each (so a new value cannot go undocumented). */
+static void
+placement_rows_reach_the_codec_and_the_docs(void **state)
+{
+        char path[4096], doc_row[64];
+        CLEANUP(freep) char *docs = NULL;
+        struct ext_config cfg;
+        struct ext_request req;
+        const char *why = NULL;
+        const char *root = getenv("TOPOFIT_SOURCE_ROOT");
+        size_t len;
+
+        ext_config_default(&cfg);
+        static const char pod[] = "{\"metadata\":{\"name\":\"p\",\"annotations\":"
+                                  "{\"topofit.io/placement\":\"nvlink\"}},\"spec\":{}}";
+        assert_int_equal(ext_request_decode(pod, strlen(pod), &cfg, &req, &why), -EINVAL);
+        assert_non_null(why);
+        if (!root) {
+                print_message("# skipped the docs check: TOPOFIT_SOURCE_ROOT is not set\n");
+                return;
+        }
+        snprintf(path, sizeof(path), "%s/docs/annotations.md", root);
+        assert_int_equal(file_read_capped(path, 1u << 20, &docs, &len), 0);
+        for (int p = 0; p < _EXT_PLACEMENT_MAX; p++) {
+                const char *name = ext_placement_to_string(p);
+                char word[64];
+
+                snprintf(word, sizeof(word), " %s", name);
+                if (!strstr(why, word))
+                        fail_msg("the codec's error does not list %s: %s", name, why);
+                snprintf(doc_row, sizeof(doc_row), "`%s` |", name);
+                if (!strstr(docs, doc_row))
+                        fail_msg("docs/annotations.md has no row %s", doc_row);
+                /* Rows are consistent: a value is strict, preferring or topology-free. */
+                assert_false(ext_placement_require(p) && ext_placement_prefer(p));
+                assert_false(ext_placement_lowest_free(p) &&
+                             (ext_placement_require(p) || ext_placement_prefer(p)));
+        }
+        assert_int_equal(ext_placement_prefer(EXT_PLACEMENT_NVLINK_PREFERRED), SCORE_REQUIRE_NVLINK);
+        assert_true(ext_placement_lowest_free(EXT_PLACEMENT_NONE));
+}
+
+/* What outlives a request lives in the ledger: the requests bind will look up (a bounded
+ * ring, oldest evicted) and preemption grants (live until their TTL, waiting only while
+ * the view still shows one of their GPUs in use). */
+static void
+ledger_remembers_requests_and_grants_for_later_requests(void **state)
+{
+        struct ext_config cfg;
+        struct ext_request req = { .count = 2 }, got;
+        struct ext_node n = { 0 };
+        struct topo_mask gpus = { 0 };
+        struct ext_ledger *l;
+
+        ext_config_default(&cfg);
+        l = ext_ledger_new(&cfg);
+        assert_non_null(l);
+        assert_int_equal(ext_ledger_remember_request(l, &req), -EINVAL); /* no UID */
+        for (unsigned i = 0; i <= EXT_MAX_PENDING; i++) {
+                snprintf(req.uid, sizeof(req.uid), "u-%u", i);
+                req.count = i % 8 + 1;
+                assert_int_equal(ext_ledger_remember_request(l, &req), 0);
+        }
+        /* The oldest went when the ring was full; the newest is there, copied whole. */
+        assert_int_equal(ext_ledger_lookup_request(l, "u-0", &got), -ENOENT);
+        snprintf(req.uid, sizeof(req.uid), "u-%u", EXT_MAX_PENDING);
+        assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), 0);
+        assert_int_equal(got.count, EXT_MAX_PENDING % 8 + 1);
+        ext_ledger_forget_request(l, req.uid);
+        assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), -ENOENT);
+
+        snprintf(n.name, sizeof(n.name), "n1");
+        topo_mask_set(&gpus, 3);
+        ext_ledger_grant(l, "p", "n1", &gpus, 1000);
+        assert_false(ext_ledger_grant_waiting(l, "p", &n, 2000)); /* the view shows 3 free */
+        topo_mask_set(&n.used, 3);
+        assert_true(ext_ledger_grant_waiting(l, "p", &n, 2000));
+        assert_false(ext_ledger_grant_waiting(l, "q", &n, 2000));  /* another pod */
+        assert_false(ext_ledger_grant_waiting(l, "p", &n, 1000 + EXT_GRANT_NS)); /* expired */
+        ext_ledger_free(l);
+}
+
 int
 main(void)
 {
@@ -986,16 +1395,22 @@ main(void)
                 cmocka_unit_test(codec_refuses_repeats_only_of_keys_it_reads),
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
+                cmocka_unit_test(codec_finds_the_pods_group_and_domain_mode),
+                cmocka_unit_test(cluster_takes_domains_from_the_annotation_then_node_labels),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
+                cmocka_unit_test(ledger_remembers_requests_and_grants_for_later_requests),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
                 cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
+                cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
+                cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
+                cmocka_unit_test(placement_rows_reach_the_codec_and_the_docs),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -218,11 +219,23 @@ LINKS = [row.split() for row in ann["links"]]
 
 API = Api()
 API.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
-API.pod("pod-a", 1, UUIDS[5])                                          # plain list
-API.pod("pod-b", 2, json.dumps({"version": 1, "node": NODE, "containers": [  # the extender's
-    {"name": "main", "indices": [1, 4], "uuids": gpus(1, 4)}]}))
-API.pod("pod-c", 2, json.dumps({"main": gpus(6, 7)}))                  # per container
-API.pod("pod-foreign", 1, "GPU-not-on-this-node")                      # untrusted content
+
+
+def record(*idx, node=NODE):
+    """The one topofit.io/gpus form (docs/annotations.md), as the extender writes it."""
+    rec = {"version": 1, "node": node, "containers": [
+        {"name": "main", "indices": list(idx), "uuids": gpus(*idx)}]}
+    if node is None:
+        del rec["node"]
+    return json.dumps(rec)
+
+
+API.pod("pod-a", 1, record(5))
+API.pod("pod-b", 2, record(1, 4))
+API.pod("pod-c", 2, json.dumps({"version": 1, "containers": [          # UUIDs only
+    {"name": "main", "uuids": gpus(6, 7)}]}))
+API.pod("pod-foreign", 1, json.dumps({"version": 1, "containers": [    # untrusted content
+    {"name": "main", "indices": [0], "uuids": ["GPU-not-on-this-node"]}]}))
 
 podres = PodResources()
 podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
@@ -457,6 +470,211 @@ try:
           node["metadata"]["resourceVersion"] == rv and "topology annotation unchanged" in log_text(),
           node["metadata"]["resourceVersion"])
 
+    # --- the node side under faults (docs/plugin.md, "Faults") ----------------------------------
+    # The earlier pods start running, so only the pods made here are waiting for admission.
+    for name in ("pod-a", "pod-b", "pod-c"):
+        API.call("PATCH", "/api/v1/namespaces/default/pods/%s/status" % name,
+                 {"status": {"phase": "Running"}}, "application/merge-patch+json")
+    wait_for(lambda: kubelet.registrations and "registered with the kubelet" in log_text(), 10)
+
+    def ext_ann(*idx):
+        return json.dumps({"version": 1, "node": NODE, "containers": [
+            {"name": "main", "indices": list(idx), "uuids": gpus(*idx)}]})
+
+    def counters():
+        return {k: metric_value(k) or 0 for k in (
+            'topofit_node_preferred_total{source="annotation"}',
+            'topofit_node_preferred_total{source="fallback"}',
+            "topofit_node_gpu_mismatch_total", "topofit_node_registrations_total")}
+
+    def fresh_counters():
+        # The metrics file is rewritten after each verification (every second here).
+        try:
+            os.unlink(METRICS)
+        except OSError:
+            pass
+        wait_for(lambda: os.path.exists(METRICS), 5)
+        return counters()
+
+    def half_sent_allocate(ids):
+        """What the plugin sees when the kubelet dies in the middle of Allocate: an HTTP/2
+        connection with the call's headers and half of its request message, then closed."""
+        def lit(idx, value):  # HPACK literal without indexing, indexed name
+            head = bytes([idx]) if idx < 15 else bytes([15, idx - 15])
+            return head + bytes([len(value)]) + value
+
+        def frame(typ, flags, stream, payload):
+            return (len(payload).to_bytes(3, "big") + bytes([typ, flags])
+                    + stream.to_bytes(4, "big") + payload)
+        msg = api_pb2.AllocateRequest(container_requests=[
+            api_pb2.ContainerAllocateRequest(devices_ids=list(ids))]).SerializeToString()
+        hdrs = (bytes([0x83, 0x86]) + lit(4, b"/v1beta1.DevicePlugin/Allocate")
+                + lit(1, b"localhost") + lit(31, b"application/grpc")
+                + b"\x00\x02te\x08trailers")
+        grpc_msg = b"\x00" + len(msg).to_bytes(4, "big") + msg
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(PLUGIN_SOCK)
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")
+                  + frame(1, 4, 1, hdrs) + frame(0, 0, 1, grpc_msg[:len(grpc_msg) // 2]))
+        return s
+
+    # (a) The kubelet restarts while it admits a pod.  fault-x and fault-y both wait for 2 GPUs;
+    # the kubelet asks for fault-x's (the oldest), dies in the middle of Allocate and comes
+    # back: it admits fault-x again from the start.
+    API.pod("fault-x", 2, ext_ann(2, 3))
+    API.pod("fault-y", 2, ext_ann(0, 5))
+    wait_for(lambda: "fault-y" in json.dumps(API.call("GET", "/api/v1/namespaces/default/pods")), 5)
+    time.sleep(0.5)  # the watch delivers them
+    ch, stub = plugin_stub()
+    before_x = preferred(stub, UUIDS, 2)
+    socks = [half_sent_allocate(before_x)]
+    time.sleep(0.2)
+    # The half-sent calls are real calls: 70 of them hold every call slot (DP_MAX_CALLS, 64),
+    # so another call waits; once their connections die they are freed.
+    held = [half_sent_allocate(before_x) for _ in range(70)]
+
+    def another_call_waits():
+        try:
+            stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=0.5)
+            return None
+        except grpc.RpcError as e:
+            return e.code()
+    blocked = wait_for(another_call_waits, 10, 0.1)  # until the server has taken them all
+    for s_ in held:
+        s_.close()
+    try:
+        alive = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=5).get_preferred_allocation_available
+    except grpc.RpcError as e:
+        alive = e
+    check("calls_cut_off_in_the_middle_of_allocate_are_freed_and_the_plugin_keeps_answering",
+          blocked == grpc.StatusCode.DEADLINE_EXCEEDED and alive is True and plugin.poll() is None,
+          (blocked, alive))
+    ch.close()
+    regs = len(kubelet.registrations)
+    for s_ in socks:
+        s_.close()
+    kubelet.stop()
+    for name in os.listdir(DPDIR):
+        os.unlink(os.path.join(DPDIR, name))
+    kubelet = FakeKubelet()
+    wait_for(lambda: kubelet.registrations, 10)
+    ch, stub = plugin_stub()
+    try:
+        again_x = preferred(stub, UUIDS, 2)
+        resp = stub.Allocate(api_pb2.AllocateRequest(container_requests=[
+            api_pb2.ContainerAllocateRequest(devices_ids=again_x)]), timeout=5)
+        env = dict(resp.container_responses[0].envs).get("NVIDIA_VISIBLE_DEVICES")
+        then_y = preferred(stub, [u for u in UUIDS if u not in again_x], 2)
+    except grpc.RpcError as e:
+        again_x, env, then_y = e, None, None
+    check("kubelet_restarted_during_allocate_the_plugin_registers_again_and_serves",
+          len(kubelet.registrations) == 1 and regs >= 1 and plugin.poll() is None, kubelet.registrations)
+    check("after_a_kubelet_restart_the_pod_admitted_again_gets_its_annotated_gpus",
+          sorted(before_x) == sorted(gpus(2, 3)) and isinstance(again_x, list)
+          and sorted(again_x) == sorted(gpus(2, 3)) and env == ",".join(again_x)
+          and sorted(then_y or []) == sorted(gpus(0, 5)), (before_x, again_x, env, then_y))
+    ch.close()
+
+    # (b) topofit-node dies (SIGKILL) and restarts while pods run.  The kubelet lists what it
+    # gave them; fault-x and fault-y got their annotated GPUs, pod-a the GPU 6 reported
+    # (and annotated topofit.io/gpus-observed) earlier.
+    for name in ("fault-x", "fault-y"):
+        API.call("PATCH", "/api/v1/namespaces/default/pods/%s/status" % name,
+                 {"status": {"phase": "Running"}}, "application/merge-patch+json")
+
+    def listed(pod, idx):
+        return podresources_pb2.PodResources(name=pod, namespace="default", containers=[
+            podresources_pb2.ContainerResources(name="main", devices=[
+                podresources_pb2.ContainerDevices(resource_name=RESOURCE, device_ids=[UUIDS[i]])
+                for i in idx])])
+    podres.answer = podresources_pb2.ListPodResourcesResponse(pod_resources=[
+        listed("fault-x", (2, 3)), listed("fault-y", (0, 5)), listed("pod-a", (6,))])
+    events_before = len([e for e in API.call("GET", "/api/v1/namespaces/default/events")["items"]
+                         if e.get("reason") == "GPUMismatch"])
+    regs = len(kubelet.registrations)
+    calls_before = podres.calls
+    plugin.kill()
+    plugin.wait(10)
+    plugin = start_plugin()
+    wait_for(lambda: len(kubelet.registrations) > regs, 10)
+    wait_for(lambda: podres.calls >= calls_before + 3, 10)  # three verifications by the new one
+    c = fresh_counters()
+    ch, stub = plugin_stub()
+    try:
+        lw = next(stub.ListAndWatch(api_pb2.Empty(), timeout=5))
+        # No pod waits for 2 GPUs now: the running pods' sets are not handed out again.
+        spare = preferred(stub, gpus(1, 4, 6, 7), 2)
+    except grpc.RpcError as e:
+        lw, spare = e, None
+    c2 = fresh_counters()
+    events_after = len([e for e in API.call("GET", "/api/v1/namespaces/default/events")["items"]
+                        if e.get("reason") == "GPUMismatch"])
+    check("topofit_node_restarted_with_pods_running_registers_again_with_every_gpu",
+          len(kubelet.registrations) == regs + 1 and isinstance(lw, api_pb2.ListAndWatchResponse)
+          and len(lw.devices) == 8 and all(d.health == "Healthy" for d in lw.devices),
+          (kubelet.registrations[regs:], lw))
+    check("after_its_restart_running_pods_keep_their_gpus_and_no_mismatch_is_reported_again",
+          c["topofit_node_gpu_mismatch_total"] == 0 and events_after == events_before == 1
+          and c2['topofit_node_preferred_total{source="annotation"}'] == 0
+          and c2['topofit_node_preferred_total{source="fallback"}'] == 1 and len(spare or []) == 2,
+          (c, c2, events_before, events_after, spare))
+    ch.close()
+
+    # (c) A pod deleted between its binding and its admission: its set is not handed to the
+    # next pod of that size (which gets the fallback), whether the pod is gone at once or
+    # only marked for deletion; Allocate, stateless, still answers what the kubelet passes.
+    API.pod("fault-gone", 1, ext_ann(4))
+    API.pod("fault-going", 1, ext_ann(7))
+    time.sleep(0.5)
+    API.call("DELETE", "/api/v1/namespaces/default/pods/fault-gone")
+    API.call("PATCH", "/api/v1/namespaces/default/pods/fault-going",
+             {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}},
+             "application/merge-patch+json")
+    time.sleep(0.5)
+    c = fresh_counters()
+    ch, stub = plugin_stub()
+    answers = [preferred(stub, gpus(4, 1), 1), preferred(stub, gpus(7, 6), 1)]
+    resp = stub.Allocate(api_pb2.AllocateRequest(container_requests=[
+        api_pb2.ContainerAllocateRequest(devices_ids=gpus(4))]), timeout=5)
+    c2 = fresh_counters()
+    check("a_pod_deleted_before_admission_does_not_lend_its_gpus_to_the_next_pod",
+          c2['topofit_node_preferred_total{source="annotation"}']
+          == c['topofit_node_preferred_total{source="annotation"}']
+          and c2['topofit_node_preferred_total{source="fallback"}']
+          == c['topofit_node_preferred_total{source="fallback"}'] + 2
+          and all(len(a) == 1 for a in answers)
+          and "source=fallback" in log_text(), (c, c2, answers))
+    check("allocate_after_the_pod_is_gone_answers_what_the_kubelet_passes",
+          dict(resp.container_responses[0].envs) == {"NVIDIA_VISIBLE_DEVICES": UUIDS[4]}, str(resp))
+    ch.close()
+
+    # (d) PodResources disagrees with the annotation: fault-x is listed with a GPU this node
+    # does not have, a pod without an annotation is listed too.  One mismatch, one Event naming
+    # the device, and the observed annotation; the unannotated pod is nobody's business.
+    API.call("POST", "/api/v1/namespaces/default/pods", {
+        "metadata": {"name": "fault-plain"}, "spec": {"nodeName": NODE, "containers": [
+            {"name": "main"}]}, "status": {"phase": "Running"}})
+    c = fresh_counters()
+    podres.answer = podresources_pb2.ListPodResourcesResponse(pod_resources=[
+        podresources_pb2.PodResources(name="fault-x", namespace="default", containers=[
+            podresources_pb2.ContainerResources(name="main", devices=[
+                podresources_pb2.ContainerDevices(resource_name=RESOURCE, device_ids=[UUIDS[2]]),
+                podresources_pb2.ContainerDevices(resource_name=RESOURCE,
+                                                  device_ids=["GPU-not-here"])])]),
+        listed("fault-y", (0, 5)), listed("fault-plain", (1,))])
+    calls_before = podres.calls
+    wait_for(lambda: podres.calls >= calls_before + 3, 10)
+    c2 = fresh_counters()
+    evs = [e for e in API.call("GET", "/api/v1/namespaces/default/events")["items"]
+           if e.get("reason") == "GPUMismatch" and e["involvedObject"]["name"] != "pod-a"]
+    obs = API.call("GET", "/api/v1/namespaces/default/pods/fault-x")["metadata"].get(
+        "annotations", {}).get("topofit.io/gpus-observed")
+    check("podresources_naming_a_device_the_node_lacks_is_one_mismatch_event_and_annotation",
+          c2["topofit_node_gpu_mismatch_total"] == c["topofit_node_gpu_mismatch_total"] + 1
+          and len(evs) == 1 and evs[0]["involvedObject"]["name"] == "fault-x"
+          and "GPU-not-here" in evs[0]["message"]
+          and obs == "main=%s,GPU-not-here" % UUIDS[2], (c, c2, evs, obs))
+
     # Without an API server: pods from a static file, re-read when it changes.
     dir2 = os.path.join(TMP, "static")
     os.makedirs(dir2)
@@ -466,7 +684,7 @@ try:
         with open(pods_file + ".tmp", "w") as f:
             json.dump({"kind": "PodList", "items": [{"metadata": {
                 "uid": "u-static", "namespace": "default", "name": "static",
-                "annotations": {"topofit.io/gpus": UUIDS[gpu]}}, "status": {"phase": "Pending"}}]}, f)
+                "annotations": {"topofit.io/gpus": record(gpu, node=None)}}, "status": {"phase": "Pending"}}]}, f)
         os.rename(pods_file + ".tmp", pods_file)
     write_pods(3)
     static = subprocess.Popen([BINARY, "--no-kube", "--pods-file", pods_file, "--device-plugin-dir",

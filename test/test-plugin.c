@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "buf.h"
 #include "dp.h"
 #include "topo-test-util.h"
 
@@ -52,6 +53,12 @@ path_in(const char *envvar, const char *rel, char *buf, size_t size)
 
 /* --- topofit.io/gpus ------------------------------------------------------------------- */
 
+/* The one form (docs/annotations.md): the extender's versioned record.  V1(C) wraps
+ * containers, CT(name, indices, uuids) is one container. */
+#define V1(containers) "{\"version\":1,\"containers\":[" containers "]}"
+#define CT(name, indices, uuids) \
+        "{\"name\":\"" name "\",\"indices\":[" indices "],\"uuids\":[" uuids "]}"
+
 static void
 plugin_parses_gpus_annotations_and_refuses_untrusted_ones(void **state)
 {
@@ -62,40 +69,50 @@ plugin_parses_gpus_annotations_and_refuses_untrusted_ones(void **state)
                 const char *set0;
                 const char *container0;
         } cases[] = {
-                { "GPU-1,GPU-3", 0, 1, "1,3", "" },
-                { " GPU-2 , GPU-0 ", 0, 1, "0,2", "" },
-                { "[\"GPU-4\",\"GPU-5\"]", 0, 1, "4,5", "" },
-                { "{\"main\":[\"GPU-6\"],\"side\":\"GPU-7,GPU-1\"}", 0, 2, "6", "main" },
-                { "GPU-9", -EINVAL, 0, NULL, NULL },              /* not on this node */
-                { "GPU-1,GPU-1", -EINVAL, 0, NULL, NULL },        /* listed twice */
-                { "{\"a\":[\"GPU-1\"],\"b\":[\"GPU-1\"]}", -EINVAL, 0, NULL, NULL }, /* shared */
-                { "", -EINVAL, 0, NULL, NULL },
-                { "GPU-1,", -EINVAL, 0, NULL, NULL },
-                { "[]", -EINVAL, 0, NULL, NULL },
-                { "{}", -EINVAL, 0, NULL, NULL },
-                { "{\"main\":[1,2]}", -EINVAL, 0, NULL, NULL },
-                { "{\"main\":{\"x\":\"GPU-1\"}}", -EINVAL, 0, NULL, NULL },
-                { "[\"GPU-1\"", -EINVAL, 0, NULL, NULL },         /* malformed JSON */
-                { "{\"a\":\"GPU-0\",\"b\":\"GPU-1\",\"c\":\"GPU-2\",\"d\":\"GPU-3\",\"e\":\"GPU-4\","
-                  "\"f\":\"GPU-5\",\"g\":\"GPU-6\",\"h\":\"GPU-7\",\"i\":\"GPU-7\"}", -E2BIG, 0, NULL,
-                  NULL },                                         /* over DP_MAX_POD_SETS */
-                /* The extender's format (extender/ext-codec.c, ext_gpus_annotation_encode). */
+                /* The extender's format (topology/topo-gpus.c, topo_gpus_encode). */
                 { "{\"version\":1,\"node\":\"node-1\",\"containers\":[{\"name\":\"main\","
                   "\"indices\":[1,3],\"uuids\":[\"GPU-1\",\"GPU-3\"]}]}", 0, 1, "1,3", "main" },
+                { V1(CT("main", "0,1", "\"GPU-4\",\"GPU-5\"")), 0, 1, "4,5", "main" }, /* UUIDs win */
+                { V1(CT("main", "6", "\"GPU-6\"") "," CT("side", "7,1", "\"GPU-7\",\"GPU-1\"")), 0, 2,
+                  "6", "main" },
                 { "{\"version\":1,\"node\":\"node-1\",\"containers\":[{\"name\":\"a\","
                   "\"indices\":[2],\"uuids\":[\"\"]}]}", 0, 1, "2", "a" },  /* no UUIDs known */
                 { "{\"version\":1,\"containers\":[{\"name\":\"setup\",\"init\":true,"
                   "\"indices\":[0],\"uuids\":[\"GPU-0\"]},{\"name\":\"main\",\"indices\":[0,1],"
                   "\"uuids\":[\"GPU-0\",\"GPU-1\"]}]}", 0, 2, "0", "setup" }, /* init reuses */
+                /* Forms the docs do not define are refused (the plugin used to read a UUID
+                 * list, a JSON array and a container map: nothing writes them). */
+                { "GPU-1,GPU-3", -EINVAL, 0, NULL, NULL },
+                { " GPU-2 , GPU-0 ", -EINVAL, 0, NULL, NULL },
+                { "[\"GPU-4\",\"GPU-5\"]", -EINVAL, 0, NULL, NULL },
+                { "{\"main\":[\"GPU-6\"],\"side\":\"GPU-7,GPU-1\"}", -EPROTONOSUPPORT, 0, NULL, NULL },
+                /* Untrusted content. */
+                { V1(CT("m", "1", "\"GPU-9\"")), -EINVAL, 0, NULL, NULL },   /* not on this node */
+                { V1(CT("m", "1,1", "\"GPU-1\",\"GPU-1\"")), -EINVAL, 0, NULL, NULL }, /* twice */
+                { V1(CT("m", "1,1", "\"\",\"\"")), -EINVAL, 0, NULL, NULL },  /* index twice */
+                { V1(CT("a", "1", "\"GPU-1\"") "," CT("b", "1", "\"GPU-1\"")), -EINVAL, 0, NULL,
+                  NULL },                                                     /* shared */
+                { "", -EINVAL, 0, NULL, NULL },
+                { "[]", -EINVAL, 0, NULL, NULL },
+                { "{}", -EPROTONOSUPPORT, 0, NULL, NULL },
+                { V1(CT("m", "", "")), -EINVAL, 0, NULL, NULL },              /* empty set */
+                { V1(CT("m", "1.5", "")), -EINVAL, 0, NULL, NULL },
+                { V1("{\"name\":\"m\",\"init\":1,\"indices\":[1]}"), -EINVAL, 0, NULL, NULL },
+                { "{\"version\":1,\"containers\":[", -EINVAL, 0, NULL, NULL }, /* malformed JSON */
                 { "{\"version\":2,\"containers\":[]}", -EPROTONOSUPPORT, 0, NULL, NULL },
                 { "{\"version\":1,\"node\":\"node-2\",\"containers\":[{\"name\":\"m\","
                   "\"indices\":[1],\"uuids\":[\"GPU-1\"]}]}", -EINVAL, 0, NULL, NULL }, /* not us */
-                { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[8]}]}", -EINVAL, 0,
-                  NULL, NULL },                                   /* index past the node */
+                /* An index past the node: -ERANGE, the one codec's code (the extender's). */
+                { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[8]}]}", -ERANGE, 0,
+                  NULL, NULL },
                 { "{\"version\":1,\"containers\":[{\"name\":\"m\",\"indices\":[1],"
                   "\"uuids\":[\"GPU-9\"]}]}", -EINVAL, 0, NULL, NULL }, /* foreign UUID wins */
                 { "{\"version\":1,\"containers\":{}}", -EINVAL, 0, NULL, NULL },
                 { "{\"version\":1,\"containers\":[]}", -EINVAL, 0, NULL, NULL },
+                /* The duplicate-key rule (common/json.h). */
+                { "{\"version\":1,\"version\":1,\"containers\":[{\"indices\":[1]}]}", -EINVAL, 0,
+                  NULL, NULL },
+                { V1("{\"name\":\"m\",\"indices\":[1],\"indices\":[2]}"), -EINVAL, 0, NULL, NULL },
         };
         struct dp_cache c;
         struct dp_pod_set sets[DP_MAX_POD_SETS];
@@ -122,12 +139,25 @@ plugin_parses_gpus_annotations_and_refuses_untrusted_ones(void **state)
                 assert_string_equal(sets[0].container, cases[i].container0);
         }
         /* Oversized values are refused before any parsing. */
-        char *big = malloc(DP_MAX_ANNOTATION_BYTES + 2);
-        memset(big, 'x', DP_MAX_ANNOTATION_BYTES + 1);
-        big[DP_MAX_ANNOTATION_BYTES + 1] = '\0';
+        char *big = malloc(TOPO_GPUS_MAX_BYTES + 2);
+        memset(big, 'x', TOPO_GPUS_MAX_BYTES + 1);
+        big[TOPO_GPUS_MAX_BYTES + 1] = '\0';
         unsigned n = 0;
         assert_int_equal(dp_parse_gpus_annotation(&c, big, strlen(big), sets, &n, NULL), -E2BIG);
         free(big);
+        /* DP_MAX_POD_SETS (= TOPO_GPUS_MAX_CONTAINERS) init containers fit; one more does not. */
+        struct buf b;
+        buf_init(&b, TOPO_GPUS_MAX_BYTES);
+        assert_int_equal(buf_puts(&b, "{\"version\":1,\"containers\":["), 0);
+        for (unsigned k = 0; k < DP_MAX_POD_SETS; k++)
+                assert_int_equal(buf_printf(&b, "%s{\"init\":true,\"indices\":[0]}", k ? "," : ""), 0);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        assert_int_equal(dp_parse_gpus_annotation(&c, b.data, b.len, sets, &n, NULL), 0);
+        assert_int_equal(n, DP_MAX_POD_SETS);
+        b.len -= 2;
+        assert_int_equal(buf_puts(&b, ",{\"init\":true,\"indices\":[0]}]}"), 0);
+        assert_int_equal(dp_parse_gpus_annotation(&c, b.data, b.len, sets, &n, NULL), -E2BIG);
+        buf_release(&b);
         dp_cache_release(&c);
 }
 
@@ -142,7 +172,16 @@ add_pod(struct dp_cache *c, const char *name, const char *gpus, bool pending, bo
         snprintf(p.name, sizeof(p.name), "%s", name);
         p.pending = pending;
         p.live = live;
-        assert_int_equal(dp_parse_gpus_annotation(c, gpus, strlen(gpus), p.sets, &p.n_sets, NULL), 0);
+        /* gpus: "GPU-a,GPU-b" as one container's UUIDs in the versioned record. */
+        char rec[512] = "{\"version\":1,\"containers\":[{\"name\":\"main\",\"uuids\":[";
+        for (const char *s = gpus; *s;) {
+                size_t k = strcspn(s, ",");
+                snprintf(rec + strlen(rec), sizeof(rec) - strlen(rec), "%s\"%.*s\"",
+                         s == gpus ? "" : ",", (int)k, s);
+                s += k + (s[k] == ',');
+        }
+        strcat(rec, "]}]}");
+        assert_int_equal(dp_parse_gpus_annotation(c, rec, strlen(rec), p.sets, &p.n_sets, NULL), 0);
         assert_int_equal(dp_cache_upsert(c, &p), 0);
 }
 
@@ -181,7 +220,7 @@ plugin_match_finds_the_pending_pod_whose_set_fits_the_offer(void **state)
                 assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
                 add_pod(&c, "one", "GPU-5", true, true);
                 add_pod(&c, "pair", "GPU-1,GPU-4", true, true);
-                add_pod(&c, "quad", "{\"main\":[\"GPU-0\",\"GPU-2\",\"GPU-3\",\"GPU-6\"]}", true, true);
+                add_pod(&c, "quad", "GPU-0,GPU-2,GPU-3,GPU-6", true, true);
                 add_pod(&c, "running", "GPU-7", false, true);   /* admitted long ago */
                 add_pod(&c, "done", "GPU-7,GPU-6", false, false);
                 r = dp_cache_match(&c, &avail, &must, cases[i].size, 1000, &got, &pod);
@@ -197,6 +236,36 @@ plugin_match_finds_the_pending_pod_whose_set_fits_the_offer(void **state)
                 }
                 dp_cache_release(&c);
         }
+}
+
+static void
+plugin_forgotten_offers_put_the_oldest_pod_first_again(void **state)
+{
+        struct dp_cache c;
+        struct topo_mask avail = mask_of("0,1,2,3,4,5,6,7"), none, a;
+        const char *pa = NULL;
+
+        (void)state;
+        make_devices();
+        topo_mask_clear(&none);
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        add_pod(&c, "first", "GPU-0,GPU-1", true, true);
+        add_pod(&c, "second", "GPU-2,GPU-3", true, true);
+        /* "first" was offered to a kubelet that then restarted: without forgetting, the new
+         * kubelet's admission of "first" would get the never-offered "second"'s set. */
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1000, &a, &pa), 0);
+        assert_string_equal(pa, "first");
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1001, &a, &pa), 0);
+        assert_string_equal(pa, "second");
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1002, &a, &pa), 0);
+        assert_string_equal(pa, "first");
+        dp_cache_forget_offers(&c);
+        for (unsigned i = 0; i < c.n_pods; i++)
+                assert_int_equal(c.pods[i].offer_seq, 0);
+        assert_int_equal(dp_cache_match(&c, &avail, &none, 2, 1003, &a, &pa), 0);
+        assert_string_equal(pa, "first");
+        assert_true(topo_mask_equal(&a, &(struct topo_mask){ .w = { 0x3 } }));
+        dp_cache_release(&c);
 }
 
 static void
@@ -298,16 +367,16 @@ plugin_pod_json_phase_and_deletion_decide_pending_and_live(void **state)
                 bool live;
         } cases[] = {
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
-                  "{\"topofit.io/gpus\":\"GPU-1\"}},\"status\":{\"phase\":\"Pending\"}}", 1, true, true },
+                  "{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\"}},\"status\":{\"phase\":\"Pending\"}}", 1, true, true },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
-                  "{\"topofit.io/gpus\":\"GPU-1\"}},\"status\":{\"phase\":\"Running\"}}", 1, false, true },
+                  "{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\"}},\"status\":{\"phase\":\"Running\"}}", 1, false, true },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
-                  "{\"topofit.io/gpus\":\"GPU-1\"}},\"status\":{\"phase\":\"Succeeded\"}}", 1, false, false },
+                  "{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\"}},\"status\":{\"phase\":\"Succeeded\"}}", 1, false, false },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"deletionTimestamp\":"
-                  "\"2026-01-01T00:00:00Z\",\"annotations\":{\"topofit.io/gpus\":\"GPU-1\"}}}", 1, false, false },
+                  "\"2026-01-01T00:00:00Z\",\"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\"}}}", 1, false, false },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\"},\"status\":{}}", 0, true, true },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
-                  "{\"topofit.io/gpus\":\"GPU-77\"}}}", -EINVAL, false, false },
+                  "{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-77\\\"]}]}\"}}}", -EINVAL, false, false },
                 { "{\"metadata\":{\"namespace\":\"n\",\"name\":\"p\"}}", -EINVAL, false, false },
                 { "{\"metadata\":7}", -EINVAL, false, false },
                 { "[]", -EINVAL, false, false },
@@ -315,7 +384,7 @@ plugin_pod_json_phase_and_deletion_decide_pending_and_live(void **state)
                  * refused (which GPU set or phase counts would depend on the reader); a
                  * repeat of one nobody reads is ignored. */
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"annotations\":"
-                  "{\"topofit.io/gpus\":\"GPU-1\",\"topofit.io/gpus\":\"GPU-2\"}}}", -EINVAL, false, false },
+                  "{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\",\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-2\\\"]}]}\"}}}", -EINVAL, false, false },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\"},"
                   "\"status\":{\"phase\":\"Running\",\"phase\":\"Pending\"}}", -EINVAL, false, false },
                 { "{\"metadata\":{\"uid\":\"u\",\"namespace\":\"n\",\"name\":\"p\",\"labels\":{},"
@@ -351,13 +420,13 @@ static void
 plugin_podlist_reload_keeps_age_and_drops_pods_gone(void **state)
 {
         static const char *v1 =
-                "{\"items\":[{\"metadata\":{\"uid\":\"a\",\"name\":\"a\",\"annotations\":{\"topofit.io/gpus\":\"GPU-0\"}}},"
-                "{\"metadata\":{\"uid\":\"b\",\"name\":\"b\",\"annotations\":{\"topofit.io/gpus\":\"GPU-1\"}}},"
-                "{\"metadata\":{\"uid\":\"x\",\"name\":\"x\",\"annotations\":{\"topofit.io/gpus\":\"GPU-99\"}}},"
+                "{\"items\":[{\"metadata\":{\"uid\":\"a\",\"name\":\"a\",\"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-0\\\"]}]}\"}}},"
+                "{\"metadata\":{\"uid\":\"b\",\"name\":\"b\",\"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\"}}},"
+                "{\"metadata\":{\"uid\":\"x\",\"name\":\"x\",\"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-99\\\"]}]}\"}}},"
                 "{\"metadata\":{\"uid\":\"n\",\"name\":\"n\"}}]}";
         static const char *v2 =
-                "[{\"metadata\":{\"uid\":\"b\",\"name\":\"b\",\"annotations\":{\"topofit.io/gpus\":\"GPU-1\"}}},"
-                "{\"metadata\":{\"uid\":\"c\",\"name\":\"c\",\"annotations\":{\"topofit.io/gpus\":\"GPU-2\"}}}]";
+                "[{\"metadata\":{\"uid\":\"b\",\"name\":\"b\",\"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-1\\\"]}]}\"}}},"
+                "{\"metadata\":{\"uid\":\"c\",\"name\":\"c\",\"annotations\":{\"topofit.io/gpus\":\"{\\\"version\\\":1,\\\"containers\\\":[{\\\"uuids\\\":[\\\"GPU-2\\\"]}]}\"}}}]";
         struct dp_cache c;
         const struct dp_pod *b;
         const char *why = NULL;
@@ -761,6 +830,7 @@ main(void)
                 cmocka_unit_test(plugin_parses_gpus_annotations_and_refuses_untrusted_ones),
                 cmocka_unit_test(plugin_match_finds_the_pending_pod_whose_set_fits_the_offer),
                 cmocka_unit_test(plugin_racing_admissions_on_one_offer_get_different_pods),
+                cmocka_unit_test(plugin_forgotten_offers_put_the_oldest_pod_first_again),
                 cmocka_unit_test(plugin_fallback_without_scoring_keeps_must_and_takes_lowest_indices),
                 cmocka_unit_test(plugin_join_ids_refuses_a_buffer_too_small),
                 cmocka_unit_test(plugin_pod_json_phase_and_deletion_decide_pending_and_live),

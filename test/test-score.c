@@ -20,6 +20,7 @@
 
 #include "test-util.h"
 
+#include "score-private.h"
 #include "score.h"
 
 #define NV(n) { TOPO_LINK_NVLINK, n }
@@ -501,6 +502,10 @@ score_node_priority_prefers_tight_fits_and_fast_sets(void **state)
         assert_in_range(pa, 0, 10);
         assert_in_range(pb, 0, 10);
         assert_true(pb > pa);
+        /* docs/scoring.md section 6's example, and its terms' weights summing to 1. */
+        assert_int_equal(pa, 8);
+        assert_int_equal(pb, 10);
+        assert_true(fabs(score__prio_weight_sum() - 1.0) < 1e-12);
 
         /* a slower set on the same node scores lower than the best one */
         CLEANUP(topo_unrefp) struct topo *p = load_file("dgx1-v100-sxm2-oneflow.txt");

@@ -1484,6 +1484,96 @@ topo_refcount_keeps_a_shared_snapshot_alive(void **state)
         assert_null(topo_new(1, TOPO_MAX_NICS + 1));
 }
 
+/* The mask helpers, across the 64-bit word boundary. */
+static void
+topo_mask_helpers_combine_and_walk_masks(void **state)
+{
+        struct topo_mask a = { 0 }, b = { 0 }, c;
+        unsigned seen[8], n = 0;
+
+        for (unsigned g = 0; g < TOPO_MAX_GPUS; g += 31)
+                topo_mask_set(&a, g); /* 0 31 62 93 124 */
+        topo_mask_set(&b, 62);
+        topo_mask_set(&b, 63);
+        assert_true(topo_mask_intersects(&a, &b));
+        assert_false(topo_mask_subset(&b, &a));
+        c = a;
+        topo_mask_and(&c, &b);
+        assert_int_equal(topo_mask_count(&c), 1);
+        assert_true(topo_mask_subset(&c, &a) && topo_mask_subset(&c, &b));
+        c = a;
+        topo_mask_or(&c, &b);
+        assert_int_equal(topo_mask_count(&c), 6);
+        topo_mask_andnot(&c, &a);
+        assert_int_equal(topo_mask_count(&c), 1);
+        assert_true(topo_mask_test(&c, 63));
+        for (int g = topo_mask_next(&a, 0); g >= 0; g = topo_mask_next(&a, (unsigned)g + 1))
+                seen[n++] = (unsigned)g;
+        assert_int_equal(n, 5);
+        assert_int_equal(seen[0], 0);
+        assert_int_equal(seen[2], 62);
+        assert_int_equal(seen[4], 124);
+        assert_int_equal(topo_mask_next(&a, 125), -1);
+        assert_int_equal(topo_mask_next(&a, TOPO_MAX_GPUS), -1);
+}
+
+/* topofit.io/gpus: what the codec writes it reads back, by indices (the extender) and by
+ * UUIDs (the plugin), and the two readers agree. */
+static void
+topo_gpus_round_trips_by_indices_and_by_uuids(void **state)
+{
+        static const uint8_t init_set[] = { 1, 4 }, a_set[] = { 1 }, b_set[] = { 4, 6 };
+        const struct topo_gpus_out out[] = {
+                { "init", true, 2, init_set }, { "a", false, 1, a_set }, { "b", false, 2, b_set },
+        };
+        char ids[8][TOPO_ID_MAX];
+        struct topo *t = topo_new(8, 0);
+        struct topo_gpus *g = calloc(1, sizeof(*g));
+        struct topo_mask u, want = { 0 };
+        const char *why = NULL;
+        char *json = NULL;
+
+        assert_non_null(t);
+        assert_non_null(g);
+        for (unsigned i = 0; i < 8; i++) {
+                snprintf(t->gpus[i].uuid, sizeof(t->gpus[i].uuid), "GPU-%u", i);
+                /* The node's devices in another order: UUIDs, not indices, say which. */
+                snprintf(ids[i], sizeof(ids[i]), "GPU-%u", 7 - i);
+        }
+        assert_int_equal(topo_gpus_encode("n1", out, ELEMENTSOF(out), t, &json), 0);
+        assert_string_equal(json, "{\"version\":1,\"node\":\"n1\",\"containers\":["
+                                  "{\"name\":\"init\",\"init\":true,\"indices\":[1,4],\"uuids\":[\"GPU-1\",\"GPU-4\"]},"
+                                  "{\"name\":\"a\",\"indices\":[1],\"uuids\":[\"GPU-1\"]},"
+                                  "{\"name\":\"b\",\"indices\":[4,6],\"uuids\":[\"GPU-4\",\"GPU-6\"]}]}");
+        assert_int_equal(topo_gpus_decode(json, strlen(json), 8, NULL, NULL, g, &why), 0);
+        assert_int_equal(g->n, 3);
+        assert_string_equal(g->node, "n1");
+        assert_true(g->c[0].init);
+        assert_string_equal(g->c[2].name, "b");
+        topo_gpus_union(g, &u);
+        topo_mask_set(&want, 1);
+        topo_mask_set(&want, 4);
+        topo_mask_set(&want, 6);
+        assert_true(topo_mask_equal(&u, &want));
+        /* By UUIDs against the reordered devices: GPU-k is device 7-k. */
+        assert_int_equal(topo_gpus_decode(json, strlen(json), 8, (const char(*)[TOPO_ID_MAX])ids, "n1",
+                                          g, &why), 0);
+        topo_gpus_union(g, &u);
+        topo_mask_clear(&want);
+        topo_mask_set(&want, 6);
+        topo_mask_set(&want, 3);
+        topo_mask_set(&want, 1);
+        assert_true(topo_mask_equal(&u, &want));
+        /* Another node's record, an index past the node, a non-JSON value. */
+        assert_int_equal(topo_gpus_decode(json, strlen(json), 8, NULL, "n2", g, &why), -EINVAL);
+        assert_int_equal(topo_gpus_decode(json, strlen(json), 5, NULL, NULL, g, &why), -ERANGE);
+        assert_int_equal(topo_gpus_decode("GPU-1", 5, 8, NULL, NULL, g, &why), -EINVAL);
+        assert_non_null(why);
+        free(json);
+        free(g);
+        topo_unref(t);
+}
+
 int
 main(void)
 {
@@ -1504,6 +1594,8 @@ main(void)
                 cmocka_unit_test(topo_rocm_rejects_damaged_matrices),
                 cmocka_unit_test(topo_rocm_reads_indented_output_and_model_lines),
                 cmocka_unit_test(topo_annotation_rejects_hostile_inputs),
+                cmocka_unit_test(topo_gpus_round_trips_by_indices_and_by_uuids),
+                cmocka_unit_test(topo_mask_helpers_combine_and_walk_masks),
                 cmocka_unit_test(topo_annotation_ignores_unknown_keys),
                 cmocka_unit_test(topo_parsers_refuse_a_null_empty_input),
                 cmocka_unit_test(topo_annotation_escapes_quotes_and_backslashes),

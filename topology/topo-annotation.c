@@ -442,14 +442,191 @@ get_array(struct reader *rd, const cJSON *root, const char *key, bool required, 
         return n;
 }
 
+/* The version: present, an integer, and the one this build reads. */
+static int
+read_version(struct reader *rd, const cJSON *root)
+{
+        const cJSON *vn = json_doc_get(rd->d, root, "v");
+        int64_t v;
+
+        if (!vn)
+                return bad(rd, -EINVAL, "The annotation has no version (\"v\").");
+        if (json_get_int64(vn, INT32_MIN, INT32_MAX, &v) < 0)
+                return bad(rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
+        if (v != TOPO_ANNOTATION_VERSION)
+                return bad(rd, -EPROTONOSUPPORT,
+                           "Annotation version %lld is not supported (this build reads version %d).",
+                           (long long)v, TOPO_ANNOTATION_VERSION);
+        return 0;
+}
+
+/* The three arrays, checked for type and size before anything is allocated. */
+static int
+read_arrays(struct reader *rd, const cJSON *root, const cJSON **gpus, const cJSON **links,
+            const cJSON **nics)
+{
+        size_t n_gpus, n_nics, n_links;
+        int r;
+
+        *gpus = get_array(rd, root, "gpus", true, &r);
+        if (r < 0)
+                return r;
+        *links = get_array(rd, root, "links", true, &r);
+        if (r < 0)
+                return r;
+        *nics = get_array(rd, root, "nics", false, &r);
+        if (r < 0)
+                return r;
+        n_gpus = (size_t)cJSON_GetArraySize(*gpus);
+        n_nics = (size_t)cJSON_GetArraySize(*nics);
+        n_links = (size_t)cJSON_GetArraySize(*links);
+        if (n_gpus == 0)
+                return bad(rd, -EINVAL, "The annotation lists no GPUs.");
+        if (n_gpus > TOPO_MAX_GPUS)
+                return bad(rd, -E2BIG, "The annotation lists %zu GPUs, more than %u.", n_gpus,
+                           TOPO_MAX_GPUS);
+        if (n_nics > TOPO_MAX_NICS)
+                return bad(rd, -E2BIG, "The annotation lists %zu NICs, more than %u.", n_nics,
+                           TOPO_MAX_NICS);
+        if (n_links != n_gpus)
+                return bad(rd, -EINVAL, "\"links\" has %zu rows for %zu GPUs.", n_links, n_gpus);
+        return 0;
+}
+
+/* The top-level scalars: vendor, cpu_link, domain, node, nvswitch. */
+static int
+read_top(struct reader *rd, const cJSON *root, struct topo *t)
+{
+        const cJSON *nvs;
+        int r;
+
+        if ((r = get_enum(rd, root, "vendor", "annotation", vendor_from, &t->vendor)) < 0 ||
+            (r = get_enum(rd, root, "cpu_link", "annotation", cpu_link_from, &t->cpu_link)) < 0 ||
+            (r = get_string(rd, root, "domain", "annotation", t->nvlink_domain,
+                            sizeof(t->nvlink_domain))) < 0 ||
+            (r = get_string(rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) < 0)
+                return r;
+        nvs = json_doc_get(rd->d, root, "nvswitch");
+        if (nvs && !cJSON_IsBool(nvs))
+                return bad(rd, -EINVAL, "\"nvswitch\" must be a boolean.");
+        t->nvswitch = cJSON_IsTrue(nvs);
+        return 0;
+}
+
+/* The GPU-GPU matrix: one string per row, square, symmetric, X exactly on the diagonal. */
+static int
+read_links(struct reader *rd, const cJSON *links, struct topo *t)
+{
+        const cJSON *e;
+        unsigned i = 0;
+        int r;
+
+        cJSON_ArrayForEach(e, links) {
+                if (!cJSON_IsString(e))
+                        return bad(rd, -EINVAL, "links[%u] must be a string.", i);
+                r = row_parse(rd, "links", i, e->valuestring, t->n_gpus, topo_pair_mut(t, i, 0));
+                if (r < 0)
+                        return r;
+                i++;
+        }
+        for (i = 0; i < t->n_gpus; i++)
+                for (unsigned j = 0; j < t->n_gpus; j++) {
+                        const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
+
+                        if ((i == j) != (a->link == TOPO_LINK_SELF))
+                                return bad(rd, -EINVAL,
+                                           "links[%u][%u]: X must be on the diagonal and only there.",
+                                           i, j);
+                        if (a->link != b->link || a->links != b->links || a->hops != b->hops ||
+                            a->weight != b->weight)
+                                return bad(rd, -EINVAL, "links is not symmetric at [%u][%u].", i, j);
+                }
+        return 0;
+}
+
+/* NIC k: name, numa, and its relation to each GPU (PCIe relations only). */
+static int
+read_nic(struct reader *rd, const cJSON *o, unsigned k, struct topo *t)
+{
+        struct topo_pair cells[TOPO_MAX_GPUS];
+        const cJSON *ls;
+        char path[32];
+        int64_t v;
+        int r;
+
+        snprintf(path, sizeof(path), "nics[%u]", k);
+        if (!cJSON_IsObject(o))
+                return bad(rd, -EINVAL, "%s must be an object.", path);
+        if ((r = get_string(rd, o, "name", path, t->nics[k].name, TOPO_ID_MAX)) < 0)
+                return r;
+        if ((r = get_int(rd, o, "numa", path, -1, TOPO_MAX_NUMA_ID, &v)) < 0)
+                return r;
+        if (r > 0)
+                t->nics[k].numa = (int)v;
+        ls = json_doc_get(rd->d, o, "links");
+        if (!cJSON_IsString(ls))
+                return bad(rd, -EINVAL, "%s.links must be a string.", path);
+        r = row_parse(rd, "nics.links", k, ls->valuestring, t->n_gpus, cells);
+        if (r < 0)
+                return r;
+        for (unsigned j = 0; j < t->n_gpus; j++) {
+                enum topo_link l = (enum topo_link)cells[j].link;
+
+                if (l == TOPO_LINK_SELF || l == TOPO_LINK_NVLINK || l == TOPO_LINK_XGMI ||
+                    cells[j].links || cells[j].weight || cells[j].hops)
+                        return bad(rd, -EINVAL, "%s.links: '%s' is not a NIC relation.", path,
+                                   topo_link_to_string(l));
+                t->nic_links[(size_t)k * t->n_gpus + j] = (uint8_t)l;
+        }
+        return 0;
+}
+
+/* Everything under the root object into a new topology. */
+static int
+read_root(struct reader *rd, const cJSON *root, struct topo **ret)
+{
+        CLEANUP(topo_unrefp) struct topo *t = NULL;
+        const cJSON *gpus, *links, *nics, *e;
+        unsigned i = 0;
+        int r;
+
+        if (!cJSON_IsObject(root))
+                return bad(rd, -EINVAL, "The annotation must be a JSON object.");
+        if ((r = read_version(rd, root)) < 0 || (r = read_arrays(rd, root, &gpus, &links, &nics)) < 0)
+                return r;
+        t = topo_new((unsigned)cJSON_GetArraySize(gpus), (unsigned)cJSON_GetArraySize(nics));
+        if (!t)
+                return -ENOMEM;
+        if ((r = read_top(rd, root, t)) < 0)
+                return r;
+        cJSON_ArrayForEach(e, gpus) {
+                r = read_gpu(rd, e, i, &t->gpus[i]);
+                if (r < 0)
+                        return r;
+                i++;
+        }
+        if ((r = read_links(rd, links, t)) < 0)
+                return r;
+        i = 0;
+        cJSON_ArrayForEach(e, nics) {
+                r = read_nic(rd, e, i++, t);
+                if (r < 0)
+                        return r;
+        }
+        if (json_doc_repeated(rd->d))
+                return bad(rd, -EINVAL, "Duplicate key: an object of the annotation repeats a "
+                                        "key that is read (refused, see common/json.h).");
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
 int
 topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct topo_error *err)
 {
         CLEANUP(json_doc_freep) struct json_doc *d = NULL;
-        CLEANUP(topo_unrefp) struct topo *t = NULL;
         struct json_error jerr = {0};
         struct reader rd = {.err = err};
-        int64_t v;
+        struct topo *t = NULL;
         int r;
 
         r = topo__check_input(json, len, TOPO_MAX_ANNOTATION_BYTES, "Annotation", err);
@@ -458,129 +635,17 @@ topo_parse_annotation(const char *json, size_t len, struct topo **ret, struct to
         r = json_parse(json, len, TOPO_MAX_ANNOTATION_MEMORY, JSON_MAX_DEPTH, &d, &jerr);
         if (r < 0)
                 /* Our codes: too deep or too many values is -E2BIG, any other text -EINVAL. */
-                return topo__error(err, r == -ENOMEM ? r : r == -ELOOP || r == -E2BIG ? -E2BIG : -EINVAL,
+                return topo__error(err,
+                                   r == -ENOMEM                 ? r
+                                   : r == -ELOOP || r == -E2BIG ? -E2BIG
+                                                                : -EINVAL,
                                    jerr.line, jerr.column, "Annotation JSON: %s",
                                    jerr.msg ? jerr.msg : "invalid.");
         rd.d = d;
-        const cJSON *root = d->root;
-        if (!cJSON_IsObject(root))
-                return bad(&rd, -EINVAL, "The annotation must be a JSON object.");
-
-        const cJSON *vn = json_doc_get(d, root, "v");
-        if (!vn)
-                return bad(&rd, -EINVAL, "The annotation has no version (\"v\").");
-        if (json_get_int64(vn, INT32_MIN, INT32_MAX, &v) < 0)
-                return bad(&rd, -EINVAL, "The annotation version (\"v\") must be an integer.");
-        if (v != TOPO_ANNOTATION_VERSION)
-                return bad(
-                        &rd, -EPROTONOSUPPORT,
-                        "Annotation version %lld is not supported (this build reads version %d).",
-                        (long long)v, TOPO_ANNOTATION_VERSION);
-
-        const cJSON *gpus = get_array(&rd, root, "gpus", true, &r);
+        r = read_root(&rd, d->root, &t);
         if (r < 0)
                 return r;
-        const cJSON *links = get_array(&rd, root, "links", true, &r);
-        if (r < 0)
-                return r;
-        const cJSON *nics = get_array(&rd, root, "nics", false, &r);
-        if (r < 0)
-                return r;
-        size_t n_gpus = (size_t)cJSON_GetArraySize(gpus), n_nics = (size_t)cJSON_GetArraySize(nics);
-        size_t n_links = (size_t)cJSON_GetArraySize(links);
-        if (n_gpus == 0)
-                return bad(&rd, -EINVAL, "The annotation lists no GPUs.");
-        if (n_gpus > TOPO_MAX_GPUS)
-                return bad(&rd, -E2BIG, "The annotation lists %zu GPUs, more than %u.", n_gpus,
-                           TOPO_MAX_GPUS);
-        if (n_nics > TOPO_MAX_NICS)
-                return bad(&rd, -E2BIG, "The annotation lists %zu NICs, more than %u.", n_nics,
-                           TOPO_MAX_NICS);
-        if (n_links != n_gpus)
-                return bad(&rd, -EINVAL, "\"links\" has %zu rows for %zu GPUs.", n_links, n_gpus);
-
-        t = topo_new((unsigned)n_gpus, (unsigned)n_nics);
-        if (!t)
-                return -ENOMEM;
-        if ((r = get_enum(&rd, root, "vendor", "annotation", vendor_from, &t->vendor)) < 0 ||
-            (r = get_enum(&rd, root, "cpu_link", "annotation", cpu_link_from, &t->cpu_link)) < 0 ||
-            (r = get_string(&rd, root, "domain", "annotation", t->nvlink_domain,
-                            sizeof(t->nvlink_domain))) < 0 ||
-            (r = get_string(&rd, root, "node", "annotation", t->node_name, sizeof(t->node_name))) <
-                    0)
-                return r;
-        const cJSON *nvs = json_doc_get(d, root, "nvswitch");
-        if (nvs && !cJSON_IsBool(nvs))
-                return bad(&rd, -EINVAL, "\"nvswitch\" must be a boolean.");
-        t->nvswitch = cJSON_IsTrue(nvs);
-
-        unsigned i = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, gpus) {
-                r = read_gpu(&rd, e, i, &t->gpus[i]);
-                if (r < 0)
-                        return r;
-                i++;
-        }
-        i = 0;
-        cJSON_ArrayForEach(e, links) {
-                if (!cJSON_IsString(e))
-                        return bad(&rd, -EINVAL, "links[%u] must be a string.", i);
-                r = row_parse(&rd, "links", i, e->valuestring, t->n_gpus, topo_pair_mut(t, i, 0));
-                if (r < 0)
-                        return r;
-                i++;
-        }
-        for (i = 0; i < t->n_gpus; i++)
-                for (unsigned j = 0; j < t->n_gpus; j++) {
-                        const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
-                        if ((i == j) != (a->link == TOPO_LINK_SELF))
-                                return bad(&rd, -EINVAL,
-                                           "links[%u][%u]: X must be on the "
-                                           "diagonal and only there.",
-                                           i, j);
-                        if (a->link != b->link || a->links != b->links || a->hops != b->hops ||
-                            a->weight != b->weight)
-                                return bad(&rd, -EINVAL, "links is not symmetric at [%u][%u].", i,
-                                           j);
-                }
-
-        unsigned k = 0;
-        const cJSON *o;
-        cJSON_ArrayForEach(o, nics) {
-                char path[32];
-                struct topo_pair cells[TOPO_MAX_GPUS];
-
-                snprintf(path, sizeof(path), "nics[%u]", k);
-                if (!cJSON_IsObject(o))
-                        return bad(&rd, -EINVAL, "%s must be an object.", path);
-                if ((r = get_string(&rd, o, "name", path, t->nics[k].name, TOPO_ID_MAX)) < 0)
-                        return r;
-                if ((r = get_int(&rd, o, "numa", path, -1, TOPO_MAX_NUMA_ID, &v)) < 0)
-                        return r;
-                if (r > 0)
-                        t->nics[k].numa = (int)v;
-                const cJSON *ls = json_doc_get(d, o, "links");
-                if (!cJSON_IsString(ls))
-                        return bad(&rd, -EINVAL, "%s.links must be a string.", path);
-                r = row_parse(&rd, "nics.links", k, ls->valuestring, t->n_gpus, cells);
-                if (r < 0)
-                        return r;
-                for (unsigned j = 0; j < t->n_gpus; j++) {
-                        enum topo_link l = (enum topo_link)cells[j].link;
-                        if (l == TOPO_LINK_SELF || l == TOPO_LINK_NVLINK || l == TOPO_LINK_XGMI ||
-                            cells[j].links || cells[j].weight || cells[j].hops)
-                                return bad(&rd, -EINVAL, "%s.links: '%s' is not a NIC relation.",
-                                           path, topo_link_to_string(l));
-                        t->nic_links[(size_t)k * t->n_gpus + j] = (uint8_t)l;
-                }
-                k++;
-        }
-        if (json_doc_repeated(d))
-                return bad(&rd, -EINVAL, "Duplicate key: an object of the annotation repeats a "
-                                         "key that is read (refused, see common/json.h).");
-
         topo_finish(t);
-        *ret = TAKE_PTR(t);
+        *ret = t;
         return 0;
 }

@@ -157,15 +157,202 @@ numa_line(const char *s, size_t len, unsigned indent, unsigned line, struct topo
         return 0;
 }
 
+/* The reader's state across lines: the section, the matrix being read, the model. */
+struct rocm_reader {
+        struct topo *t;        /* made at the first matrix header */
+        struct rtok *toks;     /* ROCM_MAX_TOKENS + 1 */
+        bool seen[_SEC_MAX];
+        enum section sec;
+        unsigned lineno, n_gpus, next_row, header_line;
+        bool in_matrix;
+};
+
+/* A matrix that stops before its last row is an error, wherever it stops. */
+static int
+rocm_check_complete(const struct rocm_reader *rd, struct topo_error *err)
+{
+        if (rd->in_matrix && rd->next_row < rd->n_gpus)
+                return topo__error(err, -EINVAL, rd->lineno, 1,
+                                   "Matrix cut off at line %u: %u of %u rows.", rd->lineno,
+                                   rd->next_row, rd->n_gpus);
+        return 0;
+}
+
+/* "=== Link Type between two GPUs ===": ends the matrix before it, starts a section. */
+static int
+rocm_section(struct rocm_reader *rd, const char *s, size_t l, struct topo_error *err)
+{
+        int r = rocm_check_complete(rd, err);
+
+        if (r < 0)
+                return r;
+        rd->in_matrix = false;
+        rd->sec = SEC_NONE;
+        for (size_t k = 0; k < ELEMENTSOF(section_titles); k++) {
+                if (!memmem(s, l, section_titles[k].title, strlen(section_titles[k].title)))
+                        continue;
+                rd->sec = section_titles[k].sec;
+                if (rd->seen[rd->sec])
+                        return topo__error(err, -EINVAL, rd->lineno, 1,
+                                           "Section '%s' appears twice.", section_titles[k].title);
+                rd->seen[rd->sec] = true;
+        }
+        return 0;
+}
+
+/* The header of a matrix: GPU0 GPU1 ...; the first one sizes the topology. */
+static int
+rocm_header(struct rocm_reader *rd, size_t n, struct topo_error *err)
+{
+        for (size_t i = 0; i < n; i++) {
+                unsigned idx;
+
+                if (!gpu_label(&rd->toks[i], &idx) || idx != i)
+                        return topo__error(err, -EINVAL, rd->lineno, rd->toks[i].col,
+                                           "Expected header column GPU%zu.", i);
+        }
+        if (!rd->t) {
+                rd->n_gpus = (unsigned)n;
+                rd->t = topo_new(rd->n_gpus, 0);
+                if (!rd->t)
+                        return -ENOMEM;
+                rd->t->vendor = TOPO_VENDOR_AMD;
+        } else if (n != rd->n_gpus)
+                return topo__error(err, -EINVAL, rd->lineno, 1,
+                                   "This matrix has %zu GPUs, the first had %u.", n, rd->n_gpus);
+        rd->in_matrix = true;
+        rd->next_row = 0;
+        rd->header_line = rd->lineno;
+        return 0;
+}
+
+/* One off-diagonal cell of the current section's matrix into its pair. */
+static int
+rocm_cell(const struct rocm_reader *rd, const struct rtok *c, struct topo_pair *pr,
+          struct topo_error *err)
+{
+        int v;
+
+        switch (rd->sec) {
+        case SEC_WEIGHT:
+                if (str_to_int(c->s, c->len, 0, UINT16_MAX, &v) < 0)
+                        return topo__error(err, -EINVAL, rd->lineno, c->col,
+                                           "Weight '%.*s' is not a number.",
+                                           (int)MIN(c->len, 16u), c->s);
+                pr->weight = (uint16_t)v;
+                return 0;
+        case SEC_HOPS:
+                if (str_to_int(c->s, c->len, 0, UINT8_MAX, &v) < 0)
+                        return topo__error(err, -EINVAL, rd->lineno, c->col,
+                                           "Hops '%.*s' is not a number.",
+                                           (int)MIN(c->len, 16u), c->s);
+                pr->hops = (uint8_t)v;
+                return 0;
+        case SEC_LINK:
+                for (size_t k = 0; k < ELEMENTSOF(rocm_links); k++)
+                        if (str_eq_n(c->s, c->len, rocm_links[k].name)) {
+                                pr->link = (uint8_t)rocm_links[k].link;
+                                return 0;
+                        }
+                return topo__error(err, -EINVAL, rd->lineno, c->col, "Unknown link type '%.*s'.",
+                                   (int)MIN(c->len, 16u), c->s);
+        default:
+                return 0;
+        }
+}
+
+/* One matrix row: "GPU<i> c0 c1 ...", exactly one cell per GPU, 0 on the diagonal. */
+static int
+rocm_row(struct rocm_reader *rd, size_t n, size_t l, struct topo_error *err)
+{
+        unsigned idx;
+        int r;
+
+        if (rd->next_row == rd->n_gpus)
+                return topo__error(err, -EINVAL, rd->lineno, 1,
+                                   "More rows than GPUs in the matrix at line %u.", rd->header_line);
+        if (!gpu_label(&rd->toks[0], &idx) || idx != rd->next_row)
+                return topo__error(err, -EINVAL, rd->lineno, rd->toks[0].col,
+                                   "Matrix cut off at line %u: expected row GPU%u.", rd->lineno,
+                                   rd->next_row);
+        if (n - 1 < rd->n_gpus)
+                return topo__error(err, -EINVAL, rd->lineno, (unsigned)l + 1,
+                                   "Matrix cut off at line %u: row GPU%u has %zu of %u cells.",
+                                   rd->lineno, idx, n - 1, rd->n_gpus);
+        if (n - 1 > rd->n_gpus)
+                return topo__error(err, -EINVAL, rd->lineno, rd->toks[rd->n_gpus + 1].col,
+                                   "Row GPU%u has more cells than the matrix has GPUs.", idx);
+        for (unsigned j = 0; j < rd->n_gpus; j++) {
+                const struct rtok *c = &rd->toks[j + 1];
+
+                if (j == idx) {
+                        if (!str_eq_n(c->s, c->len, "0"))
+                                return topo__error(err, -EINVAL, rd->lineno, c->col,
+                                                   "Expected 0 on the diagonal.");
+                        continue;
+                }
+                r = rocm_cell(rd, c, topo_pair_mut(rd->t, idx, j), err);
+                if (r < 0)
+                        return r;
+        }
+        rd->next_row++;
+        return 0;
+}
+
+/* One line of text (without its end of line). */
+static int
+rocm_line(struct rocm_reader *rd, const char *s, size_t l, struct topo_error *err)
+{
+        size_t indent, n;
+
+        if (memchr(s, '\0', l))
+                return topo__error(err, -EINVAL, rd->lineno, 1,
+                                   "NUL byte in the text: this is not rocm-smi output.");
+        indent = leading_blanks(s, l);
+        if (l > 0 && s[0] == '#')
+                return 0;
+        if (indent < l && s[indent] == '=')
+                return rocm_section(rd, s, l, err);
+        if (rd->sec == SEC_NUMA) {
+                if (!rd->t)
+                        return topo__error(err, -EINVAL, rd->lineno, 1,
+                                           "NUMA lines before any matrix.");
+                return numa_line(s + indent, l - indent, (unsigned)indent, rd->lineno, rd->t, err);
+        }
+        if (rd->sec == SEC_NONE)
+                return 0;
+        n = rtokenize(s, l, rd->toks, ROCM_MAX_TOKENS);
+        if (n > ROCM_MAX_TOKENS)
+                return topo__error(err, -E2BIG, rd->lineno, 1, "More than %u cells in one line.",
+                                   ROCM_MAX_TOKENS);
+        if (n == 0)
+                return rocm_check_complete(rd, err);
+        if (!rd->in_matrix)
+                return rocm_header(rd, n, err);
+        return rocm_row(rd, n, l, err);
+}
+
+/* The weight, hops and link matrices must each be symmetric. */
+static int
+rocm_check_symmetry(const struct topo *t, struct topo_error *err)
+{
+        for (unsigned i = 0; i < t->n_gpus; i++)
+                for (unsigned j = i + 1; j < t->n_gpus; j++) {
+                        const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
+
+                        if (a->link != b->link || a->weight != b->weight || a->hops != b->hops)
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "The matrices are not symmetric at GPU%u/GPU%u.",
+                                                   i, j);
+                }
+        return 0;
+}
+
 int
 topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_error *err)
 {
-        CLEANUP(topo_unrefp) struct topo *t = NULL;
         CLEANUP(freep) struct rtok *toks = NULL;
-        bool seen[_SEC_MAX] = {false};
-        enum section sec = SEC_NONE;
-        unsigned lineno = 0, n_gpus = 0, next_row = 0, header_line = 0;
-        bool in_matrix = false;
+        struct rocm_reader rd = { .sec = SEC_NONE };
         const char *p = text, *end = text + len;
         int r;
 
@@ -175,167 +362,31 @@ topo_parse_rocm(const char *text, size_t len, struct topo **ret, struct topo_err
         toks = calloc(ROCM_MAX_TOKENS + 1, sizeof(*toks));
         if (!toks)
                 return -ENOMEM;
-
-        while (p < end) {
+        rd.toks = toks;
+        while (r >= 0 && p < end) {
                 const char *nl = memchr(p, '\n', (size_t)(end - p));
                 const char *s = p;
                 size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
 
                 p = nl ? nl + 1 : end;
-                lineno++;
+                rd.lineno++;
                 if (l > 0 && s[l - 1] == '\r')
                         l--;
-                if (memchr(s, '\0', l))
-                        return topo__error(err, -EINVAL, lineno, 1,
-                                           "NUL byte in the text: this is not rocm-smi output.");
-                size_t indent = leading_blanks(s, l);
-                if (l > 0 && s[0] == '#')
-                        continue;
-                if (indent < l && s[indent] == '=') {
-                        if (in_matrix && next_row < n_gpus)
-                                return topo__error(err, -EINVAL, lineno, 1,
-                                                   "Matrix cut off at line %u: %u of %u rows.",
-                                                   lineno, next_row, n_gpus);
-                        in_matrix = false;
-                        sec = SEC_NONE;
-                        for (size_t k = 0; k < ELEMENTSOF(section_titles); k++)
-                                if (memmem(s, l, section_titles[k].title,
-                                           strlen(section_titles[k].title))) {
-                                        sec = section_titles[k].sec;
-                                        if (seen[sec])
-                                                return topo__error(err, -EINVAL, lineno, 1,
-                                                                   "Section '%s' appears twice.",
-                                                                   section_titles[k].title);
-                                        seen[sec] = true;
-                                }
-                        continue;
-                }
-                if (sec == SEC_NUMA) {
-                        if (!t)
-                                return topo__error(err, -EINVAL, lineno, 1,
-                                                   "NUMA lines before any matrix.");
-                        r = numa_line(s + indent, l - indent, (unsigned)indent, lineno, t, err);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
-                if (sec == SEC_NONE)
-                        continue;
-
-                size_t n = rtokenize(s, l, toks, ROCM_MAX_TOKENS);
-                if (n > ROCM_MAX_TOKENS)
-                        return topo__error(err, -E2BIG, lineno, 1,
-                                           "More than %u cells in one line.", ROCM_MAX_TOKENS);
-                if (n == 0) {
-                        if (in_matrix && next_row < n_gpus)
-                                return topo__error(err, -EINVAL, lineno, 1,
-                                                   "Matrix cut off at line %u: %u of %u rows.",
-                                                   lineno, next_row, n_gpus);
-                        continue;
-                }
-                if (!in_matrix) {
-                        /* The header: GPU0 GPU1 ... */
-                        for (size_t i = 0; i < n; i++) {
-                                unsigned idx;
-                                if (!gpu_label(&toks[i], &idx) || idx != i)
-                                        return topo__error(err, -EINVAL, lineno, toks[i].col,
-                                                           "Expected header column GPU%zu.", i);
-                        }
-                        if (!t) {
-                                n_gpus = (unsigned)n;
-                                t = topo_new(n_gpus, 0);
-                                if (!t)
-                                        return -ENOMEM;
-                                t->vendor = TOPO_VENDOR_AMD;
-                        } else if (n != n_gpus)
-                                return topo__error(err, -EINVAL, lineno, 1,
-                                                   "This matrix has %zu GPUs, the first had %u.", n,
-                                                   n_gpus);
-                        in_matrix = true;
-                        next_row = 0;
-                        header_line = lineno;
-                        continue;
-                }
-                if (next_row == n_gpus)
-                        return topo__error(err, -EINVAL, lineno, 1,
-                                           "More rows than GPUs in the matrix at line %u.",
-                                           header_line);
-                unsigned idx;
-                if (!gpu_label(&toks[0], &idx) || idx != next_row)
-                        return topo__error(err, -EINVAL, lineno, toks[0].col,
-                                           "Matrix cut off at line %u: expected row GPU%u.", lineno,
-                                           next_row);
-                if (n - 1 < n_gpus)
-                        return topo__error(
-                                err, -EINVAL, lineno, (unsigned)l + 1,
-                                "Matrix cut off at line %u: row GPU%u has %zu of %u cells.", lineno,
-                                idx, n - 1, n_gpus);
-                if (n - 1 > n_gpus)
-                        return topo__error(err, -EINVAL, lineno, toks[n_gpus + 1].col,
-                                           "Row GPU%u has more cells than the matrix has GPUs.",
-                                           idx);
-                for (unsigned j = 0; j < n_gpus; j++) {
-                        const struct rtok *c = &toks[j + 1];
-                        struct topo_pair *pr = topo_pair_mut(t, idx, j);
-                        int v;
-
-                        if (j == idx) {
-                                if (!str_eq_n(c->s, c->len, "0"))
-                                        return topo__error(err, -EINVAL, lineno, c->col,
-                                                           "Expected 0 on the diagonal.");
-                                continue;
-                        }
-                        switch (sec) {
-                        case SEC_WEIGHT:
-                                if (str_to_int(c->s, c->len, 0, UINT16_MAX, &v) < 0)
-                                        return topo__error(err, -EINVAL, lineno, c->col,
-                                                           "Weight '%.*s' is not a number.",
-                                                           (int)MIN(c->len, 16u), c->s);
-                                pr->weight = (uint16_t)v;
-                                break;
-                        case SEC_HOPS:
-                                if (str_to_int(c->s, c->len, 0, UINT8_MAX, &v) < 0)
-                                        return topo__error(err, -EINVAL, lineno, c->col,
-                                                           "Hops '%.*s' is not a number.",
-                                                           (int)MIN(c->len, 16u), c->s);
-                                pr->hops = (uint8_t)v;
-                                break;
-                        case SEC_LINK: {
-                                bool found = false;
-                                for (size_t k = 0; k < ELEMENTSOF(rocm_links); k++)
-                                        if (str_eq_n(c->s, c->len, rocm_links[k].name)) {
-                                                pr->link = (uint8_t)rocm_links[k].link;
-                                                found = true;
-                                        }
-                                if (!found)
-                                        return topo__error(err, -EINVAL, lineno, c->col,
-                                                           "Unknown link type '%.*s'.",
-                                                           (int)MIN(c->len, 16u), c->s);
-                                break;
-                        }
-                        default:
-                                break;
-                        }
-                }
-                next_row++;
+                r = rocm_line(&rd, s, l, err);
         }
-        if (in_matrix && next_row < n_gpus)
-                return topo__error(err, -EINVAL, lineno, 1,
-                                   "Matrix cut off at line %u: %u of %u rows.", lineno, next_row,
-                                   n_gpus);
-        if (!t || !seen[SEC_LINK])
-                return topo__error(err, -EINVAL, lineno, 1,
-                                   "No 'Link Type between two GPUs' matrix found.");
-        for (unsigned i = 0; i < n_gpus; i++)
-                for (unsigned j = i + 1; j < n_gpus; j++) {
-                        const struct topo_pair *a = topo_pair(t, i, j), *b = topo_pair(t, j, i);
-                        if (a->link != b->link || a->weight != b->weight || a->hops != b->hops)
-                                return topo__error(err, -EINVAL, 0, 0,
-                                                   "The matrices are not symmetric at GPU%u/GPU%u.",
-                                                   i, j);
-                }
-        read_model_lines(text, len, t);
-        topo_finish(t);
-        *ret = TAKE_PTR(t);
+        if (r >= 0)
+                r = rocm_check_complete(&rd, err);
+        if (r >= 0 && (!rd.t || !rd.seen[SEC_LINK]))
+                r = topo__error(err, -EINVAL, rd.lineno, 1,
+                                "No 'Link Type between two GPUs' matrix found.");
+        if (r >= 0)
+                r = rocm_check_symmetry(rd.t, err);
+        if (r < 0) {
+                topo_unref(rd.t);
+                return r;
+        }
+        read_model_lines(text, len, rd.t);
+        topo_finish(rd.t);
+        *ret = rd.t;
         return 0;
 }

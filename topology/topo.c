@@ -350,53 +350,13 @@ static const char *const cpu_link_names[_TOPO_CPU_LINK_MAX] = {
         [TOPO_CPU_LINK_POWER_XBUS] = "power-xbus", [TOPO_CPU_LINK_ARM_C2C] = "arm-c2c",
 };
 
-const char *
-topo_link_to_string(enum topo_link l)
-{
-        return l >= 0 && l < _TOPO_LINK_MAX ? link_names[l] : NULL;
-}
+DEFINE_STRING_TABLE(topo_link, enum topo_link, link_names)
 
-enum topo_link
-topo_link_from_string(const char *s)
-{
-        return (enum topo_link)str_table_index(link_names, _TOPO_LINK_MAX, s);
-}
+DEFINE_STRING_TABLE(topo_vendor, enum topo_vendor, vendor_names)
 
-const char *
-topo_vendor_to_string(enum topo_vendor v)
-{
-        return v >= 0 && v < _TOPO_VENDOR_MAX ? vendor_names[v] : NULL;
-}
+DEFINE_STRING_TABLE(topo_mig, enum topo_mig, mig_names)
 
-enum topo_vendor
-topo_vendor_from_string(const char *s)
-{
-        return (enum topo_vendor)str_table_index(vendor_names, _TOPO_VENDOR_MAX, s);
-}
-
-const char *
-topo_mig_to_string(enum topo_mig m)
-{
-        return m >= 0 && m < _TOPO_MIG_MAX ? mig_names[m] : NULL;
-}
-
-enum topo_mig
-topo_mig_from_string(const char *s)
-{
-        return (enum topo_mig)str_table_index(mig_names, _TOPO_MIG_MAX, s);
-}
-
-const char *
-topo_cpu_link_to_string(enum topo_cpu_link c)
-{
-        return c >= 0 && c < _TOPO_CPU_LINK_MAX ? cpu_link_names[c] : NULL;
-}
-
-enum topo_cpu_link
-topo_cpu_link_from_string(const char *s)
-{
-        return (enum topo_cpu_link)str_table_index(cpu_link_names, _TOPO_CPU_LINK_MAX, s);
-}
+DEFINE_STRING_TABLE(topo_cpu_link, enum topo_cpu_link, cpu_link_names)
 
 bool
 topo_link_is_p2p(enum topo_link l)

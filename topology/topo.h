@@ -29,6 +29,12 @@
 #define TOPO_ID_MAX 96                        /* UUIDs, bus ids, names (NUL included) */
 #define TOPO_ANNOTATION_KEY "topofit.io/topology"
 #define TOPO_ANNOTATION_VERSION 1
+#define TOPO_GPUS_KEY "topofit.io/gpus"            /* a bound pod's GPUs (topo-gpus.c) */
+#define TOPO_GPUS_VERSION 1
+#define TOPO_GPUS_MAX_BYTES (16u << 10)            /* one topofit.io/gpus value */
+#define TOPO_GPUS_MAX_CONTAINERS 32                /* containers + init containers of a pod */
+#define TOPO_GPUS_NODE_MAX 254                     /* a node name (DNS subdomain, 253) + NUL */
+#define TOPO_GPUS_CONTAINER_MAX 64                 /* a container name (DNS label, 63) + NUL */
 
 /* The relation between two devices, best first, in the order `nvidia-smi topo -m` ranks
  * them.  Values are stable: they are stored in annotations by name, never by number. */
@@ -266,6 +272,60 @@ topo_mask_equal(const struct topo_mask *a, const struct topo_mask *b)
                         return false;
         return true;
 }
+/* a |= b */
+static inline void
+topo_mask_or(struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                a->w[k] |= b->w[k];
+}
+/* a &= b */
+static inline void
+topo_mask_and(struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                a->w[k] &= b->w[k];
+}
+/* a &= ~b */
+static inline void
+topo_mask_andnot(struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                a->w[k] &= ~b->w[k];
+}
+/* Whether a and b share a GPU. */
+static inline bool
+topo_mask_intersects(const struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                if (a->w[k] & b->w[k])
+                        return true;
+        return false;
+}
+/* Whether every GPU of a is in b. */
+static inline bool
+topo_mask_subset(const struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                if (a->w[k] & ~b->w[k])
+                        return false;
+        return true;
+}
+/* The lowest GPU index >= from in m, or -1: for (int g = topo_mask_next(m, 0); g >= 0;
+ * g = topo_mask_next(m, g + 1)). */
+static inline int
+topo_mask_next(const struct topo_mask *m, unsigned from)
+{
+        for (size_t k = from / 64; k < ELEMENTSOF(m->w); k++) {
+                uint64_t w = m->w[k];
+
+                if (k == from / 64)
+                        w &= ~UINT64_C(0) << (from % 64);
+                if (w)
+                        return (int)(k * 64 + (unsigned)__builtin_ctzll(w));
+        }
+        return -1;
+}
 /* All GPUs 0..n-1. */
 static inline void
 topo_mask_fill(struct topo_mask *m, unsigned n)
@@ -278,3 +338,43 @@ topo_mask_fill(struct topo_mask *m, unsigned n)
 int topo_mask_parse(const char *s, unsigned n, struct topo_mask *ret);
 /* Writes "0,1,5" into buf (size bytes); returns -E2BIG when it does not fit. */
 int topo_mask_format(const struct topo_mask *m, char *buf, size_t size);
+
+/* --- topofit.io/gpus: what a bound pod got (topo-gpus.c, docs/annotations.md) ----------- */
+
+struct topo_gpus_container {
+        char name[TOPO_GPUS_CONTAINER_MAX]; /* "" when the record names none */
+        bool init;                     /* an init container: reuses the pod's GPUs */
+        struct topo_mask gpus;         /* never empty */
+};
+
+struct topo_gpus {
+        char node[TOPO_GPUS_NODE_MAX]; /* "" when the record names none */
+        unsigned n;                    /* 1..TOPO_GPUS_MAX_CONTAINERS */
+        struct topo_gpus_container c[TOPO_GPUS_MAX_CONTAINERS];
+};
+
+/* Reads a topofit.io/gpus value: {"version":1,"node":N,"containers":[{"name":C,"init":B,
+ * "indices":[..],"uuids":[..]}, ...]}, the one form the extender writes (no other form is
+ * accepted).  Indices must be below n_gpus.  ids (NULL: indices only) are the node's
+ * n_gpus device UUIDs: a container whose "uuids" are all non-empty is resolved by them
+ * (the UUID wins over the index), else by its indices.  node (NULL or "": not checked) is
+ * the node reading it.  Untrusted input: over TOPO_GPUS_MAX_BYTES is -E2BIG; a version
+ * other than 1 -EPROTONOSUPPORT; an index out of range -ERANGE; bad JSON, another node's
+ * record, an unknown UUID, a GPU twice in one container, two app containers sharing a
+ * GPU, an empty set, no containers, more than TOPO_GPUS_MAX_CONTAINERS (-E2BIG) or a
+ * repeated key (common/json.h) -EINVAL; each with *ret_why.  *ret written on success. */
+int topo_gpus_decode(const char *json, size_t len, unsigned n_gpus, const char (*ids)[TOPO_ID_MAX],
+                     const char *node, struct topo_gpus *ret, const char **ret_why);
+/* The union of every container's GPUs. */
+void topo_gpus_union(const struct topo_gpus *g, struct topo_mask *ret);
+/* Writes the record for node: per container c[i] its GPUs in the order given, UUIDs from
+ * t ("" where t is NULL or has no such GPU).  A malloc()ed string in *ret_json; -E2BIG
+ * over TOPO_GPUS_MAX_BYTES or TOPO_GPUS_MAX_CONTAINERS. */
+struct topo_gpus_out {
+        const char *name;
+        bool init;
+        unsigned count;
+        const uint8_t *gpus; /* count GPU indices, in the order written */
+};
+int topo_gpus_encode(const char *node, const struct topo_gpus_out *c, unsigned n,
+                     const struct topo *t, char **ret_json);

@@ -7,7 +7,7 @@
 //
 // Nodes arrive whole (nodeCacheCapable: false) or as names (true); a name-only node is
 // taken to have -gpus-per-node GPUs.  Serves /filter, /prioritize and /healthz on
-// 127.0.0.1:-port.  Used by bench/ext-bench.c (TOPOFIT_BENCH_PEER) and by the end-to-end
+// 127.0.0.1:-port.  Used by microbench/ext-bench.c (TOPOFIT_BENCH_PEER) and by the end-to-end
 // suite's control-plane check (test/e2e), built by scripts/e2e-build.
 package main
 

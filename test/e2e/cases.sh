@@ -666,6 +666,13 @@ t_ha_failover() {
         kubectl -n topofit-system create rolebinding topofit-e2e-ha-lease \
                 --role topofit-scheduler-leader-election --user system:kube-scheduler >/dev/null ||
                 { fail "binding the leader-election Role failed"; return; }
+        # The overlay's admission policy lets only the sidecars' identity, the ServiceAccount
+        # topofit-scheduler, bind with topofit.io/gpus: the extenders run with its token.
+        local sa_token
+        sa_token=$(kubectl -n topofit-system create token topofit-scheduler --duration 1h) ||
+                { fail "no token for the ServiceAccount topofit-scheduler"; return; }
+        e2e_token_kubeconfig ha-sidecar "$sa_token"
+        export E2E_HA_KUBECONFIG=$E2E_DIR/ha-sidecar.kubeconfig
         export E2E_SCHEDULER_NAME=topofit-scheduler
         e2e_ha_replica a || { fail "replica a did not start (log/ha-*-a.log)"; return; }
         e2e_ha_replica b || { fail "replica b did not start (log/ha-*-b.log)"; return; }
@@ -714,4 +721,177 @@ print(" ".join(p["metadata"]["name"] for p in json.load(sys.stdin)["items"]
                 >>"$E2E_DIR/placements.txt"
         # shellcheck disable=SC2034
         E2E_NOTE="failover ${fo}s from kill to the new leader's first bind, Lease taken over after ${taken}s; $bound_at_kill of $pods bound at the kill, $by_new by the new leader"
+}
+
+# --- cluster-level placement (issue 11, docs/placement.md) --------------------------------
+
+e2e_no_pods_at_all() { [ -z "$(kubectl get pods -o name 2>/dev/null)" ]; }
+
+# A clean cluster for the cases below: every pod gone, the HA replicas (which serve only pods
+# named for them) stopped, and the single scheduler and its extender started afresh (with
+# E2E_SCHED_EXTRA's flags).
+e2e_placement_reset() {
+        local r n
+        for r in a b; do
+                e2e_stop "ha-sched-$r"
+                e2e_stop "ha-ext-$r"
+        done
+        kubectl delete pod --all --grace-period=0 --force >/dev/null 2>&1
+        e2e_wait 60 "no pods left" e2e_no_pods_at_all || return 1
+        for n in $(kubectl get nodes -o name); do kubectl uncordon "${n#node/}" >/dev/null; done
+        e2e_extender || return 1
+        e2e_scheduler "$E2E_DIR/sched-topofit.yaml"
+}
+
+# e2e_cordon_all_but NODE...: every other node unschedulable.
+e2e_cordon_all_but() {
+        local n keep
+        for n in $(kubectl get nodes -o name); do
+                n=${n#node/}
+                for keep in "$@"; do [ "$n" = "$keep" ] && continue 2; done
+                kubectl cordon "$n" >/dev/null || return 1
+        done
+}
+
+# e2e_pod_gpus NAME: the GPU indices of the pod's topofit.io/gpus, comma-separated.
+e2e_pod_gpus() {
+        kubectl get pod "$1" -o json | "$E2E_PY" -c '
+import json, sys
+a = json.load(sys.stdin)["metadata"].get("annotations", {}).get("topofit.io/gpus")
+print(",".join(str(i) for c in json.loads(a)["containers"] for i in c["indices"]) if a else "")'
+}
+
+# The issue's stranding case through the real scheduler: the HGX H100 is the only node with
+# an 8-GPU all-NVLink set; the DGX-1's is broken (one quad busy) and the 4x A100 node is all
+# NVLink.  A best-effort 4-GPU pod must not take the H100, and still gets an all-NVLink four;
+# the 8-GPU nvlink-required pod after it then fits there.
+t_stranding() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        local node gpus
+        e2e_placement_reset || { fail "restarting the scheduler and its extender failed"; return; }
+        # Only the four scenario machines take pods (earlier cases added more nodes).
+        e2e_cordon_all_but dgx1 h100 hgx4 pcie8 || { fail "cordoning the other nodes failed"; return; }
+        e2e_gpu_pod strand-busy-dgx1 4 "" dgx1 \
+                '{"version":1,"node":"dgx1","containers":[{"name":"main","indices":[0,1,2,3],"uuids":["","","",""]}]}' strand &&
+        e2e_gpu_pod strand-busy-pcie8 8 "" pcie8 \
+                '{"version":1,"node":"pcie8","containers":[{"name":"main","indices":[0,1,2,3,4,5,6,7],"uuids":["","","","","","","",""]}]}' strand ||
+                { fail "creating the existing pods failed"; return; }
+        sleep 2 # the extender's watch sees them
+        e2e_gpu_pod strand-4 4 "" "" "" strand || { fail "creating strand-4 failed"; return; }
+        e2e_wait 30 "strand-4 bound" e2e_pod_bound strand-4 || { fail "strand-4 was not placed in 30 s"; return; }
+        node=$(e2e_pod_node strand-4)
+        gpus=$(e2e_pod_gpus strand-4)
+        [ "$node" != h100 ] || { fail "the 4-GPU pod took the only 8-GPU NVLink set (h100, GPUs $gpus)"; return; }
+        case $node:$gpus in
+        dgx1:4,5,6,7 | hgx4:0,1,2,3) ;;
+        *) fail "the 4-GPU pod got $node GPUs '$gpus', not an all-NVLink four"; return ;;
+        esac
+        e2e_gpu_pod strand-8 8 nvlink-required "" "" strand || { fail "creating strand-8 failed"; return; }
+        e2e_wait 30 "strand-8 bound" e2e_pod_bound strand-8 ||
+                { fail "the 8-GPU nvlink-required pod stayed pending (stranded)"; return; }
+        [ "$(e2e_pod_node strand-8)" = h100 ] || { fail "strand-8 went to $(e2e_pod_node strand-8)"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="4-GPU pod on $node GPUs $gpus, 8-GPU nvlink-required pod on h100"
+}
+
+# e2e_gang NAME PODS: a PodGroup (gang of PODS) and its pods of 4 GPUs each, domain-required,
+# topofit.io/group-size set (the extender does not read PodGroups), created in one request.
+e2e_gang() {
+        "$E2E_PY" - "$1" "$2" <<'PY' | kubectl create -f - >/dev/null
+import json, sys
+name, n = sys.argv[1], int(sys.argv[2])
+res = {"nvidia.com/gpu": "4", "cpu": "10m", "memory": "16Mi"}
+items = [{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": name, "namespace": "default"},
+          "spec": {"schedulingPolicy": {"gang": {"minCount": n}}}}]
+for i in range(n):
+    items.append({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": f"{name}-{i}", "namespace": "default",
+                               "labels": {"topofit-e2e": name},
+                               "annotations": {"topofit.io/group-size": str(n),
+                                               "topofit.io/placement": "domain-required"}},
+                  "spec": {"schedulingGroup": {"podGroupName": name},
+                           "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
+                                           "resources": {"limits": res, "requests": res}}],
+                           "terminationGracePeriodSeconds": 0}})
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+}
+
+# e2e_gang_domains NAME: the NVLink domains (clique labels) of the gang's nodes, sorted, unique.
+e2e_gang_domains() {
+        local n
+        for n in $(kubectl get pods -l "topofit-e2e=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}'); do
+                kubectl get node "$n" -o 'jsonpath={.metadata.labels.nvidia\.com/gpu\.clique}{"\n"}'
+        done | sort -u
+}
+
+# Gang scheduling on 1.37 (GenericWorkload on the API server and the scheduler, whose
+# GangScheduling plugin comes with it; the PodGroup API scheduling.k8s.io/v1beta1): two NVLink
+# domains of four GB200 trays.  A gang of 4 pods lands in one domain; a second gang of 4 then
+# fits only in the other, and single 4-GPU pods created right after it do not take that
+# domain's trays from it.
+t_gang_domains() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
+        # Opt-in for now: it fails on 1.37.2 (docs/placement.md, "Open": a member's reservation
+        # on a tray the scheduler did not choose is held against the rest of its gang).
+        [ "${E2E_GANG:-0}" = 1 ] ||
+                { skip "opt-in (E2E_GANG=1): known failure, a gang member's reservation is held against its own gang (docs/placement.md, Open)"; return; }
+        local d i dom_a dom_b
+        e2e_apiserver_restart --feature-gates GenericWorkload=true \
+                --runtime-config scheduling.k8s.io/v1beta1=true ||
+                { fail "kube-apiserver did not come back with GenericWorkload (log/kube-apiserver.log)"; return; }
+        E2E_SCHED_EXTRA=(--feature-gates GenericWorkload=true)
+        e2e_placement_reset || { fail "restarting the scheduler and its extender failed"; return; }
+        kubectl get podgroups.v1beta1.scheduling.k8s.io >/dev/null 2>&1 ||
+                { fail "the API server does not serve scheduling.k8s.io/v1beta1 PodGroups"; return; }
+        "$E2E_CLI" topo convert "$E2E_DATA/topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt" \
+                >"$E2E_DIR/topology-tray.json" || { fail "converting the tray topology failed"; return; }
+        for d in 1 2; do
+                for i in 1 2 3 4; do
+                        e2e_node "tray-$d-$i" 4 "$E2E_DIR/topology-tray.json" \
+                                "nvidia.com/gpu.clique=e2e-cluster.$d" ||
+                                { fail "creating tray-$d-$i failed"; return; }
+                done
+        done
+        e2e_cordon_all_but dgx1 h100 hgx4 pcie8 tray-1-1 tray-1-2 tray-1-3 tray-1-4 \
+                tray-2-1 tray-2-2 tray-2-3 tray-2-4 || { fail "cordoning the other nodes failed"; return; }
+        sleep 2 # the extender's watch sees the trays
+        e2e_gang gang-a 4 || { fail "creating gang-a failed"; return; }
+        e2e_wait 60 "gang-a bound" e2e_bound_at_least 4 gang-a ||
+                { fail "gang-a: $(e2e_bound_count gang-a) of 4 pods bound in 60 s"; return; }
+        dom_a=$(e2e_gang_domains gang-a)
+        [ "$(echo "$dom_a" | wc -l)" = 1 ] && [ -n "$dom_a" ] ||
+                { fail "gang-a spans domains: $(echo $dom_a)"; return; }
+        e2e_gang gang-b 4 || { fail "creating gang-b failed"; return; }
+        e2e_gpu_pods_4 single 1 4 || { fail "creating the single pods failed"; return; }
+        e2e_wait 60 "gang-b bound" e2e_bound_at_least 4 gang-b ||
+                { fail "gang-b: $(e2e_bound_count gang-b) of 4 pods bound in 60 s"; return; }
+        dom_b=$(e2e_gang_domains gang-b)
+        [ "$(echo "$dom_b" | wc -l)" = 1 ] && [ -n "$dom_b" ] && [ "$dom_b" != "$dom_a" ] ||
+                { fail "gang-b is in '$(echo $dom_b)', gang-a in '$dom_a'"; return; }
+        e2e_wait 60 "the single pods bound" e2e_bound_at_least 4 single ||
+                { fail "$(e2e_bound_count single) of 4 single pods bound in 60 s"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="gang-a in $dom_a, gang-b in $dom_b, 4 single pods elsewhere"
+}
+
+# e2e_gpu_pods_4 PREFIX FROM TO: best-effort pods of 4 GPUs each, labelled PREFIX, one request.
+e2e_gpu_pods_4() {
+        "$E2E_PY" - "$@" <<'PY' | kubectl create -f - >/dev/null
+import json, sys
+prefix, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+res = {"nvidia.com/gpu": "4", "cpu": "10m", "memory": "16Mi"}
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "v1", "kind": "Pod",
+     "metadata": {"name": f"{prefix}-{i}", "namespace": "default", "labels": {"topofit-e2e": prefix}},
+     "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
+                              "resources": {"limits": res, "requests": res}}],
+              "terminationGracePeriodSeconds": 0}} for i in range(lo, hi + 1)]}))
+PY
 }

@@ -19,6 +19,9 @@ E2E_K8S_VERSION=${E2E_K8S_VERSION:-$E2E_K8S_CURRENT}
 # e2e_legacy: true for the 1.20 control plane (flags and config API versions of its day).
 e2e_legacy() { [ "$E2E_K8S_VERSION" = 1.20.2 ]; }
 E2E_PIDS=()                           # every process we started, stopped in reverse
+E2E_APISERVER_EXTRA=()                # extra kube-apiserver flags (e2e_apiserver_restart)
+E2E_APISERVER_LEGACY=()
+E2E_SCHED_EXTRA=()                    # extra kube-scheduler flags (feature gates of a case)
 
 e2e_log() { echo "e2e: $*" >&2; }
 
@@ -180,6 +183,30 @@ current-context: e2e
 EOF
 }
 
+# e2e_token_kubeconfig NAME TOKEN: $E2E_DIR/NAME.kubeconfig for a bearer token (a
+# ServiceAccount's, from the TokenRequest API).
+e2e_token_kubeconfig() {
+        cat >"$E2E_DIR/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: $E2E_API
+    certificate-authority: $E2E_DIR/pki/ca.crt
+users:
+- name: $1
+  user:
+    token: $2
+contexts:
+- name: e2e
+  context:
+    cluster: e2e
+    user: $1
+current-context: e2e
+EOF
+}
+
 # --- the control plane -------------------------------------------------------------------
 
 # Sets E2E_BIN (kube-apiserver, kube-scheduler, kubectl, etcd or Debian's, the Go peer),
@@ -244,10 +271,26 @@ e2e_up() {
         else
                 legacy=(--endpoint-reconciler-type none)
         fi
-        e2e_start kube-apiserver kube-apiserver "${legacy[@]}" \
-                --etcd-servers "http://127.0.0.1:$etcd_port" \
+        E2E_ETCD_PORT=$etcd_port E2E_API_PORT=$api_port E2E_APISERVER_LEGACY=("${legacy[@]}")
+        e2e_apiserver_run || return 1
+        e2e_wait "$E2E_WAIT_S" kube-apiserver e2e_api_healthy || return 1
+        local who
+        for who in admin scheduler; do
+                e2e_kubeconfig "$who"
+        done
+        export KUBECONFIG=$E2E_DIR/admin.kubeconfig
+        # The extender's identity gets exactly the RBAC rules that deploy/ ships.
+        e2e_apply_extender_rbac || return 1
+}
+
+# e2e_apiserver_run: starts kube-apiserver on E2E_ETCD_PORT / E2E_API_PORT (set by e2e_up)
+# with E2E_APISERVER_EXTRA appended (feature gates for the cases that need them).
+e2e_apiserver_run() {
+        local d=$E2E_DIR/pki
+        e2e_start kube-apiserver kube-apiserver "${E2E_APISERVER_LEGACY[@]}" \
+                --etcd-servers "http://127.0.0.1:$E2E_ETCD_PORT" \
                 --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
-                --secure-port "$api_port" \
+                --secure-port "$E2E_API_PORT" \
                 --cert-dir "$E2E_DIR/apiserver" \
                 --tls-cert-file "$d/apiserver.crt" --tls-private-key-file "$d/apiserver.key" \
                 --client-ca-file "$d/ca.crt" \
@@ -258,15 +301,16 @@ e2e_up() {
                 --authorization-mode RBAC \
                 --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
                 --enable-priority-and-fairness=false \
-                --profiling=false --v=1
-        e2e_wait "$E2E_WAIT_S" kube-apiserver e2e_api_healthy || return 1
-        local who
-        for who in admin scheduler; do
-                e2e_kubeconfig "$who"
-        done
-        export KUBECONFIG=$E2E_DIR/admin.kubeconfig
-        # The extender's identity gets exactly the RBAC rules that deploy/ ships.
-        e2e_apply_extender_rbac || return 1
+                --profiling=false --v=1 "${E2E_APISERVER_EXTRA[@]}"
+}
+
+# e2e_apiserver_restart [ARG...]: the same kube-apiserver on the same etcd (the cluster's
+# objects stay) with ARG... added; waits until it is healthy.
+e2e_apiserver_restart() {
+        e2e_stop kube-apiserver
+        E2E_APISERVER_EXTRA=("$@")
+        e2e_apiserver_run || return 1
+        e2e_wait "$E2E_WAIT_S" kube-apiserver e2e_api_healthy
 }
 
 # Applies everything deploy/base renders to (the API server validates every object; with no
@@ -290,14 +334,18 @@ e2e_identity() {
         kubectl create clusterrolebinding "$binding" --clusterrole "$role" --user "$cn" >/dev/null
 }
 
-# e2e_node NAME GPUS [ANNOTATION_FILE]: a Node with GPUS nvidia.com/gpu, Ready, with the
-# topology annotation read from ANNOTATION_FILE when given.
+# e2e_node NAME GPUS [ANNOTATION_FILE] [LABELS]: a Node with GPUS nvidia.com/gpu, Ready, with the
+# topology annotation read from ANNOTATION_FILE when given (may be ""), and LABELS
+# ("key=value,key=value") added to its labels.
 e2e_node() {
-        local name=$1 gpus=$2 ann=${3:-}
-        python3 - "$name" "$ann" >"$E2E_DIR/node-$name.json" <<'EOF' || return 1
+        local name=$1 gpus=$2 ann=${3:-} labels=${4:-}
+        python3 - "$name" "$ann" "$labels" >"$E2E_DIR/node-$name.json" <<'EOF' || return 1
 import json, sys
-name, ann = sys.argv[1], sys.argv[2]
+name, ann, labels = sys.argv[1], sys.argv[2], sys.argv[3]
 meta = {"name": name, "labels": {"kubernetes.io/hostname": name, "topofit.io/gpu": "true"}}
+for kv in filter(None, labels.split(",")):
+    k, v = kv.split("=", 1)
+    meta["labels"][k] = v
 if ann:
     meta["annotations"] = {"topofit.io/topology": open(ann).read().strip()}  # TOPO_ANNOTATION_KEY
 print(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": {}}))
@@ -384,6 +432,7 @@ e2e_scheduler() {
         # 1.23 removed the insecure --port and 1.26 --logtostderr.
         e2e_legacy && legacy=(--port 0 --logtostderr=true)
         e2e_start kube-scheduler kube-scheduler --config "$config" "${legacy[@]}" \
+                "${E2E_SCHED_EXTRA[@]}" \
                 --secure-port "$E2E_SCHED_PORT" --bind-address 127.0.0.1 \
                 --cert-dir "$E2E_DIR/scheduler-certs" \
                 --authentication-kubeconfig "$E2E_DIR/scheduler.kubeconfig" \
@@ -423,7 +472,7 @@ e2e_extender_mode() {
 # e2e_extender [EXTRA_ARGS...]: (re)starts topofit-extender serving HTTPS with mutual TLS on
 # E2E_EXT_PORT (kept across restarts) and waits until /readyz says ready.  In API mode it
 # reads the cluster with its own client certificate (the identity deploy/'s RBAC is bound
-# to).  In static mode it gets `kubectl get nodes,pods -o json` of the cluster as it is now
+# to; E2E_EXTENDER_KUBECONFIG names another kubeconfig).  In static mode it gets `kubectl get nodes,pods -o json` of the cluster as it is now
 # (--cluster), so it sees the same nodes and annotated pods, but not later changes.
 e2e_extender() {
         local bin mode d=$E2E_DIR/pki src
@@ -432,7 +481,7 @@ e2e_extender() {
         e2e_stop extender
         E2E_EXT_PORT=${E2E_EXT_PORT:-$(e2e_free_port)}
         if [ "$mode" = api ]; then
-                src=(--kubeconfig "$E2E_DIR/extender-client.kubeconfig")
+                src=(--kubeconfig "${E2E_EXTENDER_KUBECONFIG:-$E2E_DIR/extender-client.kubeconfig}")
         else
                 kubectl get nodes,pods -o json >"$E2E_DIR/static-cluster.json" || return 1
                 # Nothing commits or releases reservations without bind: keep them short.
@@ -448,7 +497,7 @@ e2e_extender() {
 
 # e2e_ha_replica NAME: one scheduler replica of the HA set as deploy/overlays/ha runs it:
 # its own topofit-extender (live mode, its own port, plain HTTP on loopback, as the sidecar
-# is) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
+# is; as the user of E2E_HA_KUBECONFIG when set) and a kube-scheduler with the overlay's configuration: profile topofit-scheduler,
 # leader election on the Lease topofit-system/topofit-scheduler.  Sets
 # E2E_HA_EXT_PORT_<NAME> and E2E_HA_SCHED_PORT_<NAME>; processes are ha-ext-NAME and
 # ha-sched-NAME.
@@ -460,7 +509,7 @@ e2e_ha_replica() {
         printf -v "E2E_HA_EXT_PORT_$name" '%s' "$ext_port"
         printf -v "E2E_HA_SCHED_PORT_$name" '%s' "$sched_port"
         e2e_start "ha-ext-$name" "$bin" --listen "127.0.0.1:$ext_port" \
-                --kubeconfig "$E2E_DIR/extender-client.kubeconfig" --log-level info
+                --kubeconfig "${E2E_HA_KUBECONFIG:-$E2E_DIR/extender-client.kubeconfig}" --log-level info
         e2e_wait "$E2E_WAIT_S" "ha-ext-$name" \
                 curl -sf --max-time 2 "http://127.0.0.1:$ext_port/readyz" || return 1
         # deploy/overlays/ha's own configuration, with this replica's extender address and

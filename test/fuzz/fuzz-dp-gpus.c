@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer harness for the plugin's topofit.io/gpus parser (plugin/dp-alloc.c) against a
+ * libFuzzer harness for the plugin's topofit.io/gpus reader (dp_parse_gpus_annotation over
+ * the one codec, topology/topo-gpus.c) against a
  * cache of eight devices on node "node-1", and for the pod loader beside it
  * (dp_cache_load_podlist in dp-pods.c), which reads the same annotation off each pod.
- * Accepted sets must name only known devices.  Seeds: the annotation forms in dp.h.
+ * Accepted sets must name only known devices.  Seeds: docs/annotations.md's record.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -557,19 +557,85 @@ xml_malformed(struct topo_error *err, const char *xml, const char *p, const char
         return topo__error(err, -EINVAL, line, 0, "Malformed hwloc XML: %s.", what);
 }
 
+/* What an <object> tag's attributes said so far. */
+struct xml_object_attrs {
+        bool seen[_XML_SET_MAX]; /* cpuset, complete_cpuset, nodeset, complete_nodeset */
+        bool has_os_index, needs_os_index, has_type;
+};
+
+/* One attribute of an <object>: os_index in range, a known type, well-formed sets. */
+static int
+xml_object_attr(const char *attr, size_t attr_len, const char *value, size_t n,
+                struct xml_object_attrs *o, struct topo_error *err)
+{
+        if (xml_is(attr, attr_len, "os_index")) {
+                int v;
+
+                if (str_to_int(value, n, 0, XML_MAX_OS_INDEX, &v) < 0)
+                        return topo__error(err, -EINVAL, 0, 0,
+                                           "hwloc XML object with os_index not in 0..%u.",
+                                           XML_MAX_OS_INDEX);
+                o->has_os_index = true;
+        }
+        if (xml_is(attr, attr_len, "type")) {
+                size_t k = 0;
+
+                while (k < ELEMENTSOF(xml_object_types) && !xml_is(value, n, xml_object_types[k]))
+                        k++;
+                if (k == ELEMENTSOF(xml_object_types))
+                        return topo__error(err, -EINVAL, 0, 0,
+                                           "hwloc XML object of unknown type \"%.*s\".",
+                                           (int)MIN(n, (size_t)32), value);
+                o->needs_os_index = xml_is(value, n, "PU") || xml_is(value, n, "NUMANode") ||
+                                    xml_is(value, n, "Node");
+                o->has_type = true;
+        }
+        for (size_t i = 0; i < _XML_SET_MAX; i++) {
+                if (!xml_is(attr, attr_len, xml_set_names[i]))
+                        continue;
+                if (!xml_bitmap_ok(value, n))
+                        return topo__error(err, -EINVAL, 0, 0,
+                                           "hwloc XML object with a malformed %s.",
+                                           xml_set_names[i]);
+                o->seen[i] = true;
+        }
+        return 0;
+}
+
+/* An <object> once all its attributes are read: a type, os_index where hwloc needs one,
+ * and its sets all or none. */
+static int
+xml_object_check(const struct xml_object_attrs *o, struct topo_error *err)
+{
+        if (!o->has_type)
+                return topo__error(err, -EINVAL, 0, 0, "hwloc XML object without a type.");
+        if (o->needs_os_index && !o->has_os_index)
+                return topo__error(err, -EINVAL, 0, 0,
+                                   "hwloc XML PU or NUMANode without os_index.");
+        /* hwloc ORs these into the parent's: an object of the CPU tree carries all four
+         * (real exports do), an I/O object none. */
+        for (size_t i = 0; i < _XML_SET_MAX; i++)
+                for (size_t j = 0; j < _XML_SET_MAX; j++)
+                        if (o->seen[i] && !o->seen[j])
+                                return topo__error(err, -EINVAL, 0, 0,
+                                                   "hwloc XML object has %s without %s.",
+                                                   xml_set_names[i], xml_set_names[j]);
+        return 0;
+}
+
 /* A start tag at p (just past '<'): its name, attributes and end.  *ret_empty for "/>". */
 static int
 xml_check_start_tag(const char *xml, const char *p, const char *end, const char **ret_name,
                     size_t *ret_name_len, bool *ret_empty, const char **ret_end,
                     struct topo_error *err)
 {
-        bool seen[_XML_SET_MAX] = {}, has_os_index = false, needs_os_index = false;
-        bool has_type = false;
+        struct xml_object_attrs obj = { 0 };
         const char *attrs[XML_MAX_ATTRS];
         size_t attr_lens[XML_MAX_ATTRS], n_attrs = 0;
         const char *name = p;
         size_t name_len;
         bool object;
+        int r;
 
         while (p < end && xml_is_name_char(*p))
                 p++;
@@ -608,52 +674,12 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                         return xml_malformed(err, xml, attr, "too many attributes");
                 attrs[n_attrs] = attr;
                 attr_lens[n_attrs++] = attr_len;
-                if (object && xml_is(attr, attr_len, "os_index")) {
-                        int v;
-
-                        if (str_to_int(value, (size_t)(q - value), 0, XML_MAX_OS_INDEX, &v) < 0)
-                                return topo__error(err, -EINVAL, 0, 0,
-                                                   "hwloc XML object with os_index not in 0..%u.",
-                                                   XML_MAX_OS_INDEX);
-                        has_os_index = true;
-                }
-                if (object && xml_is(attr, attr_len, "type")) {
-                        size_t k = 0, n = (size_t)(q - value);
-
-                        while (k < ELEMENTSOF(xml_object_types) &&
-                               !xml_is(value, n, xml_object_types[k]))
-                                k++;
-                        if (k == ELEMENTSOF(xml_object_types))
-                                return topo__error(err, -EINVAL, 0, 0,
-                                                   "hwloc XML object of unknown type \"%.*s\".",
-                                                   (int)MIN(n, (size_t)32), value);
-                        needs_os_index = xml_is(value, n, "PU") || xml_is(value, n, "NUMANode") ||
-                                         xml_is(value, n, "Node");
-                        has_type = true;
-                }
-                for (size_t i = 0; object && i < _XML_SET_MAX; i++) {
-                        if (!xml_is(attr, attr_len, xml_set_names[i]))
-                                continue;
-                        if (!xml_bitmap_ok(value, (size_t)(q - value)))
-                                return topo__error(err, -EINVAL, 0, 0,
-                                                   "hwloc XML object with a malformed %s.",
-                                                   xml_set_names[i]);
-                        seen[i] = true;
-                }
+                if (object && (r = xml_object_attr(attr, attr_len, value, (size_t)(q - value),
+                                                   &obj, err)) < 0)
+                        return r;
         }
-        if (object && !has_type)
-                return topo__error(err, -EINVAL, 0, 0, "hwloc XML object without a type.");
-        if (needs_os_index && !has_os_index)
-                return topo__error(err, -EINVAL, 0, 0,
-                                   "hwloc XML PU or NUMANode without os_index.");
-        /* hwloc ORs these into the parent's: an object of the CPU tree carries all four
-         * (real exports do), an I/O object none. */
-        for (size_t i = 0; i < _XML_SET_MAX; i++)
-                for (size_t j = 0; j < _XML_SET_MAX; j++)
-                        if (seen[i] && !seen[j])
-                                return topo__error(err, -EINVAL, 0, 0,
-                                                   "hwloc XML object has %s without %s.",
-                                                   xml_set_names[i], xml_set_names[j]);
+        if (object && (r = xml_object_check(&obj, err)) < 0)
+                return r;
         *ret_name = name;
         *ret_name_len = name_len;
         *ret_empty = *p == '/';

@@ -51,11 +51,14 @@ fill_cache(struct dp_cache *c)
 {
         for (unsigned i = 0; i < DP_BENCH_PODS; i++) {
                 struct dp_pod p = { 0 };
-                char ann[64];
+                char ann[160];
                 snprintf(p.uid, sizeof(p.uid), "uid-%u", i);
                 snprintf(p.ns, sizeof(p.ns), "default");
                 snprintf(p.name, sizeof(p.name), "pod-%u", i);
-                snprintf(ann, sizeof(ann), "GPU-bench-%u", i % c->n_devices);
+                snprintf(ann, sizeof(ann),
+                         "{\"version\":1,\"containers\":[{\"name\":\"main\",\"indices\":[%u],"
+                         "\"uuids\":[\"GPU-bench-%u\"]}]}",
+                         i % c->n_devices, i % c->n_devices);
                 p.live = true;
                 p.pending = i >= DP_BENCH_PODS - 2;
                 if (dp_parse_gpus_annotation(c, ann, strlen(ann), p.sets, &p.n_sets, NULL) < 0 ||

@@ -152,7 +152,7 @@ write_cluster(const char *path, char **annotations, unsigned n_nodes, unsigned n
 
                 if (p % 4 == 0 && taken[node] < 6) {
                         snprintf(gpus, sizeof(gpus),
-                                 ",\"annotations\":{\"" EXT_GPUS_ANNOTATION "\":\"{\\\"version\\\":1,"
+                                 ",\"annotations\":{\"" TOPO_GPUS_KEY "\":\"{\\\"version\\\":1,"
                                  "\\\"containers\\\":[{\\\"name\\\":\\\"c\\\",\\\"indices\\\":[%u]}]}\"}",
                                  (unsigned)taken[node]);
                         taken[node]++;

@@ -1,0 +1,805 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The multi-node scenario of `topofit bench gang` (docs/benchmark.md, "Multi-node gangs"):
+ * NVL72-style NVLink domains of 18 GB200 trays of 4 GPUs and HGX 8-GPU nodes under leaf
+ * switches, a seeded trace of single-node jobs and gangs of 2-18 pods, and five policies.
+ * A gang starts all or nothing, as kube-scheduler's gang scheduling binds it: its pods are
+ * placed one by one and, when one does not fit, those placed are rolled back (the topofit
+ * policy releases them from the extender's ledger, as a gang that fails at Permit does).
+ * The topofit policy is the extender's decision path: a cluster snapshot with the nodes'
+ * domain labels, ext_prioritize over every node with the pod's group, ext_bind.  Pure: the
+ * trace, the cluster and the seed are parameters; no files, no clock.
+ */
+#include "bench-private.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/str.h"
+#include "../extender/ext-core.h"
+
+static const char *const gang_policy_names[_BENCH_GANG_POLICY_MAX] = {
+        [BENCH_GANG_K8S_DEFAULT] = "k8s-default",
+        [BENCH_GANG_K8S_BESTEFFORT] = "k8s-besteffort",
+        [BENCH_GANG_BINPACK] = "binpack-besteffort",
+        [BENCH_GANG_RACKPACK] = "rack-packing",
+        [BENCH_GANG_TOPOFIT] = "topofit",
+};
+
+const char *
+bench_gang_policy_to_string(enum bench_gang_policy p)
+{
+        return p >= 0 && p < _BENCH_GANG_POLICY_MAX ? gang_policy_names[p] : NULL;
+}
+
+void
+bench_gang_config_default(struct bench_gang_config *c)
+{
+        *c = (struct bench_gang_config){
+                .seed = 1,
+                .n_jobs = 3000,
+                .load = 0.9,
+                .n_domains = 4,
+                .trays_per_domain = 18,
+                .n_leaves = 8,
+                .nodes_per_leaf = 8,
+                .gang_share = 0.35,
+                .duration_median_s = 1800,
+                .duration_sigma = 1.0,
+                .comm_single = 0.3,
+                .comm_gang = 0.5,
+        };
+}
+
+/* --- the seeded trace ---------------------------------------------------------------- */
+
+static uint64_t
+rnd(uint64_t *s)
+{
+        uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        return z ^ (z >> 31);
+}
+
+static double
+unit(uint64_t *s)
+{
+        return (double)(rnd(s) >> 11) * 0x1.0p-53;
+}
+
+int
+bench_gang_generate(const struct bench_gang_config *cfg, struct bench_gang_job **ret, size_t *ret_n)
+{
+        static const unsigned single_sizes[] = { 1, 1, 1, 1, 2, 2, 4, 8 };
+        static const unsigned gang_pods[] = { 2, 2, 2, 3, 4, 4, 4, 6, 8, 8, 12, 16, 18 };
+        uint64_t s = cfg->seed;
+        struct bench_gang_job *j;
+        double gpu_s = 0, t = 0, rate;
+        unsigned cluster_gpus = cfg->n_domains * cfg->trays_per_domain * 4 +
+                                cfg->n_leaves * cfg->nodes_per_leaf * 8;
+
+        if (cfg->n_jobs == 0 || cfg->n_jobs > BENCH_MAX_JOBS || !(cfg->load > 0) ||
+            cluster_gpus == 0)
+                return -EINVAL;
+        j = calloc(cfg->n_jobs, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        for (unsigned i = 0; i < cfg->n_jobs; i++) {
+                double u = 1.0 - unit(&s), v = unit(&s);
+                double z = sqrt(-2 * log(u)) * cos(2 * M_PI * v);
+
+                j[i].duration = MIN(MAX(cfg->duration_median_s * exp(cfg->duration_sigma * z), 60.0),
+                                    7 * 86400.0);
+                if (unit(&s) < cfg->gang_share) {
+                        j[i].pods = gang_pods[rnd(&s) % ELEMENTSOF(gang_pods)];
+                        /* 4-GPU pods fit a tray or half an HGX node; 8-GPU pods only HGX. */
+                        j[i].gpus = unit(&s) < 0.7 ? 4 : 8;
+                        j[i].comm = cfg->comm_gang;
+                } else {
+                        j[i].pods = 1;
+                        j[i].gpus = single_sizes[rnd(&s) % ELEMENTSOF(single_sizes)];
+                        j[i].comm = j[i].gpus > 1 ? cfg->comm_single : 0;
+                }
+                gpu_s += j[i].duration * j[i].pods * j[i].gpus;
+        }
+        /* Poisson arrivals at the rate that offers `load` of the cluster's GPU time. */
+        rate = cfg->n_jobs / (gpu_s / (cluster_gpus * cfg->load));
+        for (unsigned i = 0; i < cfg->n_jobs; i++) {
+                j[i].arrival = t;
+                t += -log(1.0 - unit(&s)) / rate;
+        }
+        *ret = j;
+        *ret_n = cfg->n_jobs;
+        return 0;
+}
+
+/* --- the cluster ---------------------------------------------------------------------- */
+
+struct gnode {
+        bool tray;
+        int domain;  /* NVLink domain index, -1 for HGX */
+        int leaf;    /* leaf switch index, -1 for trays */
+        unsigned n_gpus, n_free;
+        struct topo_mask free;
+        struct score_class *cls;
+        const struct topo *topo;
+        char name[48];
+};
+
+struct gsim {
+        const struct bench_gang_cluster *cl;
+        const struct bench_gang_config *cfg;
+        unsigned n_nodes;
+        struct gnode *nodes;
+        double now;
+        uint64_t generation;
+        /* topofit */
+        struct ext_config ecfg;
+        struct ext_ledger *ledger;
+        struct ext_cluster *snap;
+        uint64_t snap_gen;
+        char *json_tray, *json_hgx;
+        const struct ext_node **enodes;
+        unsigned *sim_of;  /* snapshot index -> node */
+        struct ext_verdict *verdicts;
+        /* running pods: per job its nodes and sets */
+        unsigned *pod_node;          /* job * max_pods + k */
+        struct topo_mask *pod_set;
+        unsigned max_pods;
+        const struct bench_gang_job *jobs;
+        unsigned *running;           /* job indices */
+        unsigned n_running;
+        double *finish;
+};
+
+static int
+node_type_fits(const struct gnode *n, unsigned gpus)
+{
+        return n->n_gpus >= gpus;
+}
+
+/* --- per-pod placement of the baselines ------------------------------------------------ */
+
+/* least (spread) or most (pack) allocated node among nodes with >= gpus free, restricted to
+ * nodes with domain/leaf == want when want >= 0; ties to the lowest index. */
+static int
+pick_node(const struct gsim *s, unsigned gpus, bool pack, int want_domain, int want_leaf)
+{
+        int best = -1;
+
+        for (unsigned i = 0; i < s->n_nodes; i++) {
+                const struct gnode *n = &s->nodes[i];
+                uint64_t lhs, rhs;
+
+                if (n->n_free < gpus || (want_domain >= 0 && n->domain != want_domain) ||
+                    (want_leaf >= 0 && n->leaf != want_leaf))
+                        continue;
+                if (best < 0) {
+                        best = (int)i;
+                        continue;
+                }
+                lhs = (uint64_t)(n->n_free - gpus) * s->nodes[best].n_gpus;
+                rhs = (uint64_t)(s->nodes[best].n_free - gpus) * n->n_gpus;
+                if (pack ? lhs < rhs : lhs > rhs)
+                        best = (int)i;
+        }
+        return best;
+}
+
+static int
+pick_set(const struct gsim *s, unsigned node, unsigned gpus, bool first, struct topo_mask *ret)
+{
+        const struct gnode *n = &s->nodes[node];
+
+        return first ? bench_pick_first(n->topo, &n->free, gpus, ret)
+                     : bench_pick_pairscore(n->topo, &n->free, gpus, ret);
+}
+
+/* Sets of gpus GPUs the nodes of NVLink domain d (or leaf l) can give, pair-score picks. */
+static unsigned
+group_sets(const struct gsim *s, int d, int l, unsigned gpus)
+{
+        unsigned sets = 0;
+
+        for (unsigned i = 0; i < s->n_nodes; i++) {
+                const struct gnode *n = &s->nodes[i];
+
+                if ((d >= 0 && n->domain == d) || (l >= 0 && n->leaf == l))
+                        sets += n->n_free / gpus;
+        }
+        return sets;
+}
+
+/* Kueue TAS style (BestFit): the NVLink domain, else the leaf, with the fewest free GPUs
+ * that holds the whole gang; -1/-1 when none does. */
+static void
+rackpack_domain(const struct gsim *s, const struct bench_gang_job *j, int *ret_d, int *ret_l)
+{
+        unsigned best_free = UINT32_MAX;
+
+        *ret_d = *ret_l = -1;
+        for (unsigned d = 0; j->gpus <= 4 && d < s->cfg->n_domains; d++)
+                if (group_sets(s, (int)d, -1, j->gpus) >= j->pods) {
+                        unsigned f = 0;
+
+                        for (unsigned i = 0; i < s->n_nodes; i++)
+                                f += s->nodes[i].domain == (int)d ? s->nodes[i].n_free : 0;
+                        if (f < best_free) {
+                                best_free = f;
+                                *ret_d = (int)d;
+                        }
+                }
+        if (*ret_d >= 0)
+                return;
+        for (unsigned l = 0; l < s->cfg->n_leaves; l++)
+                if (group_sets(s, -1, (int)l, j->gpus) >= j->pods) {
+                        unsigned f = 0;
+
+                        for (unsigned i = 0; i < s->n_nodes; i++)
+                                f += s->nodes[i].leaf == (int)l ? s->nodes[i].n_free : 0;
+                        if (f < best_free) {
+                                best_free = f;
+                                *ret_l = (int)l;
+                        }
+                }
+}
+
+/* --- the topofit policy: the extender's decision path -------------------------------- */
+
+static int
+topofit_rebuild(struct gsim *s)
+{
+        CLEANUP(ext_cluster_builder_freep) struct ext_cluster_builder *b = NULL;
+        struct ext_cluster *snap = NULL;
+        char uid[48], label[48];
+        int r;
+
+        b = ext_cluster_builder_new(&s->ecfg, s->snap);
+        if (!b)
+                return -ENOMEM;
+        for (unsigned i = 0; i < s->n_nodes; i++) {
+                const struct gnode *n = &s->nodes[i];
+                const char *json = n->tray ? s->json_tray : s->json_hgx;
+
+                r = ext_cluster_builder_add_node(b, n->name, json, strlen(json), n->n_gpus, NULL);
+                if (r < 0)
+                        return r;
+                /* The labels GPU Feature Discovery and Topograph set. */
+                if (n->tray)
+                        snprintf(label, sizeof(label), "cluster-%02d.1", n->domain);
+                else
+                        snprintf(label, sizeof(label), "leaf-%02d", n->leaf);
+                r = ext_cluster_builder_node_label(b, n->tray ? "nvidia.com/gpu.clique"
+                                                              : "network.topology.nvidia.com/leaf",
+                                                   label);
+                if (r < 0)
+                        return r;
+        }
+        for (unsigned k = 0; k < s->n_running; k++) {
+                unsigned job = s->running[k];
+
+                for (unsigned p = 0; p < s->jobs[job].pods; p++) {
+                        unsigned at = job * s->max_pods + p;
+
+                        snprintf(uid, sizeof(uid), "j%u-p%u", job, p);
+                        r = ext_cluster_builder_add_pod(b, uid, "bench", uid,
+                                                        s->nodes[s->pod_node[at]].name,
+                                                        &s->pod_set[at]);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        r = ext_cluster_builder_finish(TAKE_PTR(b), s->generation, &snap);
+        if (r < 0)
+                return r;
+        ext_cluster_unref(s->snap);
+        s->snap = snap;
+        s->snap_gen = s->generation;
+        for (size_t k = 0; k < snap->n_nodes; k++) {
+                unsigned idx = UINT32_MAX;
+
+                for (unsigned i = 0; i < s->n_nodes && idx == UINT32_MAX; i++)
+                        if (strcmp(s->nodes[i].name, snap->nodes[k].name) == 0)
+                                idx = i;
+                if (idx == UINT32_MAX)
+                        return -EPROTO;
+                s->enodes[k] = &snap->nodes[k];
+                s->sim_of[k] = idx;
+        }
+        ext_ledger_prune(s->ledger, snap, (uint64_t)(s->now * 1e9));
+        return 0;
+}
+
+static int
+topofit_pod(struct gsim *s, unsigned job, unsigned p, unsigned *ret_node, struct topo_mask *ret_set)
+{
+        const struct bench_gang_job *j = &s->jobs[job];
+        struct ext_request req = { .count = j->gpus, .n_containers = 1 };
+        uint64_t now = (uint64_t)(s->now * 1e9);
+        struct score_choice choice;
+        int best = -1, n, r;
+
+        if (s->snap_gen != s->generation) {
+                r = topofit_rebuild(s);
+                if (r < 0)
+                        return r;
+        }
+        snprintf(req.uid, sizeof(req.uid), "j%u-p%u", job, p);
+        snprintf(req.name, sizeof(req.name), "j%u-p%u", job, p);
+        snprintf(req.namespace, sizeof(req.namespace), "bench");
+        req.containers[0].count = j->gpus;
+        if (j->pods > 1) {
+                snprintf(req.group.id, sizeof(req.group.id), "topofit/bench/j%u", job);
+                req.group.size = j->pods;
+                req.group.count = j->gpus;
+                req.group.mode = PLACE_DOMAIN_PREFERRED;
+        }
+        n = ext_prioritize(s->snap, s->ledger, &s->ecfg, &req, s->enodes, s->snap->n_nodes, now,
+                           s->verdicts);
+        if (n < 0)
+                return n;
+        for (size_t k = 0; k < s->snap->n_nodes; k++)
+                if (s->verdicts[k].r == 0 &&
+                    (best < 0 || s->verdicts[k].priority > s->verdicts[best].priority))
+                        best = (int)k;
+        if (best < 0)
+                return -ENOSPC;
+        /* prioritize reserved the set on the best node; a single pod binds at once, a gang's
+         * pods only once all of them are placed (try_job), as after Permit. */
+        *ret_node = s->sim_of[best];
+        *ret_set = s->verdicts[best].choice.set;
+        if (j->pods > 1)
+                return 0;
+        r = ext_bind(s->snap, s->ledger, &s->ecfg, &req, s->enodes[best]->name, now, &choice, NULL);
+        if (r < 0)
+                return r == -EAGAIN || r == -ENOEXEC || r == -ENOSPC ? -ENOSPC : r;
+        if (!topo_mask_equal(&choice.set, ret_set))
+                return -EPROTO; /* bind must take the reserved set */
+        return 0;
+}
+
+/* Binds a placed gang's pods (the scheduler's bind after Permit let the gang through). */
+static int
+topofit_bind_gang(struct gsim *s, unsigned job)
+{
+        const struct bench_gang_job *j = &s->jobs[job];
+        uint64_t now = (uint64_t)(s->now * 1e9);
+
+        for (unsigned p = 0; p < j->pods; p++) {
+                unsigned at = job * s->max_pods + p;
+                struct ext_request req = { .count = j->gpus, .n_containers = 1 };
+                struct score_choice choice;
+                int r;
+
+                snprintf(req.uid, sizeof(req.uid), "j%u-p%u", job, p);
+                snprintf(req.group.id, sizeof(req.group.id), "topofit/bench/j%u", job);
+                req.group.size = j->pods;
+                req.group.count = j->gpus;
+                req.group.mode = PLACE_DOMAIN_PREFERRED;
+                req.containers[0].count = j->gpus;
+                r = ext_bind(s->snap, s->ledger, &s->ecfg, &req, s->nodes[s->pod_node[at]].name,
+                             now, &choice, NULL);
+                if (r < 0)
+                        return r;
+                if (!topo_mask_equal(&choice.set, &s->pod_set[at]))
+                        return -EPROTO; /* the sim keeps every placed set free of others */
+        }
+        return 0;
+}
+
+/* --- one gang, all or nothing ----------------------------------------------------------- */
+
+static void
+take(struct gnode *n, const struct topo_mask *set, bool give_back)
+{
+        for (unsigned g = 0; g < n->n_gpus; g++)
+                if (topo_mask_test(set, g)) {
+                        if (give_back)
+                                topo_mask_set(&n->free, g);
+                        else
+                                topo_mask_unset(&n->free, g);
+                }
+        n->n_free = topo_mask_count(&n->free);
+}
+
+static int
+try_job(struct gsim *s, enum bench_gang_policy policy, unsigned job)
+{
+        const struct bench_gang_job *j = &s->jobs[job];
+        int want_d = -1, want_l = -1, r = 0;
+        unsigned placed = 0;
+
+        if (policy == BENCH_GANG_RACKPACK && j->pods > 1)
+                rackpack_domain(s, j, &want_d, &want_l);
+        for (unsigned p = 0; p < j->pods; p++) {
+                unsigned at = job * s->max_pods + p, node = 0;
+                struct topo_mask set;
+                int x;
+
+                switch (policy) {
+                case BENCH_GANG_TOPOFIT:
+                        r = topofit_pod(s, job, p, &node, &set);
+                        break;
+                default:
+                        x = pick_node(s, j->gpus, policy == BENCH_GANG_BINPACK ||
+                                                          policy == BENCH_GANG_RACKPACK,
+                                      want_d, want_l);
+                        if (x < 0 && (want_d >= 0 || want_l >= 0))
+                                x = pick_node(s, j->gpus, true, -1, -1);
+                        r = x < 0 ? -ENOSPC
+                                  : pick_set(s, (unsigned)x, j->gpus,
+                                             policy == BENCH_GANG_K8S_DEFAULT, &set);
+                        node = (unsigned)MAX(x, 0);
+                        break;
+                }
+                if (r < 0)
+                        break;
+                if (topo_mask_count(&set) != j->gpus)
+                        return -EPROTO;
+                for (unsigned g = 0; g < s->nodes[node].n_gpus; g++)
+                        if (topo_mask_test(&set, g) && !topo_mask_test(&s->nodes[node].free, g))
+                                return -EPROTO; /* a GPU handed out twice */
+                take(&s->nodes[node], &set, false);
+                s->pod_node[at] = node;
+                s->pod_set[at] = set;
+                placed++;
+        }
+        if (r == 0 && policy == BENCH_GANG_TOPOFIT && j->pods > 1)
+                r = topofit_bind_gang(s, job);
+        if (r == 0)
+                return 0;
+        /* Roll back: the gang did not reach its quorum.  The extender is not told (no
+         * unreserve reaches an extender): its reservations lapse at their TTL. */
+        for (unsigned p = 0; p < placed; p++) {
+                unsigned at = job * s->max_pods + p;
+
+                take(&s->nodes[s->pod_node[at]], &s->pod_set[at], true);
+        }
+        return r;
+}
+
+/* --- metrics ------------------------------------------------------------------------------ */
+
+/* Per-GPU all-reduce bandwidth between pods (GB/s), docs/benchmark.md "Bandwidth model". */
+#define GANG_NVLINK_DOMAIN_GBPS 900.0 /* NVLink 5: 1.8 TB/s per GPU both ways (GB200 NVL72) */
+#define GANG_RAIL_GBPS 50.0           /* one 400 Gb/s InfiniBand / RoCE NIC per GPU */
+#define GANG_CROSS_LEAF_GBPS 25.0     /* assumed 2:1 oversubscription above the leaf */
+
+static double
+between(const struct gsim *s, unsigned a, unsigned b)
+{
+        const struct gnode *x = &s->nodes[a], *y = &s->nodes[b];
+
+        if (a == b)
+                return INFINITY; /* inside the node: the set's own bandwidth rules */
+        if (x->tray && y->tray && x->domain == y->domain)
+                return GANG_NVLINK_DOMAIN_GBPS;
+        if (!x->tray && !y->tray && x->leaf == y->leaf)
+                return GANG_RAIL_GBPS;
+        return GANG_CROSS_LEAF_GBPS;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+
+        return (x > y) - (x < y);
+}
+
+static double
+pct(double *v, size_t n, double p)
+{
+        return bench_percentile(v, n, p);
+}
+
+int
+bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang_config *cfg,
+                    const struct bench_gang_job *jobs, size_t n_jobs, enum bench_gang_policy policy,
+                    struct bench_gang_summary *ret)
+{
+        struct gsim s = { .cl = cl, .cfg = cfg, .jobs = jobs };
+        CLEANUP(freep) unsigned *queue = NULL;
+        CLEANUP(freep) double *start = NULL, *stretch = NULL, *gang_stretch = NULL;
+        double *qd[BENCH_GANG_CLASSES] = { 0 };
+        size_t nqd[BENCH_GANG_CLASSES] = { 0 }, next = 0, n_stretch = 0;
+        struct bench_gang_summary sum = { .policy = policy };
+        unsigned nq = 0, cluster_gpus = 0, multi = 0, best = 0;
+        unsigned could = 0, inside = 0, could_nvl = 0, inside_nvl = 0;
+        double sat_t = 0, sat_free = 0, sat_alloc = 0, last_t = 0;
+        bool last_sat = false;
+        unsigned last_free = 0;
+        int r = 0;
+
+        if (policy < 0 || policy >= _BENCH_GANG_POLICY_MAX || !cl->tray_cls || !cl->hgx_cls)
+                return -EINVAL;
+        s.n_nodes = cfg->n_domains * cfg->trays_per_domain + cfg->n_leaves * cfg->nodes_per_leaf;
+        if (s.n_nodes == 0 || s.n_nodes > BENCH_MAX_NODES)
+                return -EINVAL;
+        for (size_t i = 0; i < n_jobs; i++)
+                s.max_pods = MAX(s.max_pods, jobs[i].pods);
+        if (s.max_pods == 0 || s.max_pods > 64)
+                return -EINVAL;
+        s.nodes = calloc(s.n_nodes, sizeof(*s.nodes));
+        s.pod_node = calloc(n_jobs * s.max_pods, sizeof(*s.pod_node));
+        s.pod_set = calloc(n_jobs * s.max_pods, sizeof(*s.pod_set));
+        s.running = calloc(MAX(n_jobs, (size_t)1), sizeof(*s.running));
+        s.finish = calloc(MAX(n_jobs, (size_t)1), sizeof(*s.finish));
+        queue = calloc(MAX(n_jobs, (size_t)1), sizeof(*queue));
+        start = calloc(MAX(n_jobs, (size_t)1), sizeof(*start));
+        stretch = calloc(MAX(n_jobs, (size_t)1), sizeof(*stretch));
+        gang_stretch = calloc(MAX(n_jobs, (size_t)1), sizeof(*gang_stretch));
+        for (unsigned c = 0; c < BENCH_GANG_CLASSES; c++)
+                qd[c] = calloc(MAX(n_jobs, (size_t)1), sizeof(*qd[c]));
+        if (!s.nodes || !s.pod_node || !s.pod_set || !s.running || !s.finish || !queue ||
+            !start || !stretch || !gang_stretch || !qd[0] || !qd[1] || !qd[2] || !qd[3]) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (unsigned i = 0, k = 0; i < cfg->n_domains * cfg->trays_per_domain; i++, k++) {
+                struct gnode *n = &s.nodes[k];
+
+                *n = (struct gnode){ .tray = true, .domain = (int)(i / cfg->trays_per_domain),
+                                     .leaf = -1, .cls = cl->tray_cls,
+                                     .topo = score_class_topo(cl->tray_cls) };
+                snprintf(n->name, sizeof(n->name), "nvl%02d-tray%02u", n->domain,
+                         i % cfg->trays_per_domain);
+        }
+        for (unsigned i = 0; i < cfg->n_leaves * cfg->nodes_per_leaf; i++) {
+                struct gnode *n = &s.nodes[cfg->n_domains * cfg->trays_per_domain + i];
+
+                *n = (struct gnode){ .domain = -1, .leaf = (int)(i / cfg->nodes_per_leaf),
+                                     .cls = cl->hgx_cls, .topo = score_class_topo(cl->hgx_cls) };
+                snprintf(n->name, sizeof(n->name), "leaf%02d-hgx%02u", n->leaf,
+                         i % cfg->nodes_per_leaf);
+        }
+        for (unsigned i = 0; i < s.n_nodes; i++) {
+                s.nodes[i].n_gpus = s.nodes[i].n_free = s.nodes[i].topo->n_gpus;
+                topo_mask_fill(&s.nodes[i].free, s.nodes[i].n_gpus);
+                cluster_gpus += s.nodes[i].n_gpus;
+        }
+        if (policy == BENCH_GANG_TOPOFIT) {
+                size_t len;
+
+                ext_config_default(&s.ecfg);
+                s.ledger = ext_ledger_new(&s.ecfg);
+                s.enodes = calloc(s.n_nodes, sizeof(*s.enodes));
+                s.sim_of = calloc(s.n_nodes, sizeof(*s.sim_of));
+                s.verdicts = calloc(s.n_nodes, sizeof(*s.verdicts));
+                if (!s.ledger || !s.enodes || !s.sim_of || !s.verdicts ||
+                    topo_to_annotation(score_class_topo(cl->tray_cls), &s.json_tray, &len) < 0 ||
+                    topo_to_annotation(score_class_topo(cl->hgx_cls), &s.json_hgx, &len) < 0) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                s.snap_gen = UINT64_MAX;
+        }
+
+        for (;;) {
+                double t_next = INFINITY;
+                unsigned free_now = 0, kept = 0;
+
+                if (next < n_jobs)
+                        t_next = jobs[next].arrival;
+                for (unsigned k = 0; k < s.n_running; k++)
+                        t_next = MIN(t_next, s.finish[s.running[k]]);
+                if (t_next == INFINITY)
+                        break;
+                /* Time at saturation (jobs waiting): free GPUs are stranded, the rest used. */
+                if (last_sat) {
+                        sat_t += t_next - last_t;
+                        sat_free += last_free * (t_next - last_t);
+                        sat_alloc += (cluster_gpus - last_free) * (t_next - last_t);
+                }
+                s.now = t_next;
+                for (unsigned k = 0; k < s.n_running;) {
+                        unsigned job = s.running[k];
+
+                        if (s.finish[job] > s.now) {
+                                k++;
+                                continue;
+                        }
+                        for (unsigned p = 0; p < jobs[job].pods; p++)
+                                take(&s.nodes[s.pod_node[job * s.max_pods + p]],
+                                     &s.pod_set[job * s.max_pods + p], true);
+                        s.running[k] = s.running[--s.n_running];
+                        s.generation++;
+                }
+                for (; next < n_jobs && jobs[next].arrival <= s.now; next++) {
+                        bool fits = false;
+
+                        for (unsigned i = 0; i < s.n_nodes && !fits; i++)
+                                fits = node_type_fits(&s.nodes[i], jobs[next].gpus);
+                        if (fits && jobs[next].pods <= 64)
+                                queue[nq++] = (unsigned)next;
+                }
+                for (unsigned q = 0; q < nq; q++) {
+                        unsigned job = queue[q];
+                        const struct bench_gang_job *j = &jobs[job];
+                        bool could_d = false, could_l = false;
+
+                        /* Whether one NVLink domain / one leaf could hold it now. */
+                        if (j->pods > 1) {
+                                /* An NVLink domain: an NVL72-style one, or one HGX node's own
+                                 * NVSwitch when the whole gang fits in it. */
+                                for (unsigned d = 0; j->gpus <= 4 && d < cfg->n_domains; d++)
+                                        could_d |= group_sets(&s, (int)d, -1, j->gpus) >= j->pods;
+                                for (unsigned i = 0; i < s.n_nodes && !could_d; i++)
+                                        could_d = !s.nodes[i].tray &&
+                                                  s.nodes[i].n_free / j->gpus >= j->pods;
+                                for (unsigned l = 0; l < cfg->n_leaves; l++)
+                                        could_l |= group_sets(&s, -1, (int)l, j->gpus) >= j->pods;
+                        }
+                        r = try_job(&s, policy, job);
+                        sum.decisions++;
+                        if (r == -ENOSPC) {
+                                queue[kept++] = job;
+                                r = 0;
+                                continue;
+                        }
+                        if (r < 0)
+                                goto out;
+                        s.generation++;
+                        start[job] = s.now;
+                        {
+                                double bw = INFINITY, ideal, worst_pod = 1;
+                                bool one_d = true, one_l = true, one_node = true;
+
+                                for (unsigned p = 0; p < j->pods; p++) {
+                                        unsigned at = job * s.max_pods + p;
+                                        const struct gnode *n = &s.nodes[s.pod_node[at]];
+
+                                        if (j->gpus > 1) {
+                                                struct topo_mask best_set, all;
+                                                struct score_choice ch;
+                                                double b_ideal = 0;
+
+                                                (void)score_evaluate(n->cls, &s.pod_set[at], NULL, &ch);
+                                                topo_mask_fill(&all, n->n_gpus);
+                                                if (bench_pick_exhaustive(n->cls, &all, j->gpus,
+                                                                          &best_set, &b_ideal) == 0 &&
+                                                    b_ideal > 0)
+                                                        worst_pod = MIN(worst_pod,
+                                                                        ch.busbw_gbps / b_ideal);
+                                        }
+                                        for (unsigned q2 = p + 1; q2 < j->pods; q2++)
+                                                bw = MIN(bw, between(&s, s.pod_node[at],
+                                                                     s.pod_node[job * s.max_pods + q2]));
+                                        one_d &= n->tray &&
+                                                 n->domain == s.nodes[s.pod_node[job * s.max_pods]].domain;
+                                        one_l &= !n->tray &&
+                                                 n->leaf == s.nodes[s.pod_node[job * s.max_pods]].leaf;
+                                        one_node &= s.pod_node[at] == s.pod_node[job * s.max_pods];
+                                }
+                                /* A gang's ideal: one NVLink domain when its pods fit trays
+                                 * and one domain's size, else one leaf. */
+                                ideal = j->pods == 1 ? INFINITY
+                                        : j->gpus <= 4 && j->pods <= cfg->trays_per_domain
+                                                ? GANG_NVLINK_DOMAIN_GBPS
+                                                : GANG_RAIL_GBPS;
+                                stretch[job] = 1 + j->comm * (1 / worst_pod - 1);
+                                if (j->pods > 1 && bw < ideal)
+                                        stretch[job] += j->comm * (ideal / bw - 1);
+                                one_d |= one_node;
+                                if (j->pods > 1) {
+                                        if (could_d || could_l) {
+                                                could++;
+                                                inside += one_d || one_l;
+                                        }
+                                        if (could_d) {
+                                                could_nvl++;
+                                                inside_nvl += one_d;
+                                        }
+                                        sum.n_gangs++;
+                                        gang_stretch[n_stretch++] = stretch[job];
+                                }
+                                if (j->gpus > 1) {
+                                        multi += j->pods;
+                                        best += worst_pod >= 1 - 1e-9 ? j->pods : 0;
+                                }
+                        }
+                        s.finish[job] = s.now + jobs[job].duration * stretch[job];
+                        s.running[s.n_running++] = job;
+                        {
+                                unsigned c = j->pods > 1 ? (j->pods > 4 ? 3 : 2) : j->gpus > 1 ? 1 : 0;
+
+                                qd[c][nqd[c]++] = (s.now - j->arrival) / 60;
+                        }
+                }
+                nq = kept;
+                for (unsigned i = 0; i < s.n_nodes; i++)
+                        free_now += s.nodes[i].n_free;
+                last_t = s.now;
+                last_free = free_now;
+                last_sat = nq > 0;
+        }
+        sum.n_unplaced = nq;
+        sum.gangs_inside = could ? (double)inside / could : 1;
+        sum.gangs_could = could;
+        sum.gangs_inside_nvl = could_nvl ? (double)inside_nvl / could_nvl : 1;
+        sum.gangs_could_nvl = could_nvl;
+        sum.best_frac = multi ? (double)best / multi : 1;
+        qsort(gang_stretch, n_stretch, sizeof(*gang_stretch), cmp_double);
+        {
+                double m = 0;
+
+                for (size_t i = 0; i < n_stretch; i++)
+                        m += gang_stretch[i];
+                sum.slowdown_mean = n_stretch ? m / n_stretch : 1;
+                sum.slowdown_p95 = n_stretch ? pct(gang_stretch, n_stretch, 95) : 1;
+        }
+        for (unsigned c = 0; c < BENCH_GANG_CLASSES; c++) {
+                sum.qdelay_p50[c] = pct(qd[c], nqd[c], 50);
+                sum.qdelay_p95[c] = pct(qd[c], nqd[c], 95);
+        }
+        sum.stranded_sat = sat_t > 0 ? sat_free / sat_t / cluster_gpus : 0;
+        sum.alloc_sat = sat_t > 0 ? sat_alloc / sat_t / cluster_gpus : 0;
+        sum.makespan_h = s.now / 3600;
+        *ret = sum;
+        r = 0;
+out:
+        for (unsigned c = 0; c < BENCH_GANG_CLASSES; c++)
+                free(qd[c]);
+        ext_ledger_free(s.ledger);
+        ext_cluster_unref(s.snap);
+        free(s.json_tray);
+        free(s.json_hgx);
+        free(s.enodes);
+        free(s.sim_of);
+        free(s.verdicts);
+        free(s.nodes);
+        free(s.pod_node);
+        free(s.pod_set);
+        free(s.running);
+        free(s.finish);
+        return r;
+}
+
+int
+bench_gang_report_markdown(const struct bench_gang_summary *s, size_t n, struct buf *out)
+{
+        int r = buf_printf(out, "| policy | gangs in one NVLink domain or leaf, when one could hold them | in one NVLink domain, when one could | gang slow-down mean / p95 | multi-GPU pods on best set | GPUs stranded at saturation | GPUs allocated at saturation | makespan (h) |\n"
+                                "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = buf_printf(out, "| %s | %.1f%% (%u) | %.1f%% (%u) | %.3f / %.3f | %.1f%% | %.1f%% | %.1f%% | %.1f |\n",
+                               bench_gang_policy_to_string(s[i].policy), 100 * s[i].gangs_inside,
+                               s[i].gangs_could, 100 * s[i].gangs_inside_nvl, s[i].gangs_could_nvl,
+                               s[i].slowdown_mean, s[i].slowdown_p95, 100 * s[i].best_frac,
+                               100 * s[i].stranded_sat, 100 * s[i].alloc_sat, s[i].makespan_h);
+        if (r >= 0)
+                r = buf_printf(out, "\n| policy | queueing p50 / p95 (min): 1 GPU | 2-8 GPUs, one node | gangs of 2-4 pods | gangs of 6-18 pods |\n"
+                                    "|---|---:|---:|---:|---:|\n");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = buf_printf(out, "| %s | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f |\n",
+                               bench_gang_policy_to_string(s[i].policy), s[i].qdelay_p50[0],
+                               s[i].qdelay_p95[0], s[i].qdelay_p50[1], s[i].qdelay_p95[1],
+                               s[i].qdelay_p50[2], s[i].qdelay_p95[2], s[i].qdelay_p50[3],
+                               s[i].qdelay_p95[3]);
+        return r < 0 ? r : 0;
+}
+
+int
+bench_gang_report_csv(const struct bench_gang_summary *s, size_t n, struct buf *out)
+{
+        int r = buf_printf(out, "policy,gangs_inside,gangs_could,gangs_inside_nvl,gangs_could_nvl,"
+                                "slowdown_mean,slowdown_p95,best_frac,stranded_sat,alloc_sat,"
+                                "qdelay1_p50,qdelay1_p95,qdelay_node_p50,qdelay_node_p95,"
+                                "qdelay_gang_small_p50,qdelay_gang_small_p95,qdelay_gang_big_p50,"
+                                "qdelay_gang_big_p95,makespan_h\n");
+
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = buf_printf(out, "%s,%.4f,%u,%.4f,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+                               bench_gang_policy_to_string(s[i].policy), s[i].gangs_inside,
+                               s[i].gangs_could, s[i].gangs_inside_nvl, s[i].gangs_could_nvl,
+                               s[i].slowdown_mean, s[i].slowdown_p95, s[i].best_frac,
+                               s[i].stranded_sat, s[i].alloc_sat, s[i].qdelay_p50[0],
+                               s[i].qdelay_p95[0], s[i].qdelay_p50[1], s[i].qdelay_p95[1],
+                               s[i].qdelay_p50[2], s[i].qdelay_p95[2], s[i].qdelay_p50[3],
+                               s[i].qdelay_p95[3], s[i].makespan_h);
+        return r < 0 ? r : 0;
+}

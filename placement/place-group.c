@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * placement's groups (place.h, "groups"): which domain a gang goes to, and the hold that
+ * keeps room there for its pods not yet bound.  The table is a bounded array of records
+ * under one mutex, scanned linearly (live groups are few next to nodes); records expire at
+ * their TTL, refreshed by each bound member.  Domains are recorded by level and name, so a
+ * record outlives the view it was chosen in and is resolved again in each new one.  Pure:
+ * time comes in as now_ns; no I/O, no globals.
+ */
+#include "place.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/str.h"
+
+struct group_record {
+        char id[PLACE_NAME_MAX];       /* "": free slot */
+        struct place_group_domain domain;
+        unsigned size;                 /* 0: unknown */
+        unsigned count, require;
+        uint64_t expires_ns;
+        unsigned n_bound;
+        char (*bound)[64];             /* uids bound, n_bound of them (malloc'd) */
+        unsigned n_picked;
+        char (*picked)[64];            /* uids given a tentative set there (malloc'd) ... */
+        uint64_t picked_ns;            /* ... in the attempt whose last pick was then */
+};
+
+/* A gang's pods are decided within one scheduling cycle: picks further apart than this
+ * belong to different attempts (the earlier one failed, its picks no longer count). */
+#define PLACE_GROUP_ATTEMPT_NS (1000ull * 1000000ull)
+
+static unsigned
+picked_now(const struct group_record *r, uint64_t now_ns)
+{
+        return now_ns - r->picked_ns <= PLACE_GROUP_ATTEMPT_NS ? r->n_picked : 0;
+}
+
+struct place_groups {
+        pthread_mutex_t lock;
+        uint64_t ttl_ns;
+        unsigned n_used;    /* records in use: scans stop after seeing them all */
+        struct group_record rec[PLACE_MAX_GROUPS];
+};
+
+static const char *const mode_names[_PLACE_DOMAIN_MAX] = {
+        [PLACE_DOMAIN_OFF] = "off",
+        [PLACE_DOMAIN_PREFERRED] = "domain-preferred",
+        [PLACE_DOMAIN_REQUIRED] = "domain-required",
+};
+
+const char *
+place_domain_mode_to_string(enum place_domain_mode m)
+{
+        return m >= 0 && m < _PLACE_DOMAIN_MAX ? mode_names[m] : NULL;
+}
+
+struct place_groups *
+place_groups_new(uint64_t ttl_ns)
+{
+        struct place_groups *g = calloc(1, sizeof(*g));
+
+        if (!g)
+                return NULL;
+        pthread_mutex_init(&g->lock, NULL);
+        g->ttl_ns = ttl_ns ? ttl_ns : PLACE_GROUP_TTL_NS;
+        return g;
+}
+
+static void
+record_clear(struct group_record *r)
+{
+        free(r->bound);
+        free(r->picked);
+        *r = (struct group_record){ 0 };
+}
+
+/* Lock held.  Clears a record in use. */
+static void
+record_drop(struct place_groups *g, struct group_record *r)
+{
+        record_clear(r);
+        g->n_used--;
+}
+
+struct place_groups *
+place_groups_free(struct place_groups *g)
+{
+        if (!g)
+                return NULL;
+        for (size_t k = 0; k < PLACE_MAX_GROUPS; k++)
+                record_clear(&g->rec[k]);
+        pthread_mutex_destroy(&g->lock);
+        free(g);
+        return NULL;
+}
+
+/* Lock held.  The live record of id, or NULL; expired records are cleared on the way. */
+static struct group_record *
+find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
+{
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++) {
+                struct group_record *r = &g->rec[k];
+
+                if (!r->id[0])
+                        continue;
+                seen++;
+                if (r->expires_ns <= now_ns) {
+                        record_drop(g, r);
+                        seen--;
+                        continue;
+                }
+                if (strcmp(r->id, id) == 0)
+                        return r;
+        }
+        return NULL;
+}
+
+/* Lock held.  Sets that live groups other than except hold in domain d at level of v: their
+ * pods not yet bound, for every group whose domain lies inside d (a hierarchy: one of its
+ * nodes is in d).  Rough where shapes differ: a pod of another shape counts as one set. */
+static unsigned
+held_locked(const struct place_groups *g, const struct place_view *v, unsigned level, ssize_t d,
+            const char *except, uint64_t now_ns)
+{
+        unsigned held = 0;
+
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++) {
+                const struct group_record *r = &g->rec[k];
+                ssize_t rd;
+
+                if (!r->id[0])
+                        continue;
+                seen++;
+                if (r->expires_ns <= now_ns || r->size <= r->n_bound ||
+                    (except && strcmp(r->id, except) == 0))
+                        continue;
+                rd = place_view_find_domain(v, r->domain.level, r->domain.name);
+                if (rd < 0)
+                        continue;
+                for (size_t i = 0; i < place_view_n_nodes(v); i++)
+                        if (place_view_node_domain(v, i, r->domain.level) == rd) {
+                                if (place_view_node_domain(v, i, level) == d)
+                                        held += r->size - r->n_bound;
+                                break;
+                        }
+        }
+        return held;
+}
+
+static unsigned
+minus(unsigned a, unsigned b)
+{
+        return a > b ? a - b : 0;
+}
+
+/* Sets of the group's shape (count GPUs meeting require) on the nodes of domain d at
+ * level; node skip (may be PLACE_NO_NODE) counts with its free GPUs replaced by *skip_free. */
+static unsigned
+domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned count,
+            unsigned require, size_t skip, const struct topo_mask *skip_free,
+            const struct topo_mask *const *free_of)
+{
+        unsigned sets = 0;
+
+        for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+                struct score_class *cls = place_view_node_class(v, i);
+                const struct topo_mask *f = place_view_node_free(v, i);
+
+                if (!cls || place_view_node_domain(v, i, level) != d)
+                        continue;
+                if (i == skip)
+                        f = skip_free;
+                else if (free_of && free_of[i])
+                        f = free_of[i];
+                sets += place_count_sets(cls, f, count, require);
+        }
+        return sets;
+}
+
+/* Chooses the domain for a group of size pods (0: unknown) of count GPUs: at the innermost
+ * level where some domain holds them all, the one with the fewest sets to spare; when none
+ * does at any level, the one with the most sets at level 0 (or the first level that has
+ * domains).  Returns 1 and *ret, 0 when no level has domains, -ENOSPC when none has a set. */
+static int
+choose(const struct place_groups *g, const struct place_view *v,
+       const struct place_group_request *req, const struct topo_mask *const *free_of,
+       uint64_t now_ns, struct place_group_domain *ret)
+{
+        struct place_group_domain most = { 0 };
+        bool any_level = false, have_most = false;
+        unsigned need = MAX(req->size, 1u), best_sets = UINT32_MAX;
+        ssize_t best_node = -1;
+
+        /* Innermost of all: one node that holds the whole group (its own NVLink domain),
+         * the one with the fewest sets to spare. */
+        for (size_t i = 0; req->size > 1 && i < place_view_n_nodes(v); i++) {
+                struct score_class *cls = place_view_node_class(v, i);
+                unsigned sets;
+
+                if (!cls || !place_view_node_name(v, i))
+                        continue;
+                sets = place_count_sets(cls, free_of && free_of[i] ? free_of[i]
+                                                                    : place_view_node_free(v, i),
+                                        req->count, req->require);
+                if (sets >= need && g->n_used > 0)
+                        sets = minus(sets, held_locked(g, v, PLACE_LEVEL_NODE, (ssize_t)i, req->id,
+                                                       now_ns));
+                if (sets >= need && sets < best_sets) {
+                        best_sets = sets;
+                        best_node = (ssize_t)i;
+                }
+        }
+        if (best_node >= 0) {
+                const char *name = place_view_node_name(v, (size_t)best_node);
+
+                *ret = (struct place_group_domain){ .level = PLACE_LEVEL_NODE, .sets = best_sets,
+                                                    .whole = true };
+                str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+                return 1;
+        }
+
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
+                size_t n = place_view_n_domains(v, l);
+                CLEANUP(freep) unsigned *sets = NULL;
+                ssize_t best = -1;
+
+                if (n == 0)
+                        continue;
+                sets = calloc(n, sizeof(*sets));
+                if (!sets)
+                        return -ENOMEM;
+                /* One pass over the nodes for every domain of the level. */
+                for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+                        ssize_t d = place_view_node_domain(v, i, l);
+                        struct score_class *cls = place_view_node_class(v, i);
+
+                        if (d >= 0 && cls)
+                                sets[d] += place_count_sets(cls, free_of && free_of[i]
+                                                                         ? free_of[i]
+                                                                         : place_view_node_free(v, i),
+                                                            req->count, req->require);
+                }
+                for (size_t d = 0; d < n && g->n_used > 0; d++)
+                        sets[d] = minus(sets[d], held_locked(g, v, l, (ssize_t)d, req->id, now_ns));
+                for (size_t d = 0; d < n; d++) {
+                        if (sets[d] >= need && req->size > 0 &&
+                            (best < 0 || sets[d] < sets[best]))
+                                best = (ssize_t)d;
+                        /* Size unknown: the domain with the most room. */
+                        if (sets[d] >= need && req->size == 0 &&
+                            (best < 0 || sets[d] > sets[best]))
+                                best = (ssize_t)d;
+                        if (!any_level && sets[d] > 0 && (!have_most || sets[d] > most.sets)) {
+                                most = (struct place_group_domain){ .level = l, .sets = sets[d] };
+                                str_copy(most.name, sizeof(most.name),
+                                         place_view_domain(v, l, d)->name,
+                                         strlen(place_view_domain(v, l, d)->name));
+                                have_most = true;
+                        }
+                }
+                any_level = true;
+                if (best >= 0) {
+                        const struct place_domain *pd = place_view_domain(v, l, (size_t)best);
+
+                        *ret = (struct place_group_domain){ .level = l, .sets = sets[best],
+                                                            .whole = true };
+                        str_copy(ret->name, sizeof(ret->name), pd->name, strlen(pd->name));
+                        return 1;
+                }
+        }
+        if (!any_level)
+                return 0;
+        if (!have_most)
+                return -ENOSPC;
+        *ret = most;
+        return 1;
+}
+
+int
+place_group_domain(struct place_groups *g, const struct place_view *v,
+                   const struct place_group_request *req,
+                   const struct topo_mask *const *free_of, uint64_t now_ns,
+                   struct place_group_domain *ret)
+{
+        struct place_group_domain d;
+        struct group_record *r, *slot = NULL;
+        int x;
+
+        if (!g || !v || !req)
+                return -EINVAL;
+        if (!req->id[0] || req->mode == PLACE_DOMAIN_OFF || req->count == 0)
+                return 0;
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, req->id, now_ns);
+        if (r && r->n_bound == 0) {
+                ssize_t dom = place_view_find_domain(v, r->domain.level, r->domain.name);
+
+                /* Nobody started there yet: keep it only while it still holds the group (the
+                 * sets its own pods picked there count as its). */
+                if (dom < 0 ||
+                    minus(domain_sets(v, r->domain.level, dom, r->count, r->require, PLACE_NO_NODE,
+                                      NULL, free_of),
+                          held_locked(g, v, r->domain.level, dom, r->id, now_ns)) +
+                                    picked_now(r, now_ns) < MAX(r->size, 1u) ||
+                    !r->domain.whole)
+                        slot = r;
+        }
+        if (r && !slot) {
+                *ret = r->domain;
+                pthread_mutex_unlock(&g->lock);
+                return 1;
+        }
+        /* Chosen under the lock, so two pods of one group never choose apart. */
+        x = choose(g, v, req, free_of, now_ns, &d);
+        if (x <= 0) {
+                pthread_mutex_unlock(&g->lock);
+                return x;
+        }
+        for (size_t k = 0; k < PLACE_MAX_GROUPS && !slot; k++)
+                if (!g->rec[k].id[0])
+                        slot = &g->rec[k];
+        if (!slot) {
+                pthread_mutex_unlock(&g->lock);
+                return -E2BIG;
+        }
+        if (!slot->id[0])
+                g->n_used++;
+        record_clear(slot);
+        *slot = (struct group_record){ .domain = d, .size = req->size, .count = req->count,
+                                       .require = req->require, .expires_ns = now_ns + g->ttl_ns };
+        str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
+        *ret = d;
+        pthread_mutex_unlock(&g->lock);
+        return 1;
+}
+
+/* Adds uid to a record's list once; lock held. */
+static int
+list_add(char (**list)[64], unsigned *n, const char *uid)
+{
+        for (unsigned k = 0; k < *n; k++)
+                if (strcmp((*list)[k], uid) == 0)
+                        return 0;
+        if (*n >= PLACE_MAX_GROUP_PODS)
+                return -E2BIG;
+        if (*n % 16 == 0) {
+                void *q = reallocarray(*list, *n + 16, sizeof(**list));
+
+                if (!q)
+                        return -ENOMEM;
+                *list = q;
+        }
+        str_copy((*list)[*n], sizeof((*list)[0]), uid, strnlen(uid, 63));
+        (*n)++;
+        return 0;
+}
+
+static int
+record_member(struct place_groups *g, const struct place_group_request *req, const char *uid,
+              uint64_t now_ns, bool bound)
+{
+        struct group_record *r;
+        int x;
+
+        if (!g || !req || !uid || !req->id[0])
+                return -EINVAL;
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, req->id, now_ns);
+        if (!r) {
+                pthread_mutex_unlock(&g->lock);
+                return -ENOENT;
+        }
+        if (bound) {
+                r->expires_ns = now_ns + g->ttl_ns;
+                x = list_add(&r->bound, &r->n_bound, uid);
+        } else {
+                if (picked_now(r, now_ns) == 0)
+                        r->n_picked = 0; /* a new attempt */
+                r->picked_ns = now_ns;
+                x = list_add(&r->picked, &r->n_picked, uid);
+        }
+        pthread_mutex_unlock(&g->lock);
+        return x;
+}
+
+int
+place_group_bound(struct place_groups *g, const struct place_group_request *req,
+                  const char *uid, uint64_t now_ns)
+{
+        return record_member(g, req, uid, now_ns, true);
+}
+
+int
+place_group_picked(struct place_groups *g, const struct place_group_request *req,
+                   const char *uid, uint64_t now_ns)
+{
+        return record_member(g, req, uid, now_ns, false);
+}
+
+int
+place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
+                  const struct topo_mask *free, const struct topo_mask *set,
+                  const char *group_id, const struct topo_mask *const *free_of,
+                  uint64_t now_ns, char *ret_group)
+{
+        struct score_class *cls = place_view_node_class(v, i);
+        int x = 0;
+
+        if (!g || !v || !cls || !free || !set)
+                return 0;
+        pthread_mutex_lock(&g->lock);
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used && x == 0; k++) {
+                struct group_record *r = &g->rec[k];
+                struct topo_mask left;
+                unsigned need, have;
+                ssize_t d;
+
+                if (!r->id[0])
+                        continue;
+                seen++;
+                if (r->expires_ns <= now_ns) {
+                        record_drop(g, r);
+                        seen--;
+                        continue;
+                }
+                if (group_id && strcmp(r->id, group_id) == 0)
+                        continue;
+                if (r->size == 0 || r->n_bound >= r->size)
+                        continue; /* nothing known to hold, or nothing left to hold */
+                d = place_view_find_domain(v, r->domain.level, r->domain.name);
+                if (d < 0 || place_view_node_domain(v, i, r->domain.level) != d)
+                        continue;
+                need = r->size - r->n_bound;
+                left = *free;
+                for (size_t w = 0; w < ELEMENTSOF(left.w); w++)
+                        left.w[w] &= ~set->w[w];
+                /* Only a placement that lowers this node's sets can break the hold. */
+                if (place_count_sets(cls, &left, r->count, r->require) ==
+                    place_count_sets(cls, free, r->count, r->require))
+                        continue;
+                have = domain_sets(v, r->domain.level, d, r->count, r->require, i, &left, free_of);
+                if (have < need) {
+                        x = -EBUSY;
+                        if (ret_group)
+                                str_copy(ret_group, PLACE_NAME_MAX, r->id, strlen(r->id));
+                }
+        }
+        pthread_mutex_unlock(&g->lock);
+        return x;
+}
+
+unsigned
+place_groups_live(struct place_groups *g, uint64_t now_ns)
+{
+        unsigned n = 0;
+
+        if (!g)
+                return 0;
+        pthread_mutex_lock(&g->lock);
+        for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++)
+                if (g->rec[k].id[0]) {
+                        seen++;
+                        n += g->rec[k].expires_ns > now_ns;
+                }
+        pthread_mutex_unlock(&g->lock);
+        return n;
+}

@@ -1,0 +1,717 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * placement's capacity measure, cluster view and cluster term (place.h).  A view is
+ * immutable once place_view_new() returns: per node its class, free GPUs and capacity
+ * vector, cluster totals and learnt weights, and per level the domains sorted by name.
+ * It keeps no reference on the score classes it was given: its owner (the extender's
+ * cluster snapshot) holds them for as long as the view lives.  All counts are bounded by
+ * TOPO_MAX_GPUS per node, so the per-class loops are short.
+ */
+#include "place.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/str.h"
+
+/* Capacities by (class, free GPUs): a node's capacity never changes for one class mix, so
+ * one table serves every view of a cluster and every request.  Open addressing, bounded:
+ * when it is three quarters full it starts over.  Entries hold a reference on their class,
+ * so a freed class's address cannot be mistaken for a new one. */
+#define PLACE_MEMO_SLOTS 16384
+#define PLACE_MEMO_PROBES 8
+
+struct memo_entry {
+        struct score_class *cls; /* NULL: empty */
+        struct topo_mask free;
+        uint16_t cap[PLACE_MAX_CLASSES];
+};
+
+struct place_memo {
+        unsigned n_ref;
+        pthread_mutex_t lock;
+        struct place_class classes[PLACE_MAX_CLASSES]; /* the mix its entries are for */
+        unsigned n_classes;
+        size_t used;
+        uint64_t hits, misses;
+        struct memo_entry e[PLACE_MEMO_SLOTS];
+};
+
+struct view_node {
+        const char *name; /* borrowed, may be NULL */
+        struct score_class *cls;
+        struct topo_mask free;
+        uint16_t cap[PLACE_MAX_CLASSES];
+        int32_t domain[PLACE_MAX_LEVELS]; /* -1: none */
+};
+
+struct place_view {
+        unsigned n_ref;
+        struct place_config cfg;
+        size_t n_nodes;
+        struct view_node *nodes;
+        uint64_t total[PLACE_MAX_CLASSES];
+        double weight[PLACE_MAX_CLASSES];
+        size_t computed;
+        struct place_memo *memo;
+        size_t n_domains[PLACE_MAX_LEVELS];
+        struct place_domain *domains[PLACE_MAX_LEVELS];
+};
+
+void
+place_config_default(struct place_config *cfg)
+{
+        *cfg = (struct place_config){
+                .n_classes = 5,
+                .classes = {
+                        { .size = 8, .require = SCORE_REQUIRE_NVLINK, .weight = 0.1 },
+                        { .size = 4, .require = SCORE_REQUIRE_NVLINK, .weight = 0.075 },
+                        { .size = 4, .require = SCORE_REQUIRE_NUMA, .weight = 0.075 },
+                        { .size = 2, .require = 0, .weight = 0.2 },
+                        { .size = 1, .require = 0, .weight = 0.55 },
+                },
+                .prior_pods = PLACE_PRIOR_PODS,
+                .cluster_share = PLACE_CLUSTER_SHARE,
+                .quality_band = PLACE_QUALITY_BAND,
+        };
+}
+
+int
+place_config_check(const struct place_config *cfg, const char **ret_why)
+{
+        double sum = 0;
+
+        if (!cfg || cfg->n_classes == 0 || cfg->n_classes > PLACE_MAX_CLASSES)
+                return set_why(ret_why, "the class mix needs 1 to 8 classes"), -EINVAL;
+        for (unsigned k = 0; k < cfg->n_classes; k++) {
+                const struct place_class *c = &cfg->classes[k];
+
+                if (c->size == 0 || c->size > TOPO_MAX_GPUS)
+                        return set_why(ret_why, "a class size is 0 or over 128 GPUs"), -EINVAL;
+                if (!isfinite(c->weight) || c->weight < 0)
+                        return set_why(ret_why, "a class weight is negative or not finite"),
+                               -EINVAL;
+                sum += c->weight;
+        }
+        if (!(sum > 0))
+                return set_why(ret_why, "every class weight is 0"), -EINVAL;
+        if (!isfinite(cfg->prior_pods) || cfg->prior_pods < 0)
+                return set_why(ret_why, "the prior pod count is negative or not finite"), -EINVAL;
+        if (!(cfg->cluster_share >= 0 && cfg->cluster_share <= 1))
+                return set_why(ret_why, "the cluster share is not within 0..1"), -EINVAL;
+        if (!(cfg->quality_band >= 0 && cfg->quality_band <= 1))
+                return set_why(ret_why, "the quality band is not within 0..1"), -EINVAL;
+        return 0;
+}
+
+/* --- capacity ------------------------------------------------------------------------- */
+
+static void
+mask_minus(struct topo_mask *a, const struct topo_mask *b)
+{
+        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
+                a->w[k] &= ~b->w[k];
+}
+
+static void
+mask_in_node(struct topo_mask *m, const struct topo *t)
+{
+        for (size_t k = 0; k < ELEMENTSOF(m->w); k++)
+                if (t->n_gpus <= 64 * k)
+                        m->w[k] = 0;
+                else if (t->n_gpus < 64 * (k + 1))
+                        m->w[k] &= (UINT64_C(1) << (t->n_gpus - 64 * k)) - 1;
+        for (unsigned g = 0; g < t->n_gpus; g++)
+                if (!t->gpus[g].healthy)
+                        topo_mask_unset(m, g);
+}
+
+/* The best bus bandwidth class k reaches on an empty node of cls's type; < 0 when no set
+ * of the node meets it.  score_best memoizes the answer per class. */
+static double
+class_ideal(struct score_class *cls, const struct place_class *k)
+{
+        const struct topo *t = score_class_topo(cls);
+        struct score_request req = { .count = k->size, .require = k->require };
+        struct score_choice ch;
+        struct topo_mask all;
+
+        topo_mask_fill(&all, t->n_gpus);
+        mask_in_node(&all, t);
+        if (score_best(cls, &all, &req, &ch, NULL) < 0)
+                return -1;
+        return ch.busbw_gbps;
+}
+
+static unsigned
+class_capacity(struct score_class *cls, const struct topo_mask *free, const struct place_class *k)
+{
+        const struct topo *t = score_class_topo(cls);
+        struct score_request req = { .count = k->size, .require = k->require };
+        struct topo_mask f = *free;
+        unsigned n = 0;
+        double ideal;
+
+        mask_in_node(&f, t);
+        if (topo_mask_count(&f) < k->size)
+                return 0;
+        /* One GPU without a constraint: every free GPU is one. */
+        if (k->size == 1 && k->require == 0)
+                return topo_mask_count(&f);
+        ideal = class_ideal(cls, k);
+        if (ideal < 0)
+                return 0;
+        while (topo_mask_count(&f) >= k->size) {
+                struct score_choice ch;
+
+                if (score_best(cls, &f, &req, &ch, NULL) < 0)
+                        break;
+                if (k->size > 1 && ch.busbw_gbps < ideal * (1 - PLACE_QUALITY_EPS))
+                        break;
+                n++;
+                mask_minus(&f, &ch.set);
+        }
+        return n;
+}
+
+int
+place_capacity(const struct place_config *cfg, struct score_class *cls,
+               const struct topo_mask *free, uint16_t ret[PLACE_MAX_CLASSES])
+{
+        if (!cfg || !cls || !free || cfg->n_classes > PLACE_MAX_CLASSES)
+                return -EINVAL;
+        for (unsigned k = 0; k < cfg->n_classes; k++)
+                ret[k] = (uint16_t)class_capacity(cls, free, &cfg->classes[k]);
+        return 0;
+}
+
+unsigned
+place_count_sets(struct score_class *cls, const struct topo_mask *free, unsigned count,
+                 unsigned require)
+{
+        struct score_request req = { .count = count, .require = require };
+        struct topo_mask f;
+        unsigned n = 0;
+
+        if (!cls || !free || count == 0)
+                return 0;
+        f = *free;
+        mask_in_node(&f, score_class_topo(cls));
+        if (require == 0)
+                return topo_mask_count(&f) / count;
+        while (topo_mask_count(&f) >= count) {
+                struct score_choice ch;
+
+                if (score_best(cls, &f, &req, &ch, NULL) < 0)
+                        break;
+                n++;
+                mask_minus(&f, &ch.set);
+        }
+        return n;
+}
+
+static struct place_memo *
+memo_new(const struct place_config *cfg)
+{
+        struct place_memo *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return NULL;
+        m->n_ref = 1;
+        pthread_mutex_init(&m->lock, NULL);
+        m->n_classes = cfg->n_classes;
+        memcpy(m->classes, cfg->classes, sizeof(m->classes));
+        return m;
+}
+
+static void
+memo_clear_locked(struct place_memo *m)
+{
+        for (size_t k = 0; k < PLACE_MEMO_SLOTS; k++)
+                if (m->e[k].cls) {
+                        score_class_unref(m->e[k].cls);
+                        m->e[k].cls = NULL;
+                }
+        m->used = 0;
+}
+
+static struct place_memo *
+memo_unref(struct place_memo *m)
+{
+        if (!m || __atomic_sub_fetch(&m->n_ref, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        memo_clear_locked(m);
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return NULL;
+}
+
+static bool
+memo_fits(const struct place_memo *m, const struct place_config *cfg)
+{
+        return m && m->n_classes == cfg->n_classes &&
+               memcmp(m->classes, cfg->classes, sizeof(m->classes)) == 0;
+}
+
+static size_t
+memo_slot(const struct score_class *cls, const struct topo_mask *free)
+{
+        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull;
+
+        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                h = (h ^ free->w[k]) * 0x100000001b3ull;
+        return (size_t)(h ^ (h >> 31)) & (PLACE_MEMO_SLOTS - 1);
+}
+
+/* place_capacity() through the memo (m may be NULL); free already within the node. */
+static void
+capacity_memo(struct place_memo *m, const struct place_config *cfg, struct score_class *cls,
+              const struct topo_mask *free, uint16_t ret[PLACE_MAX_CLASSES])
+{
+        size_t k0 = memo_slot(cls, free);
+
+        if (m) {
+                pthread_mutex_lock(&m->lock);
+                for (size_t p = 0, k = k0; p < PLACE_MEMO_PROBES; p++, k = (k + 1) & (PLACE_MEMO_SLOTS - 1)) {
+                        const struct memo_entry *e = &m->e[k];
+
+                        if (!e->cls)
+                                break;
+                        if (e->cls == cls && topo_mask_equal(&e->free, free)) {
+                                memcpy(ret, e->cap, sizeof(e->cap));
+                                m->hits++;
+                                pthread_mutex_unlock(&m->lock);
+                                return;
+                        }
+                }
+                m->misses++;
+                pthread_mutex_unlock(&m->lock);
+        }
+        /* Computed outside the lock: two threads may both compute it, to the same value. */
+        (void)place_capacity(cfg, cls, free, ret);
+        if (!m)
+                return;
+        pthread_mutex_lock(&m->lock);
+        if (m->used >= PLACE_MEMO_SLOTS / 4 * 3)
+                memo_clear_locked(m);
+        for (size_t p = 0, k = k0; p < PLACE_MEMO_PROBES; p++, k = (k + 1) & (PLACE_MEMO_SLOTS - 1)) {
+                struct memo_entry *e = &m->e[k];
+
+                if (e->cls && !(e->cls == cls && topo_mask_equal(&e->free, free)))
+                        continue;
+                if (!e->cls) {
+                        e->cls = score_class_ref(cls);
+                        m->used++;
+                }
+                e->free = *free;
+                memcpy(e->cap, ret, sizeof(e->cap));
+                break;
+        }
+        pthread_mutex_unlock(&m->lock);
+}
+
+void
+place_view_memo_stats(const struct place_view *v, uint64_t *ret_hits, uint64_t *ret_misses)
+{
+        uint64_t h = 0, mi = 0;
+
+        if (v && v->memo) {
+                pthread_mutex_lock(&v->memo->lock);
+                h = v->memo->hits;
+                mi = v->memo->misses;
+                pthread_mutex_unlock(&v->memo->lock);
+        }
+        if (ret_hits)
+                *ret_hits = h;
+        if (ret_misses)
+                *ret_misses = mi;
+}
+
+/* --- the view ------------------------------------------------------------------------- */
+
+struct place_view *
+place_view_ref(struct place_view *v)
+{
+        if (v)
+                __atomic_add_fetch(&v->n_ref, 1, __ATOMIC_RELAXED);
+        return v;
+}
+
+struct place_view *
+place_view_unref(struct place_view *v)
+{
+        if (!v || __atomic_sub_fetch(&v->n_ref, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                free(v->domains[l]);
+        memo_unref(v->memo);
+        free(v->nodes);
+        free(v);
+        return NULL;
+}
+
+/* Weights: the configured ones counted as prior_pods pods, plus the live pods' sizes, each
+ * pod counted for the classes of the smallest class size that holds it (split evenly
+ * among them), pods larger than every class for the largest; normalized to sum 1. */
+static void
+learn_weights(struct place_view *v, const unsigned *hist, size_t hist_len)
+{
+        const struct place_config *cfg = &v->cfg;
+        double seen[PLACE_MAX_CLASSES] = { 0 }, pods = 0, wsum = 0, sum = 0;
+
+        for (unsigned k = 0; k < cfg->n_classes; k++)
+                wsum += cfg->classes[k].weight;
+        for (size_t s = 1; hist && s < hist_len && cfg->prior_pods > 0; s++) {
+                unsigned best = UINT32_MAX, n_at = 0;
+
+                if (hist[s] == 0)
+                        continue;
+                for (unsigned k = 0; k < cfg->n_classes; k++)
+                        if (cfg->classes[k].size >= s && cfg->classes[k].size < best)
+                                best = cfg->classes[k].size;
+                if (best == UINT32_MAX)
+                        for (unsigned k = 0; k < cfg->n_classes; k++)
+                                best = best == UINT32_MAX ? cfg->classes[k].size
+                                                          : MAX(best, cfg->classes[k].size);
+                for (unsigned k = 0; k < cfg->n_classes; k++)
+                        n_at += cfg->classes[k].size == best;
+                for (unsigned k = 0; k < cfg->n_classes; k++)
+                        if (cfg->classes[k].size == best)
+                                seen[k] += (double)hist[s] / n_at;
+                pods += hist[s];
+        }
+        for (unsigned k = 0; k < cfg->n_classes; k++) {
+                double prior = cfg->classes[k].weight / wsum;
+
+                v->weight[k] = cfg->prior_pods > 0
+                                       ? (cfg->prior_pods * prior + seen[k]) / (cfg->prior_pods + pods)
+                                       : prior;
+                sum += v->weight[k];
+        }
+        for (unsigned k = 0; k < cfg->n_classes; k++)
+                v->weight[k] /= sum;
+}
+
+static int
+domain_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct place_domain *)a)->name, ((const struct place_domain *)b)->name);
+}
+
+static ssize_t
+find_domain(const struct place_domain *d, size_t n, const char *name)
+{
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(d[mid].name, name);
+
+                if (c == 0)
+                        return (ssize_t)mid;
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return -1;
+}
+
+/* Level l's domains: distinct names sorted, then each node's index and the sums. */
+static int
+build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
+{
+        struct place_domain *d;
+        size_t n = 0;
+
+        for (size_t i = 0; i < v->n_nodes; i++)
+                n += nodes[i].domain[l] && nodes[i].domain[l][0];
+        if (n == 0) {
+                for (size_t i = 0; i < v->n_nodes; i++)
+                        v->nodes[i].domain[l] = -1;
+                return 0; /* no domains at this level: nothing to allocate */
+        }
+        d = calloc(n, sizeof(*d));
+        n = 0;
+        if (!d)
+                return -ENOMEM;
+        for (size_t i = 0; i < v->n_nodes; i++) {
+                const char *name = nodes[i].domain[l];
+
+                if (!name || !name[0])
+                        continue;
+                str_copy(d[n].name, sizeof(d[n].name), name, strnlen(name, PLACE_NAME_MAX - 1));
+                d[n].level = l;
+                n++;
+        }
+        if (n > 0)
+                qsort(d, n, sizeof(*d), domain_cmp);
+        /* Drop repeats (sorted, so they are adjacent). */
+        size_t u = 0;
+        for (size_t i = 0; i < n; i++)
+                if (u == 0 || strcmp(d[u - 1].name, d[i].name) != 0)
+                        d[u++] = d[i];
+        if (u > PLACE_MAX_DOMAINS) {
+                free(d);
+                return -E2BIG;
+        }
+        for (size_t i = 0; i < v->n_nodes; i++) {
+                struct view_node *vn = &v->nodes[i];
+                char name[PLACE_NAME_MAX];
+                ssize_t x;
+
+                vn->domain[l] = -1;
+                if (!nodes[i].domain[l] || !nodes[i].domain[l][0])
+                        continue;
+                str_copy(name, sizeof(name), nodes[i].domain[l],
+                         strnlen(nodes[i].domain[l], PLACE_NAME_MAX - 1));
+                x = find_domain(d, u, name);
+                if (x < 0)
+                        continue; /* not reached: every name was added above */
+                vn->domain[l] = (int32_t)x;
+                d[x].n_nodes++;
+                d[x].free_gpus += vn->cls ? topo_mask_count(&vn->free) : 0;
+                for (unsigned k = 0; k < v->cfg.n_classes; k++)
+                        d[x].capacity[k] += vn->cap[k];
+        }
+        v->domains[l] = d;
+        v->n_domains[l] = u;
+        return 0;
+}
+
+int
+place_view_new(const struct place_config *cfg, const struct place_node *nodes, size_t n,
+               const unsigned *size_hist, size_t hist_len, const struct place_view *base,
+               const ssize_t *base_index, struct place_view **ret)
+{
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        int r;
+
+        if (place_config_check(cfg, NULL) < 0 || (n > 0 && !nodes))
+                return -EINVAL;
+        v = calloc(1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        v->n_ref = 1;
+        v->cfg = *cfg;
+        v->n_nodes = n;
+        v->nodes = calloc(MAX(n, (size_t)1), sizeof(*v->nodes));
+        if (!v->nodes)
+                return -ENOMEM;
+        /* base's capacities are for base's class mix: only lend them when it is ours. */
+        if (base && memcmp(&base->cfg.classes, &cfg->classes, sizeof(cfg->classes)) != 0)
+                base = NULL;
+        if (base && memo_fits(base->memo, cfg)) {
+                v->memo = base->memo;
+                __atomic_add_fetch(&v->memo->n_ref, 1, __ATOMIC_RELAXED);
+        } else
+                v->memo = memo_new(cfg); /* NULL: works without, only slower */
+        for (size_t i = 0; i < n; i++) {
+                struct view_node *vn = &v->nodes[i];
+                const struct view_node *old = NULL;
+
+                vn->name = nodes[i].name;
+                vn->cls = nodes[i].cls;
+                vn->free = nodes[i].free;
+                if (!vn->cls)
+                        continue;
+                mask_in_node(&vn->free, score_class_topo(vn->cls));
+                if (base && base_index && base_index[i] >= 0 &&
+                    (size_t)base_index[i] < base->n_nodes)
+                        old = &base->nodes[base_index[i]];
+                if (old && old->cls == vn->cls && topo_mask_equal(&old->free, &vn->free))
+                        memcpy(vn->cap, old->cap, sizeof(vn->cap));
+                else {
+                        capacity_memo(v->memo, &v->cfg, vn->cls, &vn->free, vn->cap);
+                        v->computed++;
+                }
+                for (unsigned k = 0; k < cfg->n_classes; k++)
+                        v->total[k] += vn->cap[k];
+        }
+        learn_weights(v, size_hist, hist_len);
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
+                r = build_domains(v, nodes, l);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+const struct place_config *
+place_view_config(const struct place_view *v)
+{
+        return &v->cfg;
+}
+
+size_t
+place_view_n_nodes(const struct place_view *v)
+{
+        return v ? v->n_nodes : 0;
+}
+
+const uint16_t *
+place_view_capacity(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? v->nodes[i].cap : NULL;
+}
+
+uint64_t
+place_view_total(const struct place_view *v, unsigned k)
+{
+        return v && k < v->cfg.n_classes ? v->total[k] : 0;
+}
+
+double
+place_view_weight(const struct place_view *v, unsigned k)
+{
+        return v && k < v->cfg.n_classes ? v->weight[k] : 0;
+}
+
+size_t
+place_view_computed(const struct place_view *v)
+{
+        return v ? v->computed : 0;
+}
+
+struct score_class *
+place_view_node_class(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? v->nodes[i].cls : NULL;
+}
+
+const struct topo_mask *
+place_view_node_free(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? &v->nodes[i].free : NULL;
+}
+
+size_t
+place_view_n_domains(const struct place_view *v, unsigned level)
+{
+        return v && level < PLACE_MAX_LEVELS ? v->n_domains[level] : 0;
+}
+
+const struct place_domain *
+place_view_domain(const struct place_view *v, unsigned level, size_t d)
+{
+        return v && level < PLACE_MAX_LEVELS && d < v->n_domains[level] ? &v->domains[level][d]
+                                                                          : NULL;
+}
+
+ssize_t
+place_view_node_domain(const struct place_view *v, size_t i, unsigned level)
+{
+        if (!v || i >= v->n_nodes)
+                return -1;
+        if (level == PLACE_LEVEL_NODE)
+                return v->nodes[i].name ? (ssize_t)i : -1;
+        return level < PLACE_MAX_LEVELS ? v->nodes[i].domain[level] : -1;
+}
+
+ssize_t
+place_view_find_domain(const struct place_view *v, unsigned level, const char *name)
+{
+        if (!v || !name)
+                return -1;
+        if (level == PLACE_LEVEL_NODE) {
+                for (size_t i = 0; i < v->n_nodes; i++)
+                        if (v->nodes[i].name && strcmp(v->nodes[i].name, name) == 0)
+                                return (ssize_t)i;
+                return -1;
+        }
+        if (level >= PLACE_MAX_LEVELS)
+                return -1;
+        return find_domain(v->domains[level], v->n_domains[level], name);
+}
+
+const char *
+place_view_node_name(const struct place_view *v, size_t i)
+{
+        return v && i < v->n_nodes ? v->nodes[i].name : NULL;
+}
+
+/* --- the cluster term ----------------------------------------------------------------- */
+
+double
+place_loss(const struct place_view *v, size_t i, struct score_class *cls,
+           const struct topo_mask *free, const struct topo_mask *set)
+{
+        uint16_t before[PLACE_MAX_CLASSES], after[PLACE_MAX_CLASSES];
+        const struct view_node *vn = NULL;
+        struct topo_mask f, left;
+        double loss = 0;
+
+        if (!v || !cls || !free || !set)
+                return -1;
+        if (i != PLACE_NO_NODE) {
+                if (i >= v->n_nodes || v->nodes[i].cls != cls)
+                        return -1;
+                vn = &v->nodes[i];
+        }
+        f = *free;
+        mask_in_node(&f, score_class_topo(cls));
+        if (vn && topo_mask_equal(&f, &vn->free))
+                memcpy(before, vn->cap, sizeof(before));
+        else
+                capacity_memo(v->memo, &v->cfg, cls, &f, before);
+        left = f;
+        mask_minus(&left, set);
+        capacity_memo(v->memo, &v->cfg, cls, &left, after);
+        for (unsigned k = 0; k < v->cfg.n_classes; k++) {
+                /* The cluster's capacity as this request sees it: at least this node's. */
+                double total = (double)MAX(v->total[k], (uint64_t)before[k]);
+
+                if (before[k] > after[k] && total > 0)
+                        loss += v->weight[k] * (before[k] - after[k]) / total;
+        }
+        return loss;
+}
+
+unsigned
+place_tier(const struct score_choice *ch)
+{
+        if (!ch || ch->n <= 1 || ch->all_nvlink_ring)
+                return 2;
+        return ch->p2p ? 1 : 0;
+}
+
+void
+place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
+{
+        double lo = INFINITY, hi = -INFINITY, top_bw = 0, share;
+        unsigned top = 0;
+        bool any = false;
+
+        if (!cfg || !c || cfg->cluster_share <= 0)
+                return;
+        share = MIN(cfg->cluster_share, 1.0);
+        for (size_t i = 0; i < n; i++)
+                if (c[i].fits) {
+                        top = any ? MAX(top, c[i].tier) : c[i].tier;
+                        any = true;
+                }
+        for (size_t i = 0; i < n; i++)
+                if (c[i].fits && c[i].tier == top)
+                        top_bw = MAX(top_bw, c[i].busbw);
+#define ELIGIBLE(x) ((x).fits && (x).tier == top && (x).busbw >= cfg->quality_band * top_bw)
+        for (size_t i = 0; i < n; i++)
+                if (ELIGIBLE(c[i])) {
+                        lo = MIN(lo, c[i].loss);
+                        hi = MAX(hi, c[i].loss);
+                }
+        for (size_t i = 0; i < n; i++) {
+                double cluster = 0, p;
+
+                if (!c[i].fits)
+                        continue;
+                if (ELIGIBLE(c[i]))
+                        cluster = hi - lo > 1e-12 ? PLACE_PRIORITY_MAX * (hi - c[i].loss) / (hi - lo)
+                                                  : PLACE_PRIORITY_MAX;
+                p = (1 - share) * c[i].priority + share * cluster;
+                c[i].priority = (int)MIN((double)PLACE_PRIORITY_MAX, MAX(0.0, floor(p + 0.5)));
+        }
+#undef ELIGIBLE
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * placement: the cluster above one node.  scoring/ picks the best GPU set inside a node;
+ * this library says what a placement costs the rest of the cluster, so the node priority
+ * can keep scarce capability whole.  Three parts:
+ *
+ *   - capacity: for a mix of request classes (size x constraint: 8 GPUs all-NVLink, 4 GPUs
+ *     all-NVLink, 4 GPUs on one NUMA node, 2, 1), how many requests of each class a node's
+ *     free GPUs can serve at that node type's best quality (disjoint sets, each as good as
+ *     the best set of that class on an empty node of the type);
+ *   - the view: per node its free GPUs and capacity, cluster totals, per multi-node domain
+ *     (NVLink clique or network tier) the free GPUs and capacity; immutable, refcounted,
+ *     built once per cluster-snapshot generation, reusing the capacities of nodes whose
+ *     free GPUs did not change since the base view;
+ *   - the cluster term: the weighted share of the cluster's best-quality capacity a
+ *     candidate placement destroys, and the rule that folds it into the node priority.
+ *
+ * The idea of scoring a placement by what it takes from the workload mix the cluster can
+ * still serve follows Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing
+ * Workloads with Fragmentation Gradient Descent" (USENIX ATC 2023); their measure counts
+ * GPUs, ours counts servable GPU sets, so it knows links.  docs/placement.md has the
+ * formulas.
+ *
+ * PURE: no I/O, clocks or globals; depends on scoring/, topology/ and common/ only.  Time
+ * comes in as a parameter (group holds).  Views are safe to share between threads; the
+ * group table (place_groups) has its own lock.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../scoring/score.h"
+
+#define PLACE_MAX_CLASSES 8          /* request classes in the mix */
+#define PLACE_MAX_LEVELS 4           /* domain levels: NVLink domain + network tiers */
+#define PLACE_LEVEL_NODE PLACE_MAX_LEVELS /* a group's "domain" that is one node (its own
+                                           * NVLink/NVSwitch domain): named by the node */
+#define PLACE_NAME_MAX 96            /* a domain or group name, NUL included */
+#define PLACE_MAX_DOMAINS 20000      /* distinct domains per level in one view */
+#define PLACE_QUALITY_EPS 1e-6       /* "as good as the best": relative busbw tolerance */
+#define PLACE_PRIOR_PODS 20.0        /* default: the configured weights count as 20 pods */
+#define PLACE_CLUSTER_SHARE 0.5      /* default share of the cluster term in the priority */
+#define PLACE_QUALITY_BAND 0.5       /* default: competes on the term within half the best busbw */
+#define PLACE_PRIORITY_MAX 10        /* kube-scheduler's MaxExtenderPriority */
+
+/* One request class of the mix. */
+struct place_class {
+        unsigned size;    /* GPUs, 1..TOPO_MAX_GPUS */
+        unsigned require; /* enum score_require bits */
+        double weight;    /* prior weight, >= 0 */
+};
+
+struct place_config {
+        unsigned n_classes;
+        struct place_class classes[PLACE_MAX_CLASSES];
+        /* How many pods the configured weights count as against the sizes of the live
+         * pods the cluster shows (the weights learnt are (prior * w + seen) / (prior +
+         * pods)); 0 keeps the configured weights as they are. */
+        double prior_pods;
+        /* Share of the cluster term in the final node priority, 0..1; 0 turns it off. */
+        double cluster_share;
+        /* A candidate competes on the cluster term only when its set's modeled bandwidth is
+         * at least this share of the best set of its link class on offer, 0..1: capacity is
+         * never bought with a much slower set. */
+        double quality_band;
+};
+
+/* Classes 8 all-NVLink, 4 all-NVLink, 4 one-NUMA, 2, 1 with the size mix of
+ * score_config_default() (1: 0.55, 2: 0.2, 4: 0.15 split over its two classes, 8: 0.1),
+ * prior_pods PLACE_PRIOR_PODS, cluster_share PLACE_CLUSTER_SHARE, quality_band
+ * PLACE_QUALITY_BAND. */
+void place_config_default(struct place_config *cfg);
+/* 0, or -EINVAL with *ret_why: no classes or more than PLACE_MAX_CLASSES, a size 0 or over
+ * TOPO_MAX_GPUS, a weight negative or not finite or all zero, prior_pods negative,
+ * cluster_share or quality_band outside 0..1. */
+int place_config_check(const struct place_config *cfg, const char **ret_why);
+
+/* --- capacity ------------------------------------------------------------------------- */
+
+/* How many disjoint sets of each class of cfg the GPUs in free can serve, each at the best
+ * quality its class reaches on an empty node of cls's type (satisfies the class's
+ * constraint, bus bandwidth within PLACE_QUALITY_EPS of the empty node's best).  Greedy:
+ * the best set (score_best), then the best of the rest, while one is as good as the best.
+ * Writes n_classes counts to ret.  Returns 0, -EINVAL (NULL cls or free). */
+int place_capacity(const struct place_config *cfg, struct score_class *cls,
+                   const struct topo_mask *free, uint16_t ret[PLACE_MAX_CLASSES]);
+
+/* How many disjoint sets of count GPUs meeting require the GPUs in free hold (any
+ * quality): what a node can give a gang whose pods ask for count GPUs each. */
+unsigned place_count_sets(struct score_class *cls, const struct topo_mask *free, unsigned count,
+                          unsigned require);
+
+/* --- the view ------------------------------------------------------------------------- */
+
+/* One node as the view is given it.  Borrowed for the call. */
+struct place_node {
+        const char *name;         /* the node's name, NULL when unknown; borrowed for the
+                                   * view's whole life (the snapshot that owns both keeps it) */
+        struct score_class *cls;  /* NULL: no GPUs */
+        struct topo_mask free;    /* healthy GPUs not on live pods */
+        /* The node's domain at each level, "" or NULL when none: level 0 is the multi-node
+         * NVLink domain (clique), levels 1.. the network tiers innermost first (rack, then
+         * block...).  At most PLACE_NAME_MAX - 1 bytes each; longer names are cut. */
+        const char *domain[PLACE_MAX_LEVELS];
+};
+
+struct place_domain {
+        char name[PLACE_NAME_MAX];
+        unsigned level;
+        unsigned n_nodes;
+        unsigned free_gpus;
+        uint32_t capacity[PLACE_MAX_CLASSES]; /* sum over its nodes */
+};
+
+struct place_view;
+
+/* Builds the view of n nodes.  size_hist[s] (s < hist_len; may be NULL) is how many live
+ * pods hold s GPUs: the "seen" part of the weights.  base (may be NULL) and base_index[i]
+ * (its index of node i, or -1; NULL: none) lend capacities of nodes whose class and free
+ * GPUs are unchanged, so a new generation only computes the nodes that changed.  cfg is
+ * copied.  Returns 0 and *ret (one reference), -EINVAL (bad cfg), -E2BIG (more than
+ * PLACE_MAX_DOMAINS domains at a level), -ENOMEM. */
+int place_view_new(const struct place_config *cfg, const struct place_node *nodes, size_t n,
+                   const unsigned *size_hist, size_t hist_len, const struct place_view *base,
+                   const ssize_t *base_index, struct place_view **ret);
+struct place_view *place_view_ref(struct place_view *v);
+struct place_view *place_view_unref(struct place_view *v); /* accepts NULL, returns NULL */
+DEFINE_CLEANUP_FUNC(struct place_view, place_view_unref)
+
+const struct place_config *place_view_config(const struct place_view *v);
+size_t place_view_n_nodes(const struct place_view *v);
+/* Node i's capacity per class (n_classes entries), NULL when i is out of range. */
+const uint16_t *place_view_capacity(const struct place_view *v, size_t i);
+/* The cluster's capacity of class k (sum over nodes); 0 when k is out of range. */
+uint64_t place_view_total(const struct place_view *v, unsigned k);
+/* The effective (learnt, normalized to sum 1) weight of class k. */
+double place_view_weight(const struct place_view *v, unsigned k);
+/* How many node capacities this view computed rather than took from its base. */
+size_t place_view_computed(const struct place_view *v);
+/* The capacity memo's hits and misses so far; views of one lineage (each built from the
+ * last as its base) share one memo of (class, free GPUs) -> capacity. */
+void place_view_memo_stats(const struct place_view *v, uint64_t *ret_hits, uint64_t *ret_misses);
+
+/* Domains at level (sorted by name); node i's domain index at level, -1 when none.  At
+ * PLACE_LEVEL_NODE every named node is its own domain, indexed like the nodes: n_domains and
+ * domain() say nothing there (0, NULL), node_domain(i) is i, find_domain finds the node by
+ * name (a linear scan). */
+size_t place_view_n_domains(const struct place_view *v, unsigned level);
+const struct place_domain *place_view_domain(const struct place_view *v, unsigned level, size_t d);
+ssize_t place_view_node_domain(const struct place_view *v, size_t i, unsigned level);
+/* The index of the domain named name at level, -1 when absent. */
+ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const char *name);
+
+/* --- the cluster term ----------------------------------------------------------------- */
+
+/* What placing set on node i costs the cluster: sum over classes k of weight_k x (node i's
+ * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
+ * of k), in 0..1.  free is the node's free GPUs for this request (the view's, less holds:
+ * when it equals the view's, the view's capacity is used rather than recomputed).
+ * i == PLACE_NO_NODE scores a node the view does not hold (a Node the scheduler sent) against
+ * the view's totals.  -1 when i is out of range, cls does not match the view's node, or an
+ * argument is NULL. */
+#define PLACE_NO_NODE SIZE_MAX
+double place_loss(const struct place_view *v, size_t i, struct score_class *cls,
+                  const struct topo_mask *free, const struct topo_mask *set);
+
+/* A candidate of one request, for place_rank(). */
+struct place_candidate {
+        bool fits;        /* false: left at priority 0 */
+        int priority;     /* in: the per-node priority, 0..PLACE_PRIORITY_MAX; out: final */
+        unsigned tier;    /* place_tier() of its set */
+        double busbw;     /* its set's modeled bus bandwidth (GB/s; 0 for one GPU) */
+        double loss;      /* place_loss() */
+};
+
+/* The quality tier of a chosen set for the ranking: 2 all-NVLink ring, 1 direct
+ * peer-to-peer, 0 otherwise; single GPUs are all tier 2 (no links to compare). */
+unsigned place_tier(const struct score_choice *ch);
+
+/* Folds the cluster term into the priorities of n candidates of one request.  Eligible: the
+ * fitting candidates of the best tier whose busbw is at least quality_band x the best busbw
+ * among them.  Of those, the one losing least gets cluster score 10 and the one losing most
+ * 0 (linear between; all 10 when they lose alike); the others get 0, so neither a worse
+ * link class nor a much slower set is chosen to spare capacity.  Final = round((1 - share)
+ * x priority + share x cluster score), share = cfg->cluster_share. */
+void place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n);
+
+/* --- groups (gangs) ----------------------------------------------------------------------
+ * Pods of one group (a PodGroup, a LeaderWorkerSet replica, a Kueue pod group, ...; the
+ * extender's codec names it) should land in one domain.  The first pod of a group to be
+ * decided chooses, at the innermost level where some domain can hold the whole group, the
+ * domain that holds it with the least to spare (best fit: larger domains stay whole for
+ * larger groups), ties by name.  The choice is recorded with a TTL; while it lives, the
+ * domain's sets for the group's pods not yet bound are held: a pod of another group, or of
+ * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
+ * group still needs.  The table is the one mutable part of placement/, with its own lock;
+ * time is a parameter. */
+
+#define PLACE_MAX_GROUPS 4096        /* live group records; the oldest expire first */
+#define PLACE_MAX_GROUP_PODS 1024    /* pods of one group tracked as bound */
+#define PLACE_GROUP_TTL_NS (300ull * 1000000000ull) /* kube-scheduler's gang wait is 5 min */
+
+enum place_domain_mode {
+        PLACE_DOMAIN_OFF,       /* not grouped, or "domain" not asked */
+        PLACE_DOMAIN_PREFERRED, /* one domain when one fits; spill over otherwise */
+        PLACE_DOMAIN_REQUIRED,  /* only the group's domain; wait when none holds it */
+        _PLACE_DOMAIN_MAX,
+        _PLACE_DOMAIN_INVALID = -EINVAL,
+};
+const char *place_domain_mode_to_string(enum place_domain_mode m);
+
+/* One pod's group, as the codec found it. */
+struct place_group_request {
+        char id[PLACE_NAME_MAX]; /* "" : not grouped (then every call below is a no-op) */
+        unsigned size;           /* pods in the group; 0 when unknown */
+        unsigned count;          /* GPUs per pod */
+        unsigned require;        /* enum score_require bits of its pods */
+        enum place_domain_mode mode;
+};
+
+/* The domain a group was given. */
+struct place_group_domain {
+        unsigned level;
+        char name[PLACE_NAME_MAX];
+        unsigned sets;          /* sets of the group's shape the domain had when chosen */
+        bool whole;             /* the domain could hold the whole group then */
+};
+
+struct place_groups;
+struct place_groups *place_groups_new(uint64_t ttl_ns); /* 0: PLACE_GROUP_TTL_NS */
+struct place_groups *place_groups_free(struct place_groups *g);
+DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
+
+/* The domain of req's group at now_ns: the recorded one while it lives, or else chosen now
+ * from v and recorded (its TTL refreshed by each pod bound).  A recorded domain that no
+ * member has been bound to yet and that can no longer hold the group (it failed to start
+ * there, others took the room) is chosen afresh.  free_of (may be NULL) as in
+ * place_group_check: the free GPUs to count instead of the view's.  Returns 1 and *ret when
+ * the group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in
+ * any domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
+ * group; -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
+int place_group_domain(struct place_groups *g, const struct place_view *v,
+                       const struct place_group_request *req,
+                       const struct topo_mask *const *free_of, uint64_t now_ns,
+                       struct place_group_domain *ret);
+
+/* Records that pod uid of req's group was bound (it stops counting against the hold and
+ * refreshes the TTL).  Idempotent per uid.  0, or -ENOENT when the group has no record. */
+int place_group_bound(struct place_groups *g, const struct place_group_request *req,
+                      const char *uid, uint64_t now_ns);
+
+/* Records that pod uid of req's group was given a tentative set in the group's domain
+ * (prioritize's reservation): while no member is bound, the sets its members picked count
+ * as the group's when deciding whether the recorded domain still holds it.  Idempotent per
+ * uid.  0, -ENOENT (no record), -E2BIG, -ENOMEM. */
+int place_group_picked(struct place_groups *g, const struct place_group_request *req,
+                       const char *uid, uint64_t now_ns);
+
+/* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
+ * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
+ * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
+ * be left fewer sets than that group still needs.  group_id is the requesting pod's own
+ * group ("" or NULL: none), which its own hold never blocks.  free_of (may be NULL) gives,
+ * per node of v, the free GPUs to count instead of the view's (NULL entries: the view's):
+ * the caller's fresher knowledge, such as GPUs bound since the view was built. */
+int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
+                      const struct topo_mask *free, const struct topo_mask *set,
+                      const char *group_id, const struct topo_mask *const *free_of,
+                      uint64_t now_ns, char *ret_group);
+
+/* Live groups recorded at now_ns (for metrics and tests). */
+unsigned place_groups_live(struct place_groups *g, uint64_t now_ns);
+
+/* The view's node i: its name (NULL when not given), class and free GPUs. */
+const char *place_view_node_name(const struct place_view *v, size_t i);
+struct score_class *place_view_node_class(const struct place_view *v, size_t i);
+const struct topo_mask *place_view_node_free(const struct place_view *v, size_t i);

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for placement/: the capacity of request classes on real topologies from
+ * test/data/topologies, the cluster view (reuse across generations, learnt weights,
+ * domains), the cluster term (an empty HGX H100 loses more than partly used NVLink nodes),
+ * the ranking rule, and the group holds.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "test-util.h"
+
+#include "place.h"
+
+static struct score_class *
+class_of(const char *file)
+{
+        char rel[512], *text;
+        struct topo *t = NULL;
+        struct score_class *c;
+        size_t len;
+
+        snprintf(rel, sizeof(rel), "topologies/%s", file);
+        text = test_read_data(rel, &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        free(text);
+        c = score_class_new(t, NULL);
+        assert_non_null(c);
+        topo_unref(t);
+        return c;
+}
+
+static struct topo_mask
+mask_of(const char *list, unsigned n)
+{
+        struct topo_mask m;
+
+        if (!list)
+                topo_mask_fill(&m, n);
+        else
+                assert_int_equal(topo_mask_parse(list, n, &m), 0);
+        return m;
+}
+
+#define H100 "hgx-h100-13nic-mlx5ib-eth-penny.txt"
+#define P4D "aws-p4d-24xlarge-a100-nv12.txt"
+#define A800 "a800-sxm4-8gpu-4nic.txt"
+#define DGX1 "dgx1-v100-sxm2-oneflow.txt"
+#define PCIE8 "rtx4090-8gpu-pcie-server.txt"
+
+/* Classes of place_config_default(): 8 nvlink, 4 nvlink, 4 numa, 2, 1. */
+static void
+capacity_counts_best_quality_sets_per_class(void **state)
+{
+        static const struct {
+                const char *file, *free;
+                uint16_t want[5];
+        } cases[] = {
+                /* NVSwitch, two NUMA nodes of four: every class at full count. */
+                { H100, NULL, { 1, 2, 2, 4, 8 } },
+                /* One GPU gone: no 8-GPU set, one all-NVLink 4 (any four), one NUMA four. */
+                { H100, "1,2,3,4,5,6,7", { 0, 1, 1, 3, 7 } },
+                { H100, "2,3,4,5,6,7", { 0, 1, 1, 3, 6 } },
+                /* DGX-1 hybrid cube mesh: the 8-GPU NVLink ring, two quads of four. */
+                { DGX1, NULL, { 1, 2, 2, 4, 8 } },
+                /* One quad used: its other quad is still an all-NVLink four. */
+                { DGX1, "4,5,6,7", { 0, 1, 1, 2, 4 } },
+                /* PCIe only: no NVLink class at all. */
+                { PCIE8, NULL, { 0, 0, 2, 4, 8 } },
+        };
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                CLEANUP(score_class_unrefp) struct score_class *c = class_of(cases[i].file);
+                struct topo_mask free = mask_of(cases[i].free, score_class_topo(c)->n_gpus);
+                uint16_t cap[PLACE_MAX_CLASSES];
+
+                assert_int_equal(place_capacity(&cfg, c, &free, cap), 0);
+                for (unsigned k = 0; k < 5; k++)
+                        if (cap[k] != cases[i].want[k])
+                                fail_msg("%s free %s class %u: %u, want %u", cases[i].file,
+                                         cases[i].free ? cases[i].free : "all", k, cap[k],
+                                         cases[i].want[k]);
+        }
+}
+
+static void
+config_check_refuses_bad_mixes(void **state)
+{
+        struct place_config cfg;
+        const char *why = NULL;
+
+        place_config_default(&cfg);
+        assert_int_equal(place_config_check(&cfg, &why), 0);
+        cfg.classes[0].size = 0;
+        assert_int_equal(place_config_check(&cfg, &why), -EINVAL);
+        assert_non_null(why);
+        place_config_default(&cfg);
+        cfg.classes[1].weight = -1;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+        place_config_default(&cfg);
+        for (unsigned k = 0; k < cfg.n_classes; k++)
+                cfg.classes[k].weight = 0;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+        place_config_default(&cfg);
+        cfg.cluster_share = 1.5;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+        place_config_default(&cfg);
+        cfg.quality_band = -0.1;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+        place_config_default(&cfg);
+        cfg.n_classes = PLACE_MAX_CLASSES + 1;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+}
+
+/* The issue's stranding case in numbers: a 4-GPU set taken from the only node with an
+ * 8-GPU all-NVLink set costs the cluster more than one taken from nodes whose 8-GPU set
+ * is already broken, and the ranking hands the pod to a broken node. */
+static void
+loss_of_the_last_eight_gpu_set_outweighs_broken_nodes(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(score_class_unrefp) struct score_class *p4d = class_of(P4D);
+        CLEANUP(score_class_unrefp) struct score_class *dgx1 = class_of(DGX1);
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        struct place_node nodes[3] = {
+                { .cls = h100, .free = mask_of(NULL, 8) },
+                { .cls = p4d, .free = mask_of("2,3,4,5,6,7", 8) },
+                { .cls = dgx1, .free = mask_of("4,5,6,7", 8) },
+        };
+        struct score_request req = { .count = 4 };
+        struct place_candidate cand[3];
+        struct place_config cfg;
+        double loss[3];
+
+        place_config_default(&cfg);
+        assert_int_equal(place_view_new(&cfg, nodes, 3, NULL, 0, NULL, NULL, &v), 0);
+        assert_int_equal(place_view_total(v, 0), 1); /* one 8-GPU all-NVLink set left */
+        for (size_t i = 0; i < 3; i++) {
+                struct score_choice ch;
+
+                assert_int_equal(score_best(nodes[i].cls, &nodes[i].free, &req, &ch, NULL), 0);
+                assert_true(ch.all_nvlink_ring);
+                loss[i] = place_loss(v, i, nodes[i].cls, &nodes[i].free, &ch.set);
+                assert_true(loss[i] >= 0 && loss[i] <= 1);
+                /* A per-node priority that favours the H100 (its bandwidth is highest). */
+                cand[i] = (struct place_candidate){ .fits = true, .priority = i == 0 ? 10 : 6,
+                                                    .tier = place_tier(&ch),
+                                                    .busbw = ch.busbw_gbps, .loss = loss[i] };
+        }
+        assert_true(loss[0] > loss[1] && loss[0] > loss[2]);
+        place_rank(&cfg, cand, 3);
+        assert_true(cand[1].priority > cand[0].priority || cand[2].priority > cand[0].priority);
+        /* The wrong node's class gives -1, not a number. */
+        assert_true(place_loss(v, 0, p4d, &nodes[0].free, &nodes[0].free) < 0);
+        assert_true(place_loss(v, 7, h100, &nodes[0].free, &nodes[0].free) < 0);
+}
+
+static void
+rank_never_trades_a_link_class_for_capacity(void **state)
+{
+        struct place_config cfg;
+        struct place_candidate c[4] = {
+                /* all-NVLink, but breaks a scarce class */
+                { .fits = true, .priority = 8, .tier = 2, .loss = 0.5 },
+                /* PCIe only, breaks nothing */
+                { .fits = true, .priority = 8, .tier = 0, .loss = 0.0 },
+                /* all-NVLink, breaks little */
+                { .fits = true, .priority = 6, .tier = 2, .loss = 0.1 },
+                { .fits = false, .priority = 0, .tier = 2, .loss = 0.0 },
+        };
+
+        place_config_default(&cfg);
+        place_rank(&cfg, c, 4);
+        assert_int_equal(c[0].priority, 4);  /* 0.5 * 8 + 0.5 * 0 */
+        assert_int_equal(c[1].priority, 4);  /* lower tier: no cluster score */
+        assert_int_equal(c[2].priority, 8);  /* 0.5 * 6 + 0.5 * 10 */
+        assert_int_equal(c[3].priority, 0);
+        assert_true(c[2].priority > c[1].priority);
+
+        /* Alike losses: every candidate of the top tier gets the full cluster score. */
+        struct place_candidate d[2] = {
+                { .fits = true, .priority = 9, .tier = 2, .loss = 0.25 },
+                { .fits = true, .priority = 7, .tier = 2, .loss = 0.25 },
+        };
+        place_rank(&cfg, d, 2);
+        assert_true(d[0].priority > d[1].priority);
+
+        /* A much slower set of the same link class does not compete (the e2e's DGX-1 quad at
+         * 50 GB/s against an empty 4x A100 at 300): capacity is not bought with bandwidth. */
+        struct place_candidate f[2] = {
+                { .fits = true, .priority = 10, .tier = 2, .busbw = 300, .loss = 0.4 },
+                { .fits = true, .priority = 4, .tier = 2, .busbw = 50, .loss = 0.0 },
+        };
+        place_rank(&cfg, f, 2);
+        assert_int_equal(f[0].priority, 10); /* the only one competing: score 10 */
+        assert_int_equal(f[1].priority, 2);
+        cfg.quality_band = 0; /* every set of the class competes */
+        f[0] = (struct place_candidate){ .fits = true, .priority = 10, .tier = 2, .busbw = 300, .loss = 0.4 };
+        f[1] = (struct place_candidate){ .fits = true, .priority = 4, .tier = 2, .busbw = 50, .loss = 0.0 };
+        place_rank(&cfg, f, 2);
+        assert_true(f[1].priority > f[0].priority);
+
+        /* Share 0 turns the term off. */
+        struct place_candidate e = { .fits = true, .priority = 3, .tier = 2, .loss = 0.9 };
+        cfg.cluster_share = 0;
+        place_rank(&cfg, &e, 1);
+        assert_int_equal(e.priority, 3);
+}
+
+static void
+view_reuses_unchanged_nodes_of_its_base(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *a = NULL;
+        CLEANUP(place_view_unrefp) struct place_view *b = NULL;
+        struct place_node nodes[64];
+        ssize_t base_index[64];
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (size_t i = 0; i < 64; i++) {
+                nodes[i] = (struct place_node){ .cls = h100, .free = mask_of(NULL, 8) };
+                base_index[i] = (ssize_t)i;
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 64, NULL, 0, NULL, NULL, &a), 0);
+        assert_int_equal(place_view_computed(a), 64);
+        assert_int_equal(place_view_total(a, 0), 64);
+        nodes[5].free = mask_of("0,1,2,3", 8);
+        assert_int_equal(place_view_new(&cfg, nodes, 64, NULL, 0, a, base_index, &b), 0);
+        assert_int_equal(place_view_computed(b), 1);
+        assert_int_equal(place_view_total(b, 0), 63);
+        assert_int_equal(place_view_capacity(b, 5)[1], 1);
+        assert_int_equal(place_view_capacity(b, 6)[1], 2);
+        assert_null(place_view_capacity(b, 64));
+}
+
+static void
+view_learns_weights_from_live_pod_sizes(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *prior = NULL;
+        CLEANUP(place_view_unrefp) struct place_view *seen = NULL;
+        struct place_node node = { .cls = h100, .free = mask_of(NULL, 8) };
+        unsigned hist[17] = { 0 };
+        struct place_config cfg;
+        double sum = 0;
+
+        place_config_default(&cfg);
+        assert_int_equal(place_view_new(&cfg, &node, 1, NULL, 0, NULL, NULL, &prior), 0);
+        assert_float_equal(place_view_weight(prior, 0), 0.1, 1e-9);
+        assert_float_equal(place_view_weight(prior, 4), 0.55, 1e-9);
+        /* 180 pods of 8 GPUs (and 3-GPU pods count for the 4-GPU classes). */
+        hist[8] = 180;
+        hist[3] = 20;
+        assert_int_equal(place_view_new(&cfg, &node, 1, hist, 17, NULL, NULL, &seen), 0);
+        for (unsigned k = 0; k < cfg.n_classes; k++)
+                sum += place_view_weight(seen, k);
+        assert_float_equal(sum, 1.0, 1e-9);
+        assert_float_equal(place_view_weight(seen, 0), (20 * 0.1 + 180) / 220.0, 1e-9);
+        assert_float_equal(place_view_weight(seen, 1), (20 * 0.075 + 10) / 220.0, 1e-9);
+        assert_true(place_view_weight(seen, 4) < 0.55);
+}
+
+static void
+view_groups_nodes_into_domains(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        struct place_node nodes[4] = {
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { "uuid-b.1", "rack-2" } },
+                { .cls = h100, .free = mask_of("0,1", 8), .domain = { "uuid-a.0", "rack-1" } },
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { "uuid-b.1", "rack-1" } },
+                { .cls = NULL, .domain = { NULL, "rack-1" } },
+        };
+        const struct place_domain *d;
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        assert_int_equal(place_view_new(&cfg, nodes, 4, NULL, 0, NULL, NULL, &v), 0);
+        assert_int_equal(place_view_n_domains(v, 0), 2);
+        assert_int_equal(place_view_n_domains(v, 1), 2);
+        assert_int_equal(place_view_n_domains(v, 2), 0);
+        assert_int_equal(place_view_find_domain(v, 0, "uuid-b.1"), 1);
+        assert_int_equal(place_view_find_domain(v, 0, "nope"), -1);
+        d = place_view_domain(v, 0, 1);
+        assert_string_equal(d->name, "uuid-b.1");
+        assert_int_equal(d->n_nodes, 2);
+        assert_int_equal(d->free_gpus, 16);
+        assert_int_equal(d->capacity[0], 2);
+        d = place_view_domain(v, 1, 0);
+        assert_string_equal(d->name, "rack-1");
+        assert_int_equal(d->n_nodes, 3);
+        assert_int_equal(d->free_gpus, 10);
+        assert_int_equal(place_view_node_domain(v, 3, 0), -1);
+        assert_int_equal(place_view_node_domain(v, 3, 1), 0);
+        assert_null(place_view_domain(v, 0, 2));
+}
+
+static void
+count_sets_counts_disjoint_sets_of_any_quality(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *dgx1 = class_of(DGX1);
+        CLEANUP(score_class_unrefp) struct score_class *pcie = class_of(PCIE8);
+        struct topo_mask all = mask_of(NULL, 8);
+
+        assert_int_equal(place_count_sets(dgx1, &all, 4, SCORE_REQUIRE_NVLINK), 2);
+        assert_int_equal(place_count_sets(dgx1, &all, 3, 0), 2);
+        assert_int_equal(place_count_sets(pcie, &all, 2, SCORE_REQUIRE_NVLINK), 0);
+        assert_int_equal(place_count_sets(pcie, &all, 0, 0), 0);
+        assert_int_equal(place_count_sets(NULL, &all, 2, 0), 0);
+}
+
+#define GB200 "gb200-tray-4gpu-8nic-gpu-numa-id.txt"
+
+/* Two NVL72-style domains of 18 GB200 trays of 4 GPUs: in "nvl-a" only trays 0..free_a-1
+ * are free, "nvl-b" is empty.  Nodes 0..17 are nvl-a's, 18..35 nvl-b's. */
+static struct place_view *
+two_domains(struct score_class *tray, unsigned free_a)
+{
+        struct place_node nodes[36];
+        struct place_view *v = NULL;
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (unsigned i = 0; i < 36; i++) {
+                nodes[i] = (struct place_node){ .cls = tray };
+                if (i >= 18 || i < free_a)
+                        topo_mask_fill(&nodes[i].free, 4);
+                nodes[i].domain[0] = i < 18 ? "nvl-a" : "nvl-b";
+                nodes[i].domain[1] = i < 18 ? "rack-1" : "rack-2";
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &v), 0);
+        return v;
+}
+
+static void
+group_chooses_the_tightest_domain_that_holds_it(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 5);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request four = { .id = "ns/gang-4", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request big = { .id = "ns/gang-16", .size = 16, .count = 4,
+                                           .mode = PLACE_DOMAIN_REQUIRED };
+        struct place_group_request huge = { .id = "ns/gang-30", .size = 30, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request lone = { .count = 4, .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_domain d;
+
+        /* Four trays fit in both; nvl-a (5 free) spares fewer than nvl-b (18). */
+        assert_int_equal(place_group_domain(g, v, &four, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a");
+        assert_int_equal(d.level, 0);
+        assert_true(d.whole);
+        /* Asked again, the record answers while nvl-a still holds the group, even where a
+         * fresh choice would differ; once nvl-a cannot and no pod was bound there, the group
+         * is placed afresh; once a pod was bound, it stays. */
+        {
+                CLEANUP(place_view_unrefp) struct place_view *w = two_domains(tray, 18);
+                CLEANUP(place_view_unrefp) struct place_view *full = two_domains(tray, 0);
+
+                assert_int_equal(place_group_domain(g, w, &four, NULL, 1, &d), 1);
+                assert_string_equal(d.name, "nvl-a");
+                assert_int_equal(place_group_domain(g, full, &four, NULL, 2, &d), 1);
+                assert_string_equal(d.name, "nvl-b");
+                assert_int_equal(place_group_bound(g, &four, "uid-1", 3), 0);
+                assert_int_equal(place_group_domain(g, v, &four, NULL, 4, &d), 1);
+                assert_string_equal(d.name, "nvl-b");
+        }
+        /* Sixteen trays fit only in nvl-b. */
+        assert_int_equal(place_group_domain(g, v, &big, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        /* Thirty fit in no NVLink domain nor rack: the domain with the most room not held
+         * for the other two groups (nvl-b's 18 trays are all held), not whole. */
+        assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a");
+        assert_false(d.whole);
+        assert_int_equal(place_groups_live(g, 0), 3);
+        /* Not grouped: nothing to decide. */
+        assert_int_equal(place_group_domain(g, v, &lone, NULL, 0, &d), 0);
+        /* The records go at their TTL. */
+        assert_int_equal(place_groups_live(g, PLACE_GROUP_TTL_NS + 4), 0); /* bound at 3 */
+}
+
+static void
+group_hold_keeps_room_for_the_rest_of_the_group(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 4);
+        CLEANUP(place_view_unrefp) struct place_view *after = NULL;
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(1000);
+        struct place_group_request gang = { .id = "ns/gang", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct topo_mask all, two;
+        struct place_group_domain d;
+        char who[PLACE_NAME_MAX] = "";
+
+        topo_mask_fill(&all, 4);
+        topo_mask_fill(&two, 2);
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a"); /* exactly four trays free there */
+        /* A stranger's pod on a free tray of nvl-a would leave three: refused. */
+        assert_int_equal(place_group_check(g, v, 0, &all, &two, "ns/other", NULL, 1, who), -EBUSY);
+        assert_string_equal(who, "ns/gang");
+        assert_int_equal(place_group_check(g, v, 0, &all, &two, NULL, NULL, 1, NULL), -EBUSY);
+        /* The group's own pods, and nvl-b, are not held. */
+        assert_int_equal(place_group_check(g, v, 0, &all, &all, "ns/gang", NULL, 1, NULL), 0);
+        assert_int_equal(place_group_check(g, v, 20, &all, &two, "ns/other", NULL, 1, NULL), 0);
+        /* One member bound (its tray now used): three still held on three trays. */
+        assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0);
+        assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0); /* idempotent */
+        after = two_domains(tray, 0);
+        {
+                struct place_node nodes[36];
+                struct place_config cfg;
+
+                place_config_default(&cfg);
+                for (unsigned i = 0; i < 36; i++) {
+                        nodes[i] = (struct place_node){ .cls = tray };
+                        if (i >= 18 || (i >= 1 && i < 4))
+                                topo_mask_fill(&nodes[i].free, 4);
+                        nodes[i].domain[0] = i < 18 ? "nvl-a" : "nvl-b";
+                }
+                place_view_unref(after);
+                assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &after), 0);
+        }
+        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, NULL, 3, NULL), -EBUSY);
+        /* The hold lapses with the TTL (the gang failed or never came). */
+        assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, NULL, 2000, NULL), 0);
+        assert_int_equal(place_group_bound(g, &gang, "uid-1", 2000), -ENOENT);
+}
+
+int
+main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(capacity_counts_best_quality_sets_per_class),
+                cmocka_unit_test(config_check_refuses_bad_mixes),
+                cmocka_unit_test(loss_of_the_last_eight_gpu_set_outweighs_broken_nodes),
+                cmocka_unit_test(rank_never_trades_a_link_class_for_capacity),
+                cmocka_unit_test(view_reuses_unchanged_nodes_of_its_base),
+                cmocka_unit_test(view_learns_weights_from_live_pod_sizes),
+                cmocka_unit_test(view_groups_nodes_into_domains),
+                cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
+                cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
+                cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
