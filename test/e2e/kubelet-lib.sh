@@ -2,7 +2,8 @@
 # The node side of the kubelet stage (test/e2e/kubelet-stage), sourced after lib.sh: a
 # containerd with its root, state and socket in $E2E_DIR/containerd (native snapshotter, no
 # CNI), a local OCI image for the sandbox and the workload (no registry is reachable), and
-# per node a real kubelet and topofit-node.
+# per node a real kubelet and topofit-node.  The kubelet is that of E2E_K8S_VERSION, the
+# control plane's: 1.37.2 (the current release) or 1.20.2 (the legacy one, e2e_legacy).
 #
 # The kubelet keeps its device plugin registration socket at the fixed path
 # /var/lib/kubelet/device-plugins/kubelet.sock (pluginapi.KubeletSocket; --root-dir does
@@ -10,7 +11,23 @@
 # kubelet and topofit-node run in a private mount namespace (held open by one `unshare -m`
 # process) where /var/lib is a bind mount of $E2E_DIR/varlib; everything else (the root
 # dir, the pod resources socket, containerd) lives in $E2E_DIR and is the same path on both
-# sides.
+# sides.  Two things stay on the host's paths: containerd 1.6's shim sockets in
+# /run/containerd/s, and the container logs the kubelet asks containerd to write under
+# /var/log/pods (with links in /var/log/containers).  kl_lock makes two stages on one
+# machine take turns; kl_down removes the log directories of the stage's own pods (by UID).
+
+KL_LOCK=${KL_LOCK:-/run/lock/topofit-kubelet-stage.lock}
+KL_LOCK_WAIT_S=${KL_LOCK_WAIT_S:-1800}   # bound on waiting for another stage to finish
+
+# kl_lock: takes the machine-wide lock of the kubelet stage on fd 8 (held until exit),
+# waiting at most KL_LOCK_WAIT_S for a stage that holds it.
+kl_lock() {
+        mkdir -p "$(dirname "$KL_LOCK")" 2>/dev/null
+        exec 8>>"$KL_LOCK" || return 1
+        flock -n 8 && return 0
+        e2e_log "another kubelet stage holds $KL_LOCK; waiting (at most ${KL_LOCK_WAIT_S}s)"
+        flock -w "$KL_LOCK_WAIT_S" 8
+}
 
 E2E_IMAGE=topofit.local/e2e-sleep:1     # the workload image
 E2E_PAUSE_IMAGE=topofit.local/pause:1   # the sandbox image containerd is configured with
@@ -114,17 +131,16 @@ kl_in_ns() {
 # system:node:NODE in group system:nodes (client certificate from the e2e CA), bound to the
 # system:node ClusterRole (the API server runs RBAC only).  Restarting appends to its log.
 kl_kubelet() {
-        local node=$1 d=$E2E_DIR/kubelet-$1 port hport
+        local node=$1 d=$E2E_DIR/kubelet-$1 port hport legacy=()
         mkdir -p "$d/root"
         if [ ! -f "$E2E_DIR/kubelet-$node.kubeconfig" ]; then
-                e2e_cert "kubelet-$node" "system:node:$node" system:nodes
+                e2e_identity "kubelet-$node" "system:node:$node" system:nodes system:node \
+                        "topofit-e2e-kubelet-$node" || return 1
                 e2e_cert "kubelet-$node-serving" "$node" "" "IP:127.0.0.1,DNS:$node"
-                e2e_kubeconfig "kubelet-$node"
-                kubectl create clusterrolebinding "topofit-e2e-kubelet-$node" --clusterrole system:node \
-                        --user "system:node:$node" >/dev/null || return 1
                 port=$(e2e_free_port)
                 hport=$(e2e_free_port)
-                cat >"$d/config.yaml" <<YAML
+                kl_kubelet_config_version >"$d/config-version.yaml"
+                cat - "$d/config-version.yaml" >"$d/config.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
@@ -139,12 +155,10 @@ authentication:
   webhook: {enabled: false}
   x509: {clientCAFile: $E2E_DIR/pki/ca.crt}
 authorization: {mode: AlwaysAllow}
-containerRuntimeEndpoint: unix://$E2E_CTRD_SOCK
 cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
-failCgroupV1: false
 resolvConf: ""
 registerNode: true
 nodeStatusUpdateFrequency: 2s
@@ -153,16 +167,33 @@ fileCheckFrequency: 5s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Ki", nodefs.available: "0%", imagefs.available: "0%", nodefs.inodesFree: "0%"}
-localStorageCapacityIsolation: false
 serializeImagePulls: false
 YAML
                 echo "$hport" >"$d/healthz-port"
         fi
+        # 1.20 has dockershim built in and the docker runtime by default: a CRI runtime
+        # (CRI v1alpha2 there, which containerd 1.6 serves beside v1) takes
+        # --container-runtime remote and the endpoint as a flag.  Later releases know only the
+        # CRI, its endpoint in the configuration.
+        e2e_legacy && legacy=(--container-runtime remote --container-runtime-endpoint "unix://$E2E_CTRD_SOCK")
         e2e_start "kubelet-$node" nsenter -t "$(cat "$E2E_DIR/node-ns.pid")" -m -- "$E2E_BIN/kubelet" --config "$d/config.yaml" \
                 --kubeconfig "$E2E_DIR/kubelet-$node.kubeconfig" --root-dir "$d/root" \
-                --hostname-override "$node" --v="${E2E_KUBELET_V:-2}"
+                --hostname-override "$node" --v="${E2E_KUBELET_V:-2}" "${legacy[@]}"
         e2e_wait "$E2E_WAIT_S" "kubelet $node" \
                 curl -sf --max-time 2 "http://127.0.0.1:$(cat "$d/healthz-port")/healthz"
+}
+
+# kl_kubelet_config_version: the KubeletConfiguration fields that differ by release.  1.20
+# has no containerRuntimeEndpoint field (1.27 moved the flag there), no
+# localStorageCapacityIsolation (1.25) and no failCgroupV1 (1.31).  1.37 refuses to start
+# on cgroup v1 unless failCgroupV1 is false; 1.20 predates that check.
+kl_kubelet_config_version() {
+        e2e_legacy && return 0
+        cat <<YAML
+containerRuntimeEndpoint: unix://$E2E_CTRD_SOCK
+failCgroupV1: false
+localStorageCapacityIsolation: false
+YAML
 }
 
 # kl_node_bin: the topofit-node meson built, or failure.
@@ -183,10 +214,7 @@ kl_topofit_node() {
         local node=$1 matrix=$2 bin
         bin=$(kl_node_bin) || { e2e_log "topofit-node is not built"; return 1; }
         if [ ! -f "$E2E_DIR/topofit-node.kubeconfig" ]; then
-                e2e_cert topofit-node topofit-node
-                e2e_kubeconfig topofit-node
-                kubectl create clusterrolebinding topofit-e2e-node --clusterrole topofit-node \
-                        --user topofit-node >/dev/null || return 1
+                e2e_identity topofit-node topofit-node "" topofit-node topofit-e2e-node || return 1
         fi
         e2e_start "topofit-node-$node" nsenter -t "$(cat "$E2E_DIR/node-ns.pid")" -m -- "$bin" run \
                 --node "$node" --kubeconfig "$E2E_DIR/topofit-node.kubeconfig" \
@@ -207,19 +235,21 @@ kl_allocatable() {
         kubectl get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'
 }
 
-# kl_podres NODE: what NODE's kubelet allocated, from its PodResources API (podres.py).
+# kl_podres NODE [API]: what NODE's kubelet allocated, from its PodResources API (podres.py),
+# version API (v1, the default, or v1alpha1: both 1.20 and 1.37 serve both).
 kl_podres() {
         /usr/bin/python3 "$E2E_TOP/test/e2e/podres.py" "$E2E_DIR/kubelet-$1/root/pod-resources/kubelet.sock" \
-                "$E2E_GPU_RESOURCE"
+                "$E2E_GPU_RESOURCE" "${2:-v1}"
 }
 
 # kl_pod NAME COUNT [PLACEMENT] [NODE] [GPUS_ANNOTATION]: a pod of the local image on the
 # host network (no CNI is needed for it), asking for COUNT GPUs, labelled topofit-e2e=kubelet.
 # With NODE it is created bound there (the scheduler and the extender never see it), with
 # GPUS_ANNOTATION as its topofit.io/gpus when given.  Several "NAME COUNT" pairs after
-# --many are created in one request, so the kubelet admits them together.
+# --many are created in one request, so the kubelet admits them together.  The UIDs of the
+# pods go to $E2E_DIR/pod-uids (kl_down removes their log directories).
 kl_pod() {
-        /usr/bin/python3 - "$E2E_IMAGE" "$@" <<'PY' | kubectl create -f - >/dev/null
+        /usr/bin/python3 - "$E2E_IMAGE" "$@" <<'PY' | kubectl create -o 'jsonpath={.metadata.uid}{"\n"}' -f - >>"$E2E_DIR/pod-uids"
 import json, sys
 image, args = sys.argv[1], sys.argv[2:]
 
@@ -253,7 +283,7 @@ PY
 # would recreate sandboxes), then every task is killed and deleted through containerd, then
 # whatever is still left is found by our own socket's path (shims whose -address is
 # $E2E_CTRD_SOCK, one pid at a time) and the mounts under $E2E_DIR are lazily unmounted.
-# Run before e2e_down.
+# Last, the container logs of the stage's own pods go (kl_rm_pod_logs).  Run before e2e_down.
 kl_down() {
         local f id pid
         [ -n "${E2E_DIR:-}" ] && [ -d "$E2E_DIR" ] || return 0
@@ -286,5 +316,25 @@ kl_down() {
         grep -F " $E2E_DIR/" /proc/mounts | awk '{ print $2 }' | sort -r |
                 while read -r f; do umount -l "$f" 2>/dev/null; done
         [ "${KL_MADE_RUN_CONTAINERD:-0}" = 1 ] && rmdir /run/containerd/s /run/containerd 2>/dev/null
+        kl_rm_pod_logs
+        return 0
+}
+
+# kl_rm_pod_logs: the kubelet's log directories /var/log/pods/default_NAME_UID of the pods
+# whose UIDs kl_pod recorded, and the links in /var/log/containers into them; nothing else.
+kl_rm_pod_logs() {
+        local uid d l
+        [ -f "$E2E_DIR/pod-uids" ] || return 0
+        while read -r uid; do
+                [[ $uid =~ ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$ ]] || continue
+                for d in /var/log/pods/default_*_"$uid"; do
+                        [ -d "$d" ] || continue
+                        for l in /var/log/containers/*.log; do
+                                [ -L "$l" ] && [[ $(readlink "$l") == "$d"/* ]] && rm -f "$l"
+                        done
+                        rm -rf "$d"
+                done
+        done <"$E2E_DIR/pod-uids"
+        # 0 whatever the last test said.
         return 0
 }

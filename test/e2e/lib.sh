@@ -25,6 +25,18 @@ E2E_SCHED_EXTRA=()                    # extra kube-scheduler flags (feature gate
 
 e2e_log() { echo "e2e: $*" >&2; }
 
+# e2e_run_case FN: runs one case of test/e2e/run or kubelet-stage; its output goes to
+# E2E_RUN_LOG, else onto stderr itself (not a reopened /dev/stderr: a file opened anew has
+# its own offset, and where stderr is a file opened without O_APPEND each would write over
+# the other's lines).
+e2e_run_case() {
+        if [ -n "${E2E_RUN_LOG:-}" ]; then
+                "$1" >>"$E2E_RUN_LOG" 2>&1
+        else
+                "$1" >&2
+        fi
+}
+
 # A free TCP port on 127.0.0.1 (the kernel picks; a tiny race is acceptable in tests).
 e2e_free_port() {
         python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -139,7 +151,6 @@ e2e_pki() {
                 "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc"
         e2e_cert admin admin system:masters
         e2e_cert scheduler system:kube-scheduler
-        e2e_cert extender-client topofit-extender
         e2e_cert extender topofit-extender "" "IP:127.0.0.1,DNS:localhost"
         # Service account token keys: kube-apiserver 1.20 requires them even with the
         # ServiceAccount admission plugin off.
@@ -264,7 +275,7 @@ e2e_up() {
         e2e_apiserver_run || return 1
         e2e_wait "$E2E_WAIT_S" kube-apiserver e2e_api_healthy || return 1
         local who
-        for who in admin scheduler extender-client; do
+        for who in admin scheduler; do
                 e2e_kubeconfig "$who"
         done
         export KUBECONFIG=$E2E_DIR/admin.kubeconfig
@@ -308,8 +319,19 @@ e2e_apiserver_restart() {
 e2e_apply_extender_rbac() {
         kubectl kustomize "$E2E_TOP/deploy/base" >"$E2E_DIR/deploy-base.yaml" || return 1
         kubectl apply -f "$E2E_DIR/deploy-base.yaml" >"$E2E_DIR/log/deploy-apply.log" || return 1
-        kubectl create clusterrolebinding topofit-e2e-extender --clusterrole topofit-extender \
-                --user topofit-extender >/dev/null
+        e2e_identity extender-client topofit-extender "" topofit-extender topofit-e2e-extender
+}
+
+# e2e_identity NAME CN ORG [CLUSTERROLE BINDING]: a client of the API server: the
+# certificate pki/NAME for user CN in group ORG ("" for none), $E2E_DIR/NAME.kubeconfig,
+# and with CLUSTERROLE the ClusterRoleBinding BINDING of it to user CN.  The one way the
+# suites make an identity: the extender here, the kubelets and topofit-node in kubelet-lib.sh.
+e2e_identity() {
+        local name=$1 cn=$2 org=$3 role=${4:-} binding=${5:-}
+        e2e_cert "$name" "$cn" "$org"
+        e2e_kubeconfig "$name"
+        [ -z "$role" ] && return 0
+        kubectl create clusterrolebinding "$binding" --clusterrole "$role" --user "$cn" >/dev/null
 }
 
 # e2e_node NAME GPUS [ANNOTATION_FILE] [LABELS]: a Node with GPUS nvidia.com/gpu, Ready, with the
