@@ -211,10 +211,10 @@ static int
 answer_complete(struct cx *c, size_t *ret_len, int *ret_status, bool *ret_close,
                 bool *ret_retry_after)
 {
-        char *end = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+        char *end = c->rbuf ? memmem(c->rbuf, c->rlen, "\r\n\r\n", 4) : NULL;
         size_t head, body = 0;
 
-        if (!end)
+        if (!c->rbuf || !end)
                 return 0;
         head = (size_t)(end - c->rbuf) + 4;
         *ret_status = 0;
@@ -228,8 +228,11 @@ answer_complete(struct cx *c, size_t *ret_len, int *ret_status, bool *ret_close,
                         nl = end;
                 if (strncasecmp(p, "content-length:", 15) == 0)
                         body = strtoull(p + 15, NULL, 10);
-                else if (strncasecmp(p, "connection:", 11) == 0 && memmem(p, (size_t)(nl - p), "close", 5))
-                        *ret_close = true;
+                else if (strncasecmp(p, "connection:", 11) == 0)
+                        /* A scan rather than memmem(): gcc's -Wnonnull under the
+                         * sanitizers cannot tell p is never NULL here. */
+                        for (const char *q = p + 11; q + 5 <= nl && !*ret_close; q++)
+                                *ret_close = strncasecmp(q, "close", 5) == 0;
                 else if (strncasecmp(p, "retry-after:", 12) == 0)
                         *ret_retry_after = true;
                 p = nl + 1;
