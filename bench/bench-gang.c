@@ -28,11 +28,7 @@ static const char *const gang_policy_names[_BENCH_GANG_POLICY_MAX] = {
         [BENCH_GANG_TOPOFIT] = "topofit",
 };
 
-const char *
-bench_gang_policy_to_string(enum bench_gang_policy p)
-{
-        return p >= 0 && p < _BENCH_GANG_POLICY_MAX ? gang_policy_names[p] : NULL;
-}
+DEFINE_STRING_TABLE_TO_STRING(bench_gang_policy, enum bench_gang_policy, gang_policy_names)
 
 void
 bench_gang_config_default(struct bench_gang_config *c)

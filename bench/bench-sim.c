@@ -25,17 +25,7 @@ static const char *const policy_names[_BENCH_POLICY_MAX] = {
         [BENCH_POLICY_ORACLE] = "oracle",
 };
 
-const char *
-bench_policy_to_string(enum bench_policy p)
-{
-        return p >= 0 && p < _BENCH_POLICY_MAX ? policy_names[p] : NULL;
-}
-
-enum bench_policy
-bench_policy_from_string(const char *s)
-{
-        return (enum bench_policy)str_table_index(policy_names, _BENCH_POLICY_MAX, s);
-}
+DEFINE_STRING_TABLE(bench_policy, enum bench_policy, policy_names)
 
 double
 bench_stretch(double duration, double comm, double ideal_gbps, double achieved_gbps)

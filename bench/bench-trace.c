@@ -124,17 +124,7 @@ static const char *const format_names[_BENCH_TRACE_MAX] = {
         [BENCH_TRACE_PHILLY] = "philly",
 };
 
-const char *
-bench_trace_format_to_string(enum bench_trace_format f)
-{
-        return f >= 0 && f < _BENCH_TRACE_MAX ? format_names[f] : NULL;
-}
-
-enum bench_trace_format
-bench_trace_format_from_string(const char *s)
-{
-        return (enum bench_trace_format)str_table_index(format_names, _BENCH_TRACE_MAX, s);
-}
+DEFINE_STRING_TABLE(bench_trace_format, enum bench_trace_format, format_names)
 
 void
 bench_convert_opts_default(struct bench_convert_opts *o)
