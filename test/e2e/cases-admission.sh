@@ -369,19 +369,28 @@ e2e_adm_agent() {
                 [ -n "$(kubectl get node "$node" -o 'jsonpath={.metadata.annotations.topofit\.io/topology}')" ]
 }
 
-# Removes what the admission cases made: the policies (the HA case applies its own), the
-# pods, the workload's identity.  The nodes stay (nothing can be placed on them).
-e2e_adm_cleanup() {
+# Removes the admission policies where they are applied (by the admission cases, or with
+# deploy/overlays/ha by the HA case) and waits until the API server no longer enforces them:
+# later cases create pods carrying topofit.io/gpus as the administrator.
+e2e_adm_remove_policies() {
+        kubectl get validatingadmissionpolicy "$E2E_ADM_GPUS_POLICY" >/dev/null 2>&1 ||
+                kubectl get validatingadmissionpolicy "$E2E_ADM_NODE_POLICY" >/dev/null 2>&1 ||
+                return 0
         kubectl delete validatingadmissionpolicybinding "$E2E_ADM_GPUS_POLICY" "$E2E_ADM_NODE_POLICY" \
                 --ignore-not-found >/dev/null 2>&1
         kubectl delete validatingadmissionpolicy "$E2E_ADM_GPUS_POLICY" "$E2E_ADM_NODE_POLICY" \
                 --ignore-not-found >/dev/null 2>&1
+        e2e_wait 30 "the admission policies gone" e2e_adm_not_enforced
+}
+
+# Removes what the admission cases made: the policies, the pods, the workload's identity.
+# The nodes stay (nothing can be placed on them).
+e2e_adm_cleanup() {
         kubectl delete pod -A -l topofit-e2e=admission --grace-period=0 --force >/dev/null 2>&1
         kubectl delete pod adm-gpu --grace-period=0 --force --ignore-not-found >/dev/null 2>&1
         kubectl -n "$E2E_ADM_NS" delete rolebinding,role e2e-workload-pods --ignore-not-found >/dev/null 2>&1
         kubectl -n "$E2E_ADM_NS" delete serviceaccount e2e-workload --ignore-not-found >/dev/null 2>&1
-        # Later cases create annotated pods as the administrator: wait until that works again.
-        e2e_wait 30 "the admission policies gone" e2e_adm_not_enforced
+        e2e_adm_remove_policies
 }
 
 e2e_adm_not_enforced() {

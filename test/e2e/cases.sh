@@ -738,6 +738,8 @@ e2e_placement_reset() {
         done
         kubectl delete pod --all --grace-period=0 --force >/dev/null 2>&1
         e2e_wait 60 "no pods left" e2e_no_pods_at_all || return 1
+        # The HA case applied deploy/overlays/ha, its admission policies included.
+        e2e_adm_remove_policies || return 1
         for n in $(kubectl get nodes -o name); do kubectl uncordon "${n#node/}" >/dev/null; done
         e2e_extender || return 1
         e2e_scheduler "$E2E_DIR/sched-topofit.yaml"
