@@ -435,8 +435,7 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                         continue;
                 need = r->size - r->n_bound;
                 left = *free;
-                for (size_t w = 0; w < ELEMENTSOF(left.w); w++)
-                        left.w[w] &= ~set->w[w];
+                topo_mask_andnot(&left, set);
                 /* Only a placement that lowers this node's sets can break the hold. */
                 if (place_count_sets(cls, &left, r->count, r->require) ==
                     place_count_sets(cls, free, r->count, r->require))

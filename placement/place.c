@@ -109,13 +109,6 @@ place_config_check(const struct place_config *cfg, const char **ret_why)
 /* --- capacity ------------------------------------------------------------------------- */
 
 static void
-mask_minus(struct topo_mask *a, const struct topo_mask *b)
-{
-        for (size_t k = 0; k < ELEMENTSOF(a->w); k++)
-                a->w[k] &= ~b->w[k];
-}
-
-static void
 mask_in_node(struct topo_mask *m, const struct topo *t)
 {
         for (size_t k = 0; k < ELEMENTSOF(m->w); k++)
@@ -171,7 +164,7 @@ class_capacity(struct score_class *cls, const struct topo_mask *free, const stru
                 if (k->size > 1 && ch.busbw_gbps < ideal * (1 - PLACE_QUALITY_EPS))
                         break;
                 n++;
-                mask_minus(&f, &ch.set);
+                topo_mask_andnot(&f, &ch.set);
         }
         return n;
 }
@@ -207,7 +200,7 @@ place_count_sets(struct score_class *cls, const struct topo_mask *free, unsigned
                 if (score_best(cls, &f, &req, &ch, NULL) < 0)
                         break;
                 n++;
-                mask_minus(&f, &ch.set);
+                topo_mask_andnot(&f, &ch.set);
         }
         return n;
 }
@@ -658,7 +651,7 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
         else
                 capacity_memo(v->memo, &v->cfg, cls, &f, before);
         left = f;
-        mask_minus(&left, set);
+        topo_mask_andnot(&left, set);
         capacity_memo(v->memo, &v->cfg, cls, &left, after);
         for (unsigned k = 0; k < v->cfg.n_classes; k++) {
                 /* The cluster's capacity as this request sees it: at least this node's. */
