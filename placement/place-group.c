@@ -23,20 +23,7 @@ struct group_record {
         uint64_t expires_ns;
         unsigned n_bound;
         char (*bound)[64];             /* uids bound, n_bound of them (malloc'd) */
-        unsigned n_picked;
-        char (*picked)[64];            /* uids given a tentative set there (malloc'd) ... */
-        uint64_t picked_ns;            /* ... in the attempt whose last pick was then */
 };
-
-/* A gang's pods are decided within one scheduling cycle: picks further apart than this
- * belong to different attempts (the earlier one failed, its picks no longer count). */
-#define PLACE_GROUP_ATTEMPT_NS (1000ull * 1000000ull)
-
-static unsigned
-picked_now(const struct group_record *r, uint64_t now_ns)
-{
-        return now_ns - r->picked_ns <= PLACE_GROUP_ATTEMPT_NS ? r->n_picked : 0;
-}
 
 struct place_groups {
         pthread_mutex_t lock;
@@ -73,7 +60,6 @@ static void
 record_clear(struct group_record *r)
 {
         free(r->bound);
-        free(r->picked);
         *r = (struct group_record){ 0 };
 }
 
@@ -298,13 +284,14 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
         if (r && r->n_bound == 0) {
                 ssize_t dom = place_view_find_domain(v, r->domain.level, r->domain.name);
 
-                /* Nobody started there yet: keep it only while it still holds the group (the
-                 * sets its own pods picked there count as its). */
+                /* Nobody started there yet: keep it only while it still holds the group.  Its
+                 * own pods' picks hold nothing (the extender's ledger), so the sets they
+                 * picked, and the nodes kube-scheduler assumed them on, still count free. */
                 if (dom < 0 ||
                     minus(domain_sets(v, r->domain.level, dom, r->count, r->require, PLACE_NO_NODE,
                                       NULL, free_of),
-                          held_locked(g, v, r->domain.level, dom, r->id, now_ns)) +
-                                    picked_now(r, now_ns) < MAX(r->size, 1u) ||
+                          held_locked(g, v, r->domain.level, dom, r->id, now_ns)) <
+                            MAX(r->size, 1u) ||
                     !r->domain.whole)
                         slot = r;
         }
@@ -358,9 +345,9 @@ list_add(char (**list)[64], unsigned *n, const char *uid)
         return 0;
 }
 
-static int
-record_member(struct place_groups *g, const struct place_group_request *req, const char *uid,
-              uint64_t now_ns, bool bound)
+int
+place_group_bound(struct place_groups *g, const struct place_group_request *req,
+                  const char *uid, uint64_t now_ns)
 {
         struct group_record *r;
         int x;
@@ -373,31 +360,10 @@ record_member(struct place_groups *g, const struct place_group_request *req, con
                 pthread_mutex_unlock(&g->lock);
                 return -ENOENT;
         }
-        if (bound) {
-                r->expires_ns = now_ns + g->ttl_ns;
-                x = list_add(&r->bound, &r->n_bound, uid);
-        } else {
-                if (picked_now(r, now_ns) == 0)
-                        r->n_picked = 0; /* a new attempt */
-                r->picked_ns = now_ns;
-                x = list_add(&r->picked, &r->n_picked, uid);
-        }
+        r->expires_ns = now_ns + g->ttl_ns;
+        x = list_add(&r->bound, &r->n_bound, uid);
         pthread_mutex_unlock(&g->lock);
         return x;
-}
-
-int
-place_group_bound(struct place_groups *g, const struct place_group_request *req,
-                  const char *uid, uint64_t now_ns)
-{
-        return record_member(g, req, uid, now_ns, true);
-}
-
-int
-place_group_picked(struct place_groups *g, const struct place_group_request *req,
-                   const char *uid, uint64_t now_ns)
-{
-        return record_member(g, req, uid, now_ns, false);
 }
 
 int

@@ -252,13 +252,6 @@ int place_group_domain(struct place_groups *g, const struct place_view *v,
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
                       const char *uid, uint64_t now_ns);
 
-/* Records that pod uid of req's group was given a tentative set in the group's domain
- * (prioritize's reservation): while no member is bound, the sets its members picked count
- * as the group's when deciding whether the recorded domain still holds it.  Idempotent per
- * uid.  0, -ENOENT (no record), -E2BIG, -ENOMEM. */
-int place_group_picked(struct place_groups *g, const struct place_group_request *req,
-                       const char *uid, uint64_t now_ns);
-
 /* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would

@@ -439,6 +439,35 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
         assert_int_equal(place_group_bound(g, &gang, "uid-1", 2000), -ENOENT);
 }
 
+/* A gang that failed to start where it was given room (no member bound) and tries again
+ * after that room shrank (another scheduler's pod took a tray) is given a domain afresh,
+ * and its hold moves with it: the old domain is free for others again. */
+static void
+group_that_fails_moves_its_hold_when_it_tries_again(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 4);
+        CLEANUP(place_view_unrefp) struct place_view *shrunk = two_domains(tray, 3);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request gang = { .id = "ns/gang", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct topo_mask all;
+        struct place_group_domain d;
+
+        topo_mask_fill(&all, 4);
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a");
+        assert_int_equal(place_group_check(g, v, 1, &all, &all, NULL, NULL, 1, NULL), -EBUSY);
+        /* Three trays left in nvl-a: the next attempt goes to nvl-b ... */
+        assert_int_equal(place_group_domain(g, shrunk, &gang, NULL, 2, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_true(d.whole);
+        /* ... nvl-a's trays are no longer held, nvl-b keeps four of its eighteen. */
+        assert_int_equal(place_group_check(g, shrunk, 1, &all, &all, NULL, NULL, 3, NULL), 0);
+        assert_int_equal(place_group_check(g, shrunk, 20, &all, &all, NULL, NULL, 3, NULL), 0);
+        assert_int_equal(place_groups_live(g, 3), 1);
+}
+
 int
 main(void)
 {
@@ -453,6 +482,7 @@ main(void)
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
+                cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
