@@ -104,9 +104,21 @@ find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
         return NULL;
 }
 
-/* Lock held.  Sets that live groups other than except hold in domain d at level of v: their
- * pods not yet bound, for every group whose domain lies inside d (a hierarchy: one of its
- * nodes is in d).  Rough where shapes differ: a pod of another shape counts as one set. */
+/* Lock held.  Sets that live groups other than except hold in domain d at level of v
+ * against another group: their pods not yet bound, for every group whose domain lies inside
+ * d (a hierarchy: one of its nodes is in d) and holds the whole group (see gang_backfills).
+ * Rough where shapes differ: a pod of another shape counts as one set. */
+/* Whether another gang may take the room r holds: when r's domain could not hold r's whole
+ * group when it was given (no domain could; r keeps the one with the most room), r cannot
+ * start there now, and a gang that fits a domain whole now runs at full speed at once
+ * rather than split or waiting behind r.  Single pods stay held off: they are what
+ * fragments a domain (a gang leaves its room whole when it ends, single pods trickle). */
+static bool
+gang_backfills(const struct group_record *r)
+{
+        return !r->domain.whole;
+}
+
 static unsigned
 held_locked(const struct place_groups *g, const struct place_view *v, unsigned level, ssize_t d,
             const char *except, uint64_t now_ns)
@@ -121,7 +133,7 @@ held_locked(const struct place_groups *g, const struct place_view *v, unsigned l
                         continue;
                 seen++;
                 if (r->expires_ns <= now_ns || r->size <= r->n_bound ||
-                    (except && strcmp(r->id, except) == 0))
+                    (except && strcmp(r->id, except) == 0) || gang_backfills(r))
                         continue;
                 rd = place_view_find_domain(v, r->domain.level, r->domain.name);
                 if (rd < 0)
@@ -392,7 +404,7 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                         seen--;
                         continue;
                 }
-                if (group_id && strcmp(r->id, group_id) == 0)
+                if (group_id && group_id[0] && (strcmp(r->id, group_id) == 0 || gang_backfills(r)))
                         continue;
                 if (r->size == 0 || r->n_bound >= r->size)
                         continue; /* nothing known to hold, or nothing left to hold */

@@ -196,7 +196,8 @@ void place_rank(const struct place_config *cfg, struct place_candidate *c, size_
  * larger groups), ties by name.  The choice is recorded with a TTL; while it lives, the
  * domain's sets for the group's pods not yet bound are held: a pod of another group, or of
  * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
- * group still needs.  The table is the one mutable part of placement/, with its own lock;
+ * group still needs.  A group given a domain that could not hold it whole (none could)
+ * holds it against ungrouped pods only: another gang that fits there whole may backfill.  The table is the one mutable part of placement/, with its own lock;
  * time is a parameter. */
 
 #define PLACE_MAX_GROUPS 4096        /* live group records; the oldest expire first */
@@ -256,9 +257,11 @@ int place_group_bound(struct place_groups *g, const struct place_group_request *
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
  * be left fewer sets than that group still needs.  group_id is the requesting pod's own
- * group ("" or NULL: none), which its own hold never blocks.  free_of (may be NULL) gives,
- * per node of v, the free GPUs to count instead of the view's (NULL entries: the view's):
- * the caller's fresher knowledge, such as GPUs bound since the view was built. */
+ * group ("" or NULL: none), which its own hold never blocks; a grouped pod is not blocked
+ * by a group whose domain was not whole either (backfill, docs/placement.md).  free_of
+ * (may be NULL) gives, per node of v, the free GPUs to count instead of the view's (NULL
+ * entries: the view's): the caller's fresher knowledge, such as GPUs bound since the view
+ * was built. */
 int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                       const struct topo_mask *free, const struct topo_mask *set,
                       const char *group_id, const struct topo_mask *const *free_of,
