@@ -218,7 +218,7 @@ kube_sync_locked(struct dp_daemon *d)
                 p->mark = true;
                 p->mismatch_reported = observed; /* reported before a restart */
                 if (dp_cache_upsert(&d->cache, p) < 0)
-                        log_error("pod cache full", "max=%d", DP_MAX_PODS);
+                        log_error("pod cache full", "max=%u", d->cache.max_pods);
         }
         for (unsigned i = d->cache.n_pods; i-- > 0;)
                 if (!d->cache.pods[i].mark)
