@@ -197,8 +197,9 @@ void place_rank(const struct place_config *cfg, struct place_candidate *c, size_
  * domain's sets for the group's pods not yet bound are held: a pod of another group, or of
  * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
  * group still needs.  A group given a domain that could not hold it whole (none could)
- * holds it against ungrouped pods only: another gang that fits there whole may backfill.  The table is the one mutable part of placement/, with its own lock;
- * time is a parameter. */
+ * holds it against ungrouped pods only: another gang that fits there whole may backfill.
+ * The table is the one mutable part of placement/, with its own lock; time is a
+ * parameter. */
 
 #define PLACE_MAX_GROUPS 4096        /* live group records; the oldest expire first */
 #define PLACE_MAX_GROUP_PODS 1024    /* pods of one group tracked as bound */

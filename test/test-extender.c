@@ -965,7 +965,7 @@ nodes_but(const struct ext_cluster *c, const char *const *skip, size_t n_skip,
  * nothing, not even against its own group), and the binds on the scheduler's trays give
  * every member its whole tray. */
 static void
-gang_member_placed_off_the_extenders_pick_leaves_room_for_the_rest(void **state)
+gang_member_placed_off_the_extenders_pick_leaves_room_for_others(void **state)
 {
         /* Where the scheduler puts members 0..3: never the extender's pick (tray-a0 first). */
         static const char *const sched[4] = { "tray-a3", "tray-a2", "tray-a1", "tray-a0" };
@@ -1611,7 +1611,7 @@ main(void)
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
-                cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_the_rest),
+                cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),

@@ -475,7 +475,7 @@ group_that_fails_moves_its_hold_when_it_tries_again(void **state)
  * (they fragment it), not from a gang that fits there whole now: that one runs at full
  * speed at once rather than split or waiting behind a gang that cannot start. */
 static void
-gang_that_fits_whole_backfills_room_held_for_one_that_fits_nowhere(void **state)
+gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere(void **state)
 {
         CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
         CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 3);
@@ -516,7 +516,7 @@ main(void)
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
                 cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
-                cmocka_unit_test(gang_that_fits_whole_backfills_room_held_for_one_that_fits_nowhere),
+                cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
