@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cluster cache: a thread per resource runs LIST, then WATCH from the list's version,
- * forever; 410 (status or ERROR event) or a lost event => relist; a broken stream => resume
+ * forever (PodGroups first find their API version by discovery; none served: no thread
+ * work, synced, never an error); 410 (status or ERROR event) or a lost event => relist; a broken stream => resume
  * from the last version; every failure => jittered exponential backoff (an interruptible
  * sleep).  `lock` guards stores, generation, stats and the cached snapshot, held only to
  * apply one event, swap in a relisted store, or copy object pointers for a snapshot (pods
@@ -273,6 +274,7 @@ struct resource {
         struct kube_cache *cache;
         uint8_t kind; /* enum kube__kind */
         const char *collection;
+        char collection_buf[128]; /* PodGroups: the discovered version's collection */
         char *field_selector;
         pthread_t thread;
         bool started;
@@ -291,11 +293,12 @@ struct kube_cache {
         pthread_cond_t cond; /* CLOCK_MONOTONIC; stop and synced */
         pthread_mutex_t build_lock;
         atomic_bool stop;
-        struct store stores[2]; /* by enum kube__kind */
+        struct store stores[_KUBE__KIND_MAX];
         uint64_t generation;
         struct snap *snap;      /* the snapshot of `generation`, or older, or NULL */
         struct kube_cache_stats stats;
-        struct resource res[2];
+        struct resource res[_KUBE__KIND_MAX];
+        const char *podgroup_api; /* under lock: see kube_cache_stats.podgroup_api */
 };
 
 static int64_t
@@ -328,6 +331,9 @@ kube_snapshot_unref(struct kube_snapshot *s)
                 kube__obj_unref(OBJ_OF(s->nodes[i], node));
         for (size_t i = 0; i < s->n_pods; i++)
                 kube__obj_unref(OBJ_OF(s->pods[i], pod));
+        for (size_t i = 0; i < s->n_podgroups; i++)
+                kube__obj_unref(OBJ_OF(s->podgroups[i], podgroup));
+        free((void *)s->podgroups);
         free((void *)s->nodes);
         free((void *)s->pods);
         free(sn);
@@ -371,6 +377,28 @@ kube_snapshot_pods_on_node(const struct kube_snapshot *s, const char *node, size
         return lo - first;
 }
 
+static int
+podgroup_cmp(const void *a, const void *b)
+{
+        const struct kube_podgroup *x = *(const struct kube_podgroup *const *)a,
+                                   *y = *(const struct kube_podgroup *const *)b;
+        int r = strcmp(x->ns, y->ns);
+
+        return r ? r : strcmp(x->name, y->name);
+}
+
+const struct kube_podgroup *
+kube_snapshot_podgroup(const struct kube_snapshot *s, const char *ns, const char *name)
+{
+        struct kube_podgroup key = { .ns = ns, .name = name };
+        const struct kube_podgroup *kp = &key, *const *hit;
+
+        if (s->n_podgroups == 0)
+                return NULL;
+        hit = bsearch(&kp, s->podgroups, s->n_podgroups, sizeof(*s->podgroups), podgroup_cmp);
+        return hit ? *hit : NULL;
+}
+
 const struct kube_pod *
 kube_snapshot_pod(const struct kube_snapshot *s, const char *ns, const char *name)
 {
@@ -396,17 +424,20 @@ snap_build(struct kube_cache *c)
         struct snap *sn = calloc(1, sizeof(*sn));
         const struct kube_node **nodes = NULL;
         const struct kube_pod **pods = NULL;
-        size_t nn = 0, np = 0;
+        const struct kube_podgroup **groups = NULL;
+        size_t nn = 0, np = 0, ng = 0;
 
         if (!sn)
                 return NULL;
         pthread_mutex_lock(&c->lock);
         nodes = malloc(MAX(c->stores[KUBE__NODE].n, 1) * sizeof(*nodes));
         pods = malloc(MAX(c->stores[KUBE__POD].n, 1) * sizeof(*pods));
-        if (!nodes || !pods) {
+        groups = malloc(MAX(c->stores[KUBE__PODGROUP].n, 1) * sizeof(*groups));
+        if (!nodes || !pods || !groups) {
                 pthread_mutex_unlock(&c->lock);
                 free(nodes);
                 free(pods);
+                free(groups);
                 free(sn);
                 return NULL;
         }
@@ -415,6 +446,12 @@ snap_build(struct kube_cache *c)
                 for (size_t i = 0; i < s->n_buckets; i++)
                         for (struct kube__obj *o = s->buckets[i]; o; o = o->next)
                                 nodes[nn++] = &kube__obj_ref(o)->node;
+        }
+        {
+                const struct store *s = &c->stores[KUBE__PODGROUP];
+                for (size_t i = 0; i < s->n_buckets; i++)
+                        for (struct kube__obj *o = s->buckets[i]; o; o = o->next)
+                                groups[ng++] = &kube__obj_ref(o)->podgroup;
         }
         /* Pods come out of their groups already in snapshot order. */
         for (size_t g = 0; g < c->stores[KUBE__POD].n_groups; g++) {
@@ -427,7 +464,10 @@ snap_build(struct kube_cache *c)
         pthread_mutex_unlock(&c->lock);
 
         qsort(nodes, nn, sizeof(*nodes), node_cmp);
+        qsort(groups, ng, sizeof(*groups), podgroup_cmp);
         sn->refs = 1;
+        sn->pub.podgroups = groups;
+        sn->pub.n_podgroups = ng;
         sn->pub.nodes = nodes;
         sn->pub.n_nodes = nn;
         sn->pub.pods = pods;
@@ -521,6 +561,8 @@ kube_cache_stats(struct kube_cache *c, struct kube_cache_stats *ret)
         *ret = c->stats;
         ret->n_nodes = c->stores[KUBE__NODE].n;
         ret->n_pods = c->stores[KUBE__POD].n;
+        ret->n_podgroups = c->stores[KUBE__PODGROUP].n;
+        ret->podgroup_api = c->podgroup_api;
         pthread_mutex_unlock(&c->lock);
 }
 
@@ -550,8 +592,14 @@ decode(struct resource *res, const cJSON *o, struct kube__obj **ret)
 {
         const char *why = NULL;
 
-        return res->kind == KUBE__NODE ? kube__decode_node(o, &res->cache->dopts, ret, &why)
-                                       : kube__decode_pod(o, &res->cache->dopts, ret, &why);
+        switch (res->kind) {
+        case KUBE__NODE:
+                return kube__decode_node(o, &res->cache->dopts, ret, &why);
+        case KUBE__POD:
+                return kube__decode_pod(o, &res->cache->dopts, ret, &why);
+        default:
+                return kube__decode_podgroup(o, ret, &why);
+        }
 }
 
 static int
@@ -609,7 +657,7 @@ watch_item(enum kube_event_type type, const cJSON *object, void *userdata)
         else if (cJSON_IsString(name))
                 /* DELETED, or an object that no longer decodes: drop our copy. */
                 store_remove(&c->stores[res->kind],
-                             res->kind == KUBE__POD && cJSON_IsString(ns) ? ns->valuestring : "",
+                             res->kind != KUBE__NODE && cJSON_IsString(ns) ? ns->valuestring : "",
                              name->valuestring);
         if (r < 0 || (type != KUBE_EVENT_DELETED && !o))
                 c->stats.decode_errors++;
@@ -636,6 +684,49 @@ note_error(struct kube_cache *c, int r)
         pthread_mutex_unlock(&c->lock);
 }
 
+/* API discovery for PodGroups: the first of KUBE_PODGROUP_VERSIONS whose resource list
+ * names "podgroups" (a version the server does not serve answers 404).  Returns 1 and sets
+ * the collection, 0 when the server serves none, or -errno (retried after a backoff). */
+static int
+discover_podgroups(struct resource *res)
+{
+        static const char *const versions[] = KUBE_PODGROUP_VERSIONS;
+        static const char *const apis[] = {
+                KUBE_PODGROUP_GROUP "/v1beta1", KUBE_PODGROUP_GROUP "/v1alpha3",
+                KUBE_PODGROUP_GROUP "/v1alpha2",
+        };
+        _Static_assert(ELEMENTSOF(versions) == ELEMENTSOF(apis), "one api string per version");
+
+        for (size_t i = 0; i < ELEMENTSOF(versions); i++) {
+                CLEANUP(cJSON_Deletep) cJSON *list = NULL;
+                struct kube_error err;
+                const cJSON *r;
+                char path[96];
+                int x;
+
+                snprintf(path, sizeof(path), "/apis/%s/%s", KUBE_PODGROUP_GROUP, versions[i]);
+                x = kube_get(res->cache->client, path, &list, &err);
+                if (x == -ENOENT)
+                        continue;
+                if (x < 0)
+                        return x;
+                cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(list, "resources")) {
+                        const cJSON *name = cJSON_GetObjectItemCaseSensitive(r, "name");
+
+                        if (!cJSON_IsString(name) || strcmp(name->valuestring, "podgroups") != 0)
+                                continue;
+                        snprintf(res->collection_buf, sizeof(res->collection_buf),
+                                 "%s/podgroups", path);
+                        res->collection = res->collection_buf;
+                        pthread_mutex_lock(&res->cache->lock);
+                        res->cache->podgroup_api = apis[i];
+                        pthread_mutex_unlock(&res->cache->lock);
+                        return 1;
+                }
+        }
+        return 0;
+}
+
 static void *
 resource_thread(void *userdata)
 {
@@ -644,6 +735,7 @@ resource_thread(void *userdata)
         unsigned backoff = c->opts.backoff_initial_ms;
         unsigned page_size = c->opts.page_size ? c->opts.page_size : KUBE_LIST_PAGE_DEFAULT;
         bool need_list = true, first_list = true, first_watch = true;
+        bool need_discovery = res->kind == KUBE__PODGROUP;
         CLEANUP(freep) char *rv = NULL;
         int r;
 
@@ -651,6 +743,31 @@ resource_thread(void *userdata)
                 struct kube_selector sel = { .field = res->field_selector };
                 struct kube_error err;
 
+                if (need_discovery) {
+                        r = discover_podgroups(res);
+                        if (r < 0) {
+                                note_error(c, r);
+                                if (sleep_or_stop(c, jitter(backoff)))
+                                        break;
+                                backoff = MIN(backoff * 2, c->opts.backoff_max_ms);
+                                continue;
+                        }
+                        if (r == 0) {
+                                /* Not served: nothing to watch, and nothing missing. */
+                                uint64_t gen;
+
+                                pthread_mutex_lock(&c->lock);
+                                c->podgroup_api = "";
+                                res->synced = true;
+                                gen = ++c->generation;
+                                pthread_cond_broadcast(&c->cond);
+                                pthread_mutex_unlock(&c->lock);
+                                changed(c, gen);
+                                break;
+                        }
+                        need_discovery = false;
+                        backoff = c->opts.backoff_initial_ms;
+                }
                 if (need_list) {
                         struct store fresh = { .grouped = res->kind == KUBE__POD };
                         struct { struct resource *res; struct store *store; } ctx = { res, &fresh };
@@ -660,6 +777,8 @@ resource_thread(void *userdata)
                                       &ctx, &rv, &err);
                         if (r == -E2BIG && page_size > 1)
                                 page_size /= 2; /* a page over KUBE_MAX_BODY: smaller pages */
+                        if (r == -ENOENT && res->kind == KUBE__PODGROUP)
+                                need_discovery = true; /* the version went away: look again */
                         if (r < 0) {
                                 store_release(&fresh);
                                 note_error(c, r);
@@ -817,6 +936,12 @@ kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts
                 .enabled = c->opts.watch_pods,
                 .field_selector = opts && opts->pod_field_selector
                                           ? strdup(opts->pod_field_selector) : NULL,
+        };
+        c->res[KUBE__PODGROUP] = (struct resource){
+                .cache = c,
+                .kind = KUBE__PODGROUP,
+                .collection = NULL, /* set by discovery */
+                .enabled = c->opts.watch_podgroups,
         };
         c->opts.node_field_selector = c->opts.pod_field_selector = NULL;
         if (!c->gpu_resources || !c->node_labels ||

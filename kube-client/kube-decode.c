@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Decoders: a Node or Pod as cJSON into the compact struct the cache keeps.  Only what
+ * Decoders: a Node, Pod or PodGroup as cJSON into the compact struct the cache keeps.  Only what
  * topofit needs survives (see kube.h); everything else of the object is dropped here, so
  * the cache's memory is one allocation per object: a refcounted header, the public struct,
  * its key/value array and its string bytes, packed.  cJSON failures and bad values are
@@ -397,6 +397,81 @@ kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube_
 
         tl_repeated = false;
         r = refuse_repeats(decode_pod(o, d, &obj, ret_why), &obj, ret_why);
+        if (r >= 0)
+                *ret = obj;
+        return r;
+}
+
+/* A PodGroup (scheduling.k8s.io v1beta1 / v1alpha3 / v1alpha2: the same fields): its key,
+ * spec.schedulingPolicy.gang.minCount (0 for a basic policy: no gang) and the first
+ * spec.schedulingConstraints.topology[].key.  A minCount outside 1..KUBE_MAX_GROUP_MIN_COUNT
+ * or a topology key that is not a string is refused. */
+static int
+decode_podgroup(const cJSON *o, struct kube__obj **ret, const char **ret_why)
+{
+        const cJSON *meta = jobj(o, "metadata"), *spec = jobj(o, "spec");
+        const cJSON *policy = jobj(spec, "schedulingPolicy");
+        const cJSON *gang = jobj(policy, "gang"), *min = jget(gang, "minCount");
+        const cJSON *topology = jget(jobj(spec, "schedulingConstraints"), "topology");
+        const char *ns = jstr(meta, "namespace"), *name = jstr(meta, "name"),
+                   *rv = jstr(meta, "resourceVersion"), *key = "";
+        struct kube__obj *obj;
+        struct packer p;
+        int64_t count = 0;
+
+        if (!name_valid(name) || !name_valid(ns))
+                return set_why(ret_why, "PodGroup has no valid metadata.name or namespace"),
+                       -EINVAL;
+        if (gang) {
+                /* The range first: the cast of a number out of range is undefined. */
+                if (!cJSON_IsNumber(min) || !(min->valuedouble >= 1) ||
+                    min->valuedouble > KUBE_MAX_GROUP_MIN_COUNT ||
+                    min->valuedouble != (double)(int64_t)min->valuedouble)
+                        return set_why(ret_why, "PodGroup's spec.schedulingPolicy.gang.minCount "
+                                                "is not a whole number from 1 to 1048576"),
+                               -EINVAL;
+                count = (int64_t)min->valuedouble;
+        }
+        if (topology && !cJSON_IsNull(topology)) {
+                const cJSON *first = cJSON_GetArrayItem(topology, 0);
+                const cJSON *k = first ? jget(first, "key") : NULL;
+
+                if (!cJSON_IsArray(topology) || (first && (!cJSON_IsString(k) ||
+                                                           strlen(k->valuestring) > KUBE_MAX_PATH)))
+                        return set_why(ret_why, "PodGroup's spec.schedulingConstraints.topology "
+                                                "is not a list of {key}"),
+                               -EINVAL;
+                if (k)
+                        key = k->valuestring;
+        }
+        if (!rv)
+                rv = "";
+        obj = calloc(1, sizeof(*obj) + strlen(ns) + strlen(name) + strlen(rv) + strlen(key) + 4);
+        if (!obj)
+                return -ENOMEM;
+        p.next = (char *)(obj + 1);
+        obj->refs = 1;
+        obj->kind = KUBE__PODGROUP;
+        obj->podgroup.ns = pack(&p, ns);
+        obj->podgroup.name = pack(&p, name);
+        obj->podgroup.resource_version = pack(&p, rv);
+        obj->podgroup.topology_key = pack(&p, key);
+        obj->podgroup.min_count = (uint32_t)count;
+        obj->key_ns = obj->podgroup.ns;
+        obj->key_name = obj->podgroup.name;
+        obj->hash = kube__key_hash(ns, name);
+        *ret = obj;
+        return 0;
+}
+
+int
+kube__decode_podgroup(const cJSON *o, struct kube__obj **ret, const char **ret_why)
+{
+        struct kube__obj *obj = NULL;
+        int r;
+
+        tl_repeated = false;
+        r = refuse_repeats(decode_podgroup(o, &obj, ret_why), &obj, ret_why);
         if (r >= 0)
                 *ret = obj;
         return r;

@@ -60,11 +60,14 @@ int kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct 
 int kube__decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
                      const char **ret_why);
 
+/* A PodGroup (needs no options).  Same returns. */
+int kube__decode_podgroup(const cJSON *o, struct kube__obj **ret, const char **ret_why);
+
 /* The creationTimestamp of o in milliseconds since the epoch, -1 when absent/invalid. */
 int64_t kube__creation_ms(const cJSON *o);
 
 /* A decoded object: a refcounted header before the public struct. */
-enum kube__kind { KUBE__NODE, KUBE__POD };
+enum kube__kind { KUBE__NODE, KUBE__POD, KUBE__PODGROUP, _KUBE__KIND_MAX };
 struct kube__obj {
         struct kube__obj *next; /* the store's hash chain; touched only under the store lock */
         uint64_t hash;
@@ -75,6 +78,7 @@ struct kube__obj {
         union {
                 struct kube_node node;
                 struct kube_pod pod;
+                struct kube_podgroup podgroup;
         };
 };
 struct kube__obj *kube__obj_ref(struct kube__obj *o);

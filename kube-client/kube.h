@@ -42,10 +42,13 @@
 #define KUBE_MAX_PATH 4096                /* a request path with its query */
 #define KUBE_MAX_KEPT_LABELS 16           /* label keys a cache keeps per node */
 #define KUBE_MAX_GPU_RESOURCES 8          /* resource names counted as GPUs */
+#define KUBE_MAX_GROUP_MIN_COUNT (1u << 20) /* a PodGroup's gang minCount */
 #define KUBE_LIST_PAGE_DEFAULT 500        /* LIST ?limit= */
 #define KUBE_TOKEN_REFRESH_SEC 60         /* a token file is re-read at least this often */
 #define KUBE_WATCH_TIMEOUT_MIN_SEC 300    /* watch ?timeoutSeconds= is jittered in [min,max] */
 #define KUBE_WATCH_TIMEOUT_MAX_SEC 600
+#define KUBE_PODGROUP_GROUP "scheduling.k8s.io"
+#define KUBE_PODGROUP_VERSIONS { "v1beta1", "v1alpha3", "v1alpha2" } /* preferred first */
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define KUBE_GPU_RESOURCE_DEFAULT "nvidia.com/gpu"
 #define KUBE_ANNOTATION_PREFIX "topofit.io/" /* pod annotations the cache keeps */
@@ -264,6 +267,16 @@ struct kube_pod {
         const char *resource_version;
 };
 
+/* A PodGroup (Kubernetes' Workload API, scheduling.k8s.io) as the cache keeps it: what a
+ * placement needs of it.  Immutable; strings live as long as the snapshot. */
+struct kube_podgroup {
+        const char *ns;
+        const char *name;
+        uint32_t min_count;       /* spec.schedulingPolicy.gang.minCount; 0: not a gang */
+        const char *topology_key; /* spec.schedulingConstraints.topology[0].key, "" when none */
+        const char *resource_version;
+};
+
 /* An immutable view of the cluster at one generation.  Readers take a reference with
  * kube_cache_snapshot() and drop it with kube_snapshot_unref(); nothing in it changes. */
 struct kube_snapshot {
@@ -273,7 +286,10 @@ struct kube_snapshot {
         size_t n_pods;
         const struct kube_pod *const *pods;   /* sorted by node_name, then ns, then name;
                                                * unscheduled pods ("" node) first */
-        bool synced;              /* both initial LISTs were complete when it was built */
+        size_t n_podgroups;
+        const struct kube_podgroup *const *podgroups; /* sorted by ns, then name; none
+                                               * unless watch_podgroups */
+        bool synced;              /* every initial LIST was complete when it was built */
 };
 
 struct kube_snapshot *kube_snapshot_ref(struct kube_snapshot *s);
@@ -290,6 +306,10 @@ size_t kube_snapshot_pods_on_node(const struct kube_snapshot *s, const char *nod
 const struct kube_pod *kube_snapshot_pod(const struct kube_snapshot *s, const char *ns,
                                          const char *name);
 
+/* Binary search by namespace/name; NULL when absent. */
+const struct kube_podgroup *kube_snapshot_podgroup(const struct kube_snapshot *s, const char *ns,
+                                                   const char *name);
+
 /* Called from a watch thread after changes were applied (no cache lock held); it should
  * be quick (e.g. signal a condition).  generation is the new one. */
 typedef void (*kube_change_fn)(uint64_t generation, void *userdata);
@@ -297,6 +317,11 @@ typedef void (*kube_change_fn)(uint64_t generation, void *userdata);
 struct kube_cache_options {
         bool watch_nodes;             /* default in kube_cache_options_init: true */
         bool watch_pods;              /* true */
+        bool watch_podgroups;         /* false.  When true, API discovery picks the first
+                                       * of KUBE_PODGROUP_VERSIONS that the server serves
+                                       * podgroups in; a server with none (older, or the
+                                       * GenericWorkload gate off) is not an error: no
+                                       * PodGroups, synced, and kube_cache_stats says so */
         const char *pod_field_selector; /* e.g. "spec.nodeName=node-1" (node-local cache) */
         const char *node_field_selector; /* e.g. "metadata.name=node-1" */
         const char *const *gpu_resources; /* NULL-terminated; NULL: {KUBE_GPU_RESOURCE_DEFAULT} */
@@ -346,6 +371,10 @@ struct kube_cache_stats {
         uint64_t last_event_lag_ms; /* now - creationTimestamp of the newest ADDED object */
         size_t n_nodes;
         size_t n_pods;
+        size_t n_podgroups;
+        /* The PodGroup API the watch uses ("scheduling.k8s.io/v1beta1"), "" when the server
+         * serves none, NULL before discovery finished or when not watched.  Static. */
+        const char *podgroup_api;
         int last_error;           /* -errno of the newest failure, 0 when none */
 };
 void kube_cache_stats(struct kube_cache *c, struct kube_cache_stats *ret);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube-client unit tests, no network: kubeconfig parsing (every field, every clear error),
- * in-cluster configuration, the Node/Pod decoders (GPU requests, kept annotations and
+ * in-cluster configuration, the Node/Pod/PodGroup decoders (GPU requests, kept annotations and
  * labels, caps) and small helpers.  Tables of cases, one loop each.
  */
 #include <setjmp.h>
@@ -424,6 +424,114 @@ pod_decoder_cases(void **state)
 }
 
 static void
+podgroup_decoder_keeps_min_count_and_topology_key(void **state)
+{
+        size_t len = 0;
+        CLEANUP(freep) char *text = test_read_data("kube/podgroup-v1beta1.json", &len);
+        CLEANUP(cJSON_Deletep) cJSON *j = NULL;
+        struct kube__obj *o = NULL;
+        const char *why = NULL;
+
+        assert_non_null(text);
+        j = cJSON_ParseWithLength(text, len);
+        assert_non_null(j);
+        assert_int_equal(kube__decode_podgroup(j, &o, &why), 0);
+        assert_int_equal(o->kind, KUBE__PODGROUP);
+        assert_string_equal(o->podgroup.ns, "ml");
+        assert_string_equal(o->podgroup.name, "trainer-workers");
+        assert_int_equal(o->podgroup.min_count, 4);
+        assert_string_equal(o->podgroup.topology_key, "topology.kubernetes.io/zone");
+        assert_string_equal(o->podgroup.resource_version, "4711");
+        assert_string_equal(o->key_ns, "ml");
+        assert_true(o->hash == kube__key_hash("ml", "trainer-workers"));
+        kube__obj_unref(o);
+}
+
+#define PG(spec) "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"g\"},\"spec\":" spec "}"
+static const struct podgroup_case {
+        const char *name;
+        const char *json;
+        int ret;
+        unsigned min_count;
+        const char *key;
+} podgroup_cases[] = {
+        { "a gang policy gives its minCount", PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":8}}}"),
+          0, 8, "" },
+        { "a basic policy is no gang", PG("{\"schedulingPolicy\":{\"basic\":{}}}"), 0, 0, "" },
+        { "no spec at all is no gang", "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"g\"}}",
+          0, 0, "" },
+        { "an empty topology list has no key",
+          PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":1}},"
+             "\"schedulingConstraints\":{\"topology\":[]}}"), 0, 1, "" },
+        { "minCount 0 is refused", PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":0}}}"),
+          -EINVAL },
+        { "a negative minCount is refused",
+          PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":-3}}}"), -EINVAL },
+        { "a fractional minCount is refused",
+          PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":2.5}}}"), -EINVAL },
+        { "a huge minCount is refused",
+          PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":1e300}}}"), -EINVAL },
+        { "minCount as a string is refused",
+          PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":\"4\"}}}"), -EINVAL },
+        { "a gang without minCount is refused", PG("{\"schedulingPolicy\":{\"gang\":{}}}"),
+          -EINVAL },
+        { "a repeated minCount is refused",
+          PG("{\"schedulingPolicy\":{\"gang\":{\"minCount\":2,\"minCount\":9}}}"), -EINVAL },
+        { "a topology that is not a list is refused",
+          PG("{\"schedulingConstraints\":{\"topology\":{\"key\":\"k\"}}}"), -EINVAL },
+        { "a topology key that is not a string is refused",
+          PG("{\"schedulingConstraints\":{\"topology\":[{\"key\":5}]}}"), -EINVAL },
+        { "no name is refused", "{\"metadata\":{\"namespace\":\"ns\"},\"spec\":{}}", -EINVAL },
+        { "no namespace is refused", "{\"metadata\":{\"name\":\"g\"},\"spec\":{}}", -EINVAL },
+        { "a name that is not a string is refused",
+          "{\"metadata\":{\"namespace\":\"ns\",\"name\":7}}", -EINVAL },
+        { "an array instead of an object is refused", "[1,2]", -EINVAL },
+};
+
+static void
+podgroup_decoder_cases(void **state)
+{
+        for (size_t i = 0; i < ELEMENTSOF(podgroup_cases); i++) {
+                const struct podgroup_case *t = &podgroup_cases[i];
+                CLEANUP(cJSON_Deletep) cJSON *j = cJSON_Parse(t->json);
+                struct kube__obj *o = NULL;
+                const char *why = NULL;
+                int r;
+
+                assert_non_null(j);
+                r = kube__decode_podgroup(j, &o, &why);
+                if (r != t->ret)
+                        fail_msg("%s: returned %d (%s)", t->name, r, why ? why : "");
+                if (r < 0) {
+                        assert_non_null(why);
+                        assert_null(o);
+                        continue;
+                }
+                if (o->podgroup.min_count != t->min_count)
+                        fail_msg("%s: minCount %u", t->name, o->podgroup.min_count);
+                assert_string_equal(o->podgroup.topology_key, t->key);
+                kube__obj_unref(o);
+        }
+}
+
+static void
+podgroup_decoder_refuses_an_oversized_name(void **state)
+{
+        char name[KUBE_MAX_NAME + 2], json[2 * KUBE_MAX_NAME];
+        CLEANUP(cJSON_Deletep) cJSON *j = NULL;
+        struct kube__obj *o = NULL;
+
+        memset(name, 'a', sizeof(name) - 1);
+        name[sizeof(name) - 1] = 0;
+        snprintf(json, sizeof(json), "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"%s\"}}",
+                 name);
+        j = cJSON_Parse(json);
+        assert_non_null(j);
+        assert_int_equal(kube__decode_podgroup(j, &o, NULL), -EINVAL);
+        assert_null(o);
+}
+
+static void
 pod_decoder_counts_configured_resource_names(void **state)
 {
         const char *const res[] = { "nvidia.com/gpu", "amd.com/gpu", NULL };
@@ -625,6 +733,9 @@ main(void)
                 cmocka_unit_test(in_cluster_cases_configure_or_fail_clearly),
                 cmocka_unit_test(pod_decoder_cases),
                 cmocka_unit_test(pod_decoder_counts_configured_resource_names),
+                cmocka_unit_test(podgroup_decoder_keeps_min_count_and_topology_key),
+                cmocka_unit_test(podgroup_decoder_cases),
+                cmocka_unit_test(podgroup_decoder_refuses_an_oversized_name),
                 cmocka_unit_test(node_decoder_keeps_what_topofit_needs),
                 cmocka_unit_test(node_decoder_drops_an_oversized_topology_annotation),
                 cmocka_unit_test(base64_decoder_cases),
