@@ -10,6 +10,7 @@
  */
 #include "ext-core-private.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,8 @@ struct ext_cluster_builder {
         size_t n_classes, alloc_classes;
         struct class_slot *classes;
         const struct ext_cluster *base;
+        size_t n_group_sizes, alloc_group_sizes;
+        struct ext_group_size *group_sizes;
 };
 
 static int
@@ -69,6 +72,7 @@ cluster_free(struct ext_cluster *c)
         free(c->pods);
         free(c->classes);
         free(c->index);
+        free(c->group_sizes);
         place_view_unref(c->place);
         free(c);
 }
@@ -207,6 +211,7 @@ ext_cluster_builder_free(struct ext_cluster_builder *b)
         free(b->pods);
         free(b->pod_node);
         free(b->classes);
+        free(b->group_sizes);
         free(b);
         return NULL;
 }
@@ -511,6 +516,69 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
                              base ? base->place : NULL, base_index, &c->place);
 }
 
+void
+ext_group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const char *name,
+             const char *name2)
+{
+        char full[3 * EXT_NAME_MAX + 64];
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        int n;
+
+        n = snprintf(full, sizeof(full), "%s/%s/%s%s%s", source, ns, name, name2 ? "/" : "",
+                     name2 ? name2 : "");
+        if (n > 0 && (size_t)n < PLACE_NAME_MAX) {
+                memcpy(id, full, (size_t)n + 1);
+                return;
+        }
+        for (const char *p = full; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        snprintf(id, PLACE_NAME_MAX, "%.*s#%016llx", PLACE_NAME_MAX - 19, full,
+                 (unsigned long long)h);
+}
+
+static int
+group_size_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct ext_group_size *)a)->id,
+                      ((const struct ext_group_size *)b)->id);
+}
+
+int
+ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
+                                   const char *name, unsigned min_count)
+{
+        struct ext_group_size *g;
+
+        if (!ns || !name || !ns[0] || !name[0] || strnlen(ns, EXT_NAME_MAX) >= EXT_NAME_MAX ||
+            strnlen(name, EXT_NAME_MAX) >= EXT_NAME_MAX)
+                return -EINVAL;
+        if (min_count == 0 || min_count > PLACE_MAX_GROUP_PODS)
+                return 0;
+        if (b->n_group_sizes >= EXT_MAX_GROUP_SIZES)
+                return -E2BIG;
+        if (grow((void **)&b->group_sizes, &b->alloc_group_sizes, b->n_group_sizes + 1,
+                 sizeof(*b->group_sizes)) < 0)
+                return -ENOMEM;
+        g = &b->group_sizes[b->n_group_sizes++];
+        ext_group_id(g->id, "podgroup", ns, name, NULL);
+        g->size = min_count;
+        return 0;
+}
+
+unsigned
+ext_cluster_group_size(const struct ext_cluster *c, const char *id)
+{
+        struct ext_group_size key;
+        const struct ext_group_size *hit;
+
+        if (!c || c->n_group_sizes == 0 || !id || strnlen(id, PLACE_NAME_MAX) >= PLACE_NAME_MAX)
+                return 0;
+        memcpy(key.id, id, strlen(id) + 1);
+        hit = bsearch(&key, c->group_sizes, c->n_group_sizes, sizeof(*c->group_sizes),
+                      group_size_cmp);
+        return hit ? hit->size : 0;
+}
+
 int
 ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct ext_cluster **ret)
 {
@@ -577,6 +645,11 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
         b->n_classes = 0;
         place_build(c, b->cfg, b->base);
+
+        if (b->n_group_sizes > 0)
+                qsort(b->group_sizes, b->n_group_sizes, sizeof(*b->group_sizes), group_size_cmp);
+        c->group_sizes = TAKE_PTR(b->group_sizes);
+        c->n_group_sizes = b->n_group_sizes;
 
         *ret = c;
         return 0;

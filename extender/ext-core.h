@@ -192,7 +192,27 @@ struct ext_cluster {
          * when the term is off (cluster_share 0) or could not be built (then prioritize
          * goes without it). */
         struct place_view *place;
+        /* Group sizes known from Kubernetes' PodGroups (live mode), sorted by id (the
+         * request's group id: "podgroup/<ns>/<name>"); none in static mode. */
+        size_t n_group_sizes;
+        struct ext_group_size *group_sizes;
 };
+
+/* A PodGroup's gang size (minCount), keyed like place_group_request.id. */
+struct ext_group_size {
+        char id[PLACE_NAME_MAX];
+        unsigned size;
+};
+#define EXT_MAX_GROUP_SIZES EXT_MAX_PODS /* PodGroups kept in the cluster view */
+
+/* The id a pod's group gets from source (the request decode's "podgroup", "topofit"...),
+ * its namespace and name (and name2 when non-NULL): "source/ns/name[/name2]", or, when
+ * that is over PLACE_NAME_MAX - 1 bytes, its head and a 64-bit hash of the whole. */
+void ext_group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const char *name,
+                  const char *name2);
+
+/* The size of group id from the view's PodGroups, 0 when unknown.  c may be NULL. */
+unsigned ext_cluster_group_size(const struct ext_cluster *c, const char *id);
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
 struct ext_cluster *ext_cluster_unref(struct ext_cluster *c); /* accepts NULL, returns NULL */
@@ -231,6 +251,12 @@ int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *ke
 int ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
                                 const char *namespace, const char *name, const char *node,
                                 const struct topo_mask *gpus);
+/* Records the gang size of the PodGroup ns/name (its minCount).  A min_count of 0 (not a
+ * gang) or over PLACE_MAX_GROUP_PODS is left out (the size stays unknown, as for a foreign
+ * size that does not parse).  Returns 0, -E2BIG (EXT_MAX_GROUP_SIZES), -EINVAL (bad name),
+ * -ENOMEM. */
+int ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
+                                       const char *name, unsigned min_count);
 /* Sorts, resolves pods to nodes, computes each node's used mask (GPUs beyond a node's
  * count are dropped), and hands out the snapshot with generation gen.  Frees b either way.
  * Returns 0 or -ENOMEM. */

@@ -139,6 +139,15 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                 }
                 i = j;
         }
+        for (size_t i = 0; r >= 0 && i < ks->n_podgroups; i++) {
+                const struct kube_podgroup *g = ks->podgroups[i];
+
+                r = ext_cluster_builder_add_group_size(b, g->ns, g->name, g->min_count);
+                if (r == -E2BIG || r == -EINVAL) {
+                        left_out++;
+                        r = 0;
+                }
+        }
         if (r < 0) {
                 ext_cluster_builder_free(b);
                 return r;
@@ -210,9 +219,16 @@ rebuild_thread(void *arg)
                         }
                 }
                 if (ks && ks->synced && !atomic_load(&lv->s->ready)) {
+                        struct kube_cache_stats st;
+
+                        kube_cache_stats(lv->cache, &st);
                         atomic_store(&lv->s->ready, true);
-                        log_info("cluster view synced", "nodes=%zu pods=%zu", ks->n_nodes,
-                                 ks->n_pods);
+                        log_info("cluster view synced", "nodes=%zu pods=%zu podgroups=%zu "
+                                 "podgroup_api=%s", ks->n_nodes, ks->n_pods, ks->n_podgroups,
+                                 st.podgroup_api && st.podgroup_api[0]
+                                         ? st.podgroup_api
+                                         : "none (the server serves no PodGroups: group sizes "
+                                           "from topofit.io/group-size only)");
                 }
                 kube_snapshot_unref(ks);
                 pause_ms = (thread_cpu_ns() - cpu0) * EXT_LIVE_REBUILD_DUTY / 1000000u;
@@ -346,6 +362,7 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         kube_cache_options_init(&o);
         o.gpu_resources = resources;
         o.node_labels = domain_labels;
+        o.watch_podgroups = true; /* group sizes from Kubernetes' PodGroups, when served */
         o.on_change = on_change;
         o.userdata = lv;
         r = kube_cache_new(lv->client, &o, &lv->cache);

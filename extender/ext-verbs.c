@@ -274,6 +274,21 @@ node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct
         return loss > 0 ? loss : 0;
 }
 
+/* The pod's group with its size: the request's (topofit.io/group-size, or a source that
+ * puts the size on the pod) when known, else the PodGroup's gang minCount from the view
+ * (a group from spec.schedulingGroup; docs/placement.md, "Groups").  Returns req's own
+ * group or buf, filled. */
+static const struct place_group_request *
+group_of(const struct ext_cluster *c, const struct ext_request *req,
+         struct place_group_request *buf)
+{
+        if (!req->group.id[0] || req->group.size > 0)
+                return &req->group;
+        *buf = req->group;
+        buf->size = ext_cluster_group_size(c, req->group.id);
+        return buf;
+}
+
 /* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
  * gets its group's domain (chosen now for the group's first pod) and is kept in it
  * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
@@ -285,7 +300,8 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
              struct ext_verdict *ret)
 {
         struct place_groups *g = ext__ledger_groups(l);
-        const struct place_group_request *grp = &req->group;
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
         CLEANUP(freep) struct topo_mask *others = NULL;
         struct place_group_domain d;
@@ -565,8 +581,12 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
         if (v.r < 0)
                 return set_why(ret_why, v.why ? v.why : "the GPU set cannot be recorded"), v.r;
         /* A bound member stops counting against its group's hold (no record: nothing held). */
-        if (req->group.id[0])
-                (void)place_group_bound(ext__ledger_groups(l), &req->group, req->uid, now_ns);
+        if (req->group.id[0]) {
+                struct place_group_request sized;
+
+                (void)place_group_bound(ext__ledger_groups(l), group_of(c, req, &sized), req->uid,
+                                        now_ns);
+        }
         *ret = v.choice;
         return 0;
 }

@@ -779,6 +779,15 @@ resource_thread(void *userdata)
                                 page_size /= 2; /* a page over KUBE_MAX_BODY: smaller pages */
                         if (r == -ENOENT && res->kind == KUBE__PODGROUP)
                                 need_discovery = true; /* the version went away: look again */
+                        if (r == -EPERM && res->kind == KUBE__PODGROUP && !res->synced) {
+                                /* Not allowed to list them (RBAC without podgroups): the
+                                 * cache works without, so readiness does not wait on it;
+                                 * last_error says -EPERM and the LIST is retried. */
+                                pthread_mutex_lock(&c->lock);
+                                res->synced = true;
+                                pthread_cond_broadcast(&c->cond);
+                                pthread_mutex_unlock(&c->lock);
+                        }
                         if (r < 0) {
                                 store_release(&fresh);
                                 note_error(c, r);

@@ -843,7 +843,8 @@ prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
  * holds them with nothing to spare), its hold keeps a lone pod off nvl-b's free trays, and a
  * domain-required gang of three that only nvl-a can hold is kept to nvl-a. */
 static struct ext_cluster *
-tray_domains(const struct ext_config *cfg)
+tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, const char *pg_name,
+                           unsigned min_count)
 {
         char *text, *json;
         size_t len, jlen;
@@ -873,10 +874,107 @@ tray_domains(const struct ext_config *cfg)
                 }
         }
         topo_unref(t);
+        if (pg_name)
+                assert_int_equal(ext_cluster_builder_add_group_size(b, pg_ns, pg_name, min_count),
+                                 0);
         assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
         assert_non_null(c->place);
         assert_int_equal(place_view_n_domains(c->place, 0), 2);
         return c;
+}
+
+static struct ext_cluster *
+tray_domains(const struct ext_config *cfg)
+{
+        return tray_domains_with_podgroup(cfg, NULL, NULL, 0);
+}
+
+/* The domain (0 nvl-a, 1 nvl-b) the first pod of a pair given only by spec.schedulingGroup
+ * (no topofit.io/group-size) ranks first, with the view knowing the PodGroup's minCount
+ * (known) or not. */
+static int
+podgroup_pair_domain(bool known)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request req;
+        const char *body = "{\"metadata\":{\"name\":\"pair-0\",\"namespace\":\"ml\","
+                           "\"uid\":\"u-pair-0\"},\"spec\":{\"schedulingGroup\":{"
+                           "\"podGroupName\":\"pair\"},\"containers\":[{\"name\":\"c\","
+                           "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}";
+        int best = -1;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_request_decode(body, strlen(body), &cfg, &req, NULL), 0);
+        assert_string_equal(req.group.id, "podgroup/ml/pair");
+        assert_int_equal(req.group.size, 0); /* not on the pod */
+        c = known ? tray_domains_with_podgroup(&cfg, "ml", "pair", 2) : tray_domains(&cfg);
+        assert_int_equal(ext_cluster_group_size(c, "podgroup/ml/pair"), known ? 2 : 0);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        assert_int_equal(ext_prioritize(c, l, &cfg, &req, nodes, 8, 1, v), 6);
+        for (int i = 0; i < 8; i++)
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = i;
+        assert_true(best >= 0);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        return best < 4 ? 0 : 1;
+}
+
+/* A pair known only by its PodGroup: with minCount 2 from the view it gets nvl-b, the domain
+ * it fits with nothing to spare (as with topofit.io/group-size 2); without the PodGroup the
+ * size is unknown and it goes to the domain with the most room, nvl-a.  The second half
+ * shows the size is what moved it. */
+static void
+gang_size_comes_from_the_podgroup_min_count(void **state)
+{
+        assert_int_equal(podgroup_pair_domain(true), 1);
+        assert_int_equal(podgroup_pair_domain(false), 0);
+}
+
+/* The view's PodGroup ids are the request decode's: short names, and long ones (hashed). */
+static void
+podgroup_ids_match_the_request_decode(void **state)
+{
+        static const char *const names[] = {
+                "g", "a-group-name-that-is-long-enough-to-push-the-id-past-ninety-five-bytes-"
+                     "so-it-is-cut-and-hashed-0123456789",
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                char body[1024], id[PLACE_NAME_MAX];
+                struct ext_request req;
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                struct ext_cluster *c = NULL;
+
+                snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"p\","
+                         "\"namespace\":\"team-x\",\"uid\":\"u\"},\"spec\":{\"schedulingGroup\":"
+                         "{\"podGroupName\":\"%s\"},\"containers\":[{\"name\":\"c\","
+                         "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+                         names[i]);
+                assert_int_equal(ext_request_decode(body, strlen(body), &cfg, &req, NULL), 0);
+                ext_group_id(id, "podgroup", "team-x", names[i], NULL);
+                assert_string_equal(req.group.id, id);
+                assert_int_equal(ext_cluster_builder_add_group_size(b, "team-x", names[i], 7), 0);
+                /* Not a gang, or over PLACE_MAX_GROUP_PODS: left out (size unknown). */
+                assert_int_equal(ext_cluster_builder_add_group_size(b, "team-x", "basic", 0), 0);
+                assert_int_equal(ext_cluster_builder_add_group_size(b, "team-x", "huge",
+                                                                    PLACE_MAX_GROUP_PODS + 1), 0);
+                assert_int_equal(ext_cluster_builder_add_group_size(b, "", "x", 3), -EINVAL);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+                assert_int_equal(ext_cluster_group_size(c, req.group.id), 7);
+                assert_int_equal(ext_cluster_group_size(c, "podgroup/team-x/basic"), 0);
+                assert_int_equal(ext_cluster_group_size(c, "podgroup/team-x/huge"), 0);
+                assert_int_equal(c->n_group_sizes, 1);
+                ext_cluster_unref(c);
+        }
 }
 
 static void
@@ -1611,6 +1709,8 @@ main(void)
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
+                cmocka_unit_test(gang_size_comes_from_the_podgroup_min_count),
+                cmocka_unit_test(podgroup_ids_match_the_request_decode),
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
