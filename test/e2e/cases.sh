@@ -801,19 +801,23 @@ t_stranding() {
 # e2e_gang NAME PODS: a PodGroup (gang of PODS) and its pods of 4 GPUs each, domain-required,
 # topofit.io/group-size set (the extender does not read PodGroups), created in one request.
 e2e_gang() {
-        "$E2E_PY" - "$1" "$2" <<'PY' | kubectl create -f - >/dev/null
+        "$E2E_PY" - "$1" "$2" "${3:-all}" <<'PY' | kubectl create -f - >/dev/null
 import json, sys
-name, n = sys.argv[1], int(sys.argv[2])
+name, n, part = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 res = {"nvidia.com/gpu": "4", "cpu": "10m", "memory": "16Mi"}
-items = [{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-          "metadata": {"name": name, "namespace": "default"},
-          "spec": {"schedulingPolicy": {"gang": {"minCount": n}}}}]
-for i in range(n):
+items = []
+if part in ("all", "podgroup"):
+    items.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                  "metadata": {"name": name, "namespace": "default"},
+                  "spec": {"schedulingPolicy": {"gang": {"minCount": n}}}})
+ann = {"topofit.io/placement": "domain-required"}
+if part == "all":
+    ann["topofit.io/group-size"] = str(n)
+for i in range(n if part != "podgroup" else 0):
     items.append({"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": f"{name}-{i}", "namespace": "default",
                                "labels": {"topofit-e2e": name},
-                               "annotations": {"topofit.io/group-size": str(n),
-                                               "topofit.io/placement": "domain-required"}},
+                               "annotations": ann},
                   "spec": {"schedulingGroup": {"podGroupName": name},
                            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
                                            "resources": {"limits": res, "requests": res}}],
@@ -821,6 +825,9 @@ for i in range(n):
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 }
+
+# (e2e_gang NAME N [all|podgroup|pods]: "podgroup" creates only the PodGroup, "pods" only
+# the pods, without topofit.io/group-size: their size is the PodGroup's minCount.)
 
 # e2e_gang_domains NAME: the NVLink domains (clique labels) of the gang's nodes, sorted, unique.
 e2e_gang_domains() {
@@ -904,6 +911,31 @@ t_gang_domains() {
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
         E2E_NOTE="gang-a in $dom_a on $(e2e_nodes_of gang-a | sort | tr '\n' ' '); gang-b in $dom_b; 4 single pods on $(e2e_nodes_of single | sort | tr '\n' ' ')"
+}
+
+# The gang's size from Kubernetes' PodGroup alone: two of domain 1's trays are busy, and a
+# gang of 2 pods whose only size is its PodGroup's minCount (no topofit.io/group-size) goes
+# to domain 1, where it fits with nothing to spare.  Without the minCount its size would be
+# unknown and it would go to the domain with the most room, domain 2.
+t_gang_podgroup_size() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
+        local dom
+        e2e_gang_cluster || { fail "$E2E_WHY"; return; }
+        e2e_tray_pod busy-1-1 tray-1-1 || { fail "creating busy-1-1 failed"; return; }
+        e2e_tray_pod busy-1-2 tray-1-2 || { fail "creating busy-1-2 failed"; return; }
+        e2e_gang gang-p 2 podgroup || { fail "creating the PodGroup gang-p failed"; return; }
+        sleep 2 # the extender's watch sees the busy trays and the PodGroup
+        e2e_gang gang-p 2 pods || { fail "creating gang-p's pods failed"; return; }
+        e2e_wait 60 "gang-p bound" e2e_bound_at_least 2 gang-p ||
+                { fail "gang-p: $(e2e_bound_count gang-p) of 2 pods bound in 60 s"; return; }
+        dom=$(e2e_gang_domains gang-p)
+        [ "$dom" = e2e-cluster.1 ] ||
+                { fail "gang-p is in '$(echo $dom)', not e2e-cluster.1 alone (its size from the PodGroup not used?)"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="gang-p (size only from its PodGroup) on $(e2e_nodes_of gang-p | sort | tr '\n' ' ')"
 }
 
 # A gang that fits nowhere yet is not blocked by single pods that arrive while it waits:
