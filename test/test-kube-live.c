@@ -955,6 +955,95 @@ a_watch_is_cancelled_from_another_thread(void **state)
         free(start);
 }
 
+/* Waits up to 5 s for the snapshot to hold n PodGroups; returns the last snapshot. */
+static struct kube_snapshot *
+wait_podgroups(struct kube_cache *cache, size_t n)
+{
+        struct kube_snapshot *ks = NULL;
+
+        for (int i = 0; i < 100; i++) {
+                kube_snapshot_unref(ks);
+                ks = kube_cache_snapshot(cache);
+                if (ks && ks->synced && ks->n_podgroups == n)
+                        break;
+                sleep_ms(50);
+        }
+        return ks;
+}
+
+/* PodGroups: found by discovery, listed, watched (create, delete); against a server without
+ * them, the cache syncs with none and no error. */
+#define PG_JSON                                                                            \
+        "{\"apiVersion\":\"scheduling.k8s.io/v1beta1\",\"kind\":\"PodGroup\","                \
+        "\"metadata\":{\"name\":\"gang\",\"namespace\":\"ml\"},\"spec\":"                   \
+        "{\"schedulingPolicy\":{\"gang\":{\"minCount\":%d}}}}"
+static void
+cache_watches_podgroups_where_the_server_serves_them(void **state)
+{
+        static const char *const args[] = { "--nodes", "2", "--podgroups", NULL };
+        struct server s = { 0 };
+        struct kube_client *c;
+        struct kube_cache *cache = NULL;
+        struct kube_cache_options o;
+        struct kube_cache_stats st;
+        struct kube_snapshot *ks;
+        const struct kube_podgroup *g;
+        struct kube_error err = { 0 };
+        char body[512];
+
+        /* The shared server has no PodGroup API: synced, none, no error. */
+        kube_cache_options_init(&o);
+        o.watch_podgroups = true;
+        assert_int_equal(kube_cache_new(client, &o, &cache), 0);
+        assert_int_equal(kube_cache_wait_synced(cache, 5000), 0);
+        kube_cache_stats(cache, &st);
+        assert_non_null(st.podgroup_api);
+        assert_string_equal(st.podgroup_api, "");
+        assert_int_equal(st.n_podgroups, 0);
+        assert_int_equal(st.last_error, 0);
+        cache = kube_cache_free(cache);
+
+        assert_int_equal(server_start(&s, "podgroups", args), 0);
+        c = client_plain(s.port);
+        snprintf(body, sizeof(body), PG_JSON, 3);
+        assert_true(kube_request(c, "POST", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups",
+                                 "application/json", body, strlen(body), NULL, NULL, &err) >= 0);
+        o.backoff_initial_ms = 50;
+        assert_int_equal(kube_cache_new(c, &o, &cache), 0);
+        assert_int_equal(kube_cache_wait_synced(cache, 5000), 0);
+        ks = wait_podgroups(cache, 1);
+        assert_int_equal(ks->n_podgroups, 1);
+        g = kube_snapshot_podgroup(ks, "ml", "gang");
+        assert_non_null(g);
+        assert_int_equal(g->min_count, 3);
+        assert_null(kube_snapshot_podgroup(ks, "ml", "other"));
+        kube_snapshot_unref(ks);
+        kube_cache_stats(cache, &st);
+        assert_string_equal(st.podgroup_api, "scheduling.k8s.io/v1beta1");
+
+        /* A second one by the watch, then the first deleted. */
+        snprintf(body, sizeof(body), PG_JSON, 5);
+        *strstr(body, "gang") = 'h'; /* "hang" */
+        assert_true(kube_request(c, "POST", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups",
+                                 "application/json", body, strlen(body), NULL, NULL, &err) >= 0);
+        ks = wait_podgroups(cache, 2);
+        assert_int_equal(ks->n_podgroups, 2);
+        assert_int_equal(kube_snapshot_podgroup(ks, "ml", "hang")->min_count, 5);
+        kube_snapshot_unref(ks);
+        assert_true(kube_request(c, "DELETE", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/gang",
+                                 NULL, NULL, 0, NULL, NULL, &err) >= 0);
+        ks = wait_podgroups(cache, 1);
+        assert_int_equal(ks->n_podgroups, 1);
+        assert_null(kube_snapshot_podgroup(ks, "ml", "gang"));
+        kube_snapshot_unref(ks);
+        /* PodGroups are not served under /api/v1. */
+        assert_int_equal(kube_request(c, "GET", "/api/v1/podgroups", NULL, NULL, 0, NULL, NULL,
+                                      &err), -ENOENT);
+        kube_cache_free(cache);
+        kube_client_free(c);
+        server_stop(&s);
+}
+
 static void
 a_server_that_is_down_is_econnrefused(void **state)
 {
@@ -991,6 +1080,7 @@ main(void)
                 cmocka_unit_test(a_cache_against_a_dead_server_backs_off_instead_of_spinning),
                 cmocka_unit_test(a_watch_is_cancelled_from_another_thread),
                 cmocka_unit_test(a_server_that_is_down_is_econnrefused),
+                cmocka_unit_test(cache_watches_podgroups_where_the_server_serves_them),
         };
         signal(SIGPIPE, SIG_IGN);
         return cmocka_run_group_tests(tests, setup, teardown);

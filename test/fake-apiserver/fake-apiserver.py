@@ -28,8 +28,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event"}
-NAMESPACED = {"pods", "events"}
+KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event", "podgroups": "PodGroup"}
+NAMESPACED = {"pods", "events", "podgroups"}
+PODGROUP_API = ["apis", "scheduling.k8s.io", "v1beta1"]  # served with --podgroups
 MAX_BODY = 16 << 20
 
 
@@ -410,9 +411,23 @@ class Handler(BaseHTTPRequestHandler):
     # --- routing ------------------------------------------------------------------------
 
     def api(self, method, path, q):
+        grouped = self.server.opts.podgroups and path[:3] == PODGROUP_API
+        if grouped and len(path) == 3 and method == "GET":
+            return self.send_json(200, {
+                "kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": "scheduling.k8s.io/v1beta1",
+                "resources": [{"name": "podgroups", "singularName": "podgroup", "namespaced": True,
+                               "kind": "PodGroup",
+                               "verbs": ["create", "delete", "get", "list", "patch", "watch"]}]})
+        if grouped:
+            path = ["api", "v1"] + path[3:]
         if path[:2] != ["api", "v1"]:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         rest = path[2:]
+        # PodGroups live only under their group's path, the rest only under /api/v1.
+        kind_at = 2 if rest[:1] == ["namespaces"] else 0
+        if (len(rest) > kind_at and rest[kind_at] == "podgroups") != grouped:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         ns = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             ns, rest = rest[1], rest[2:]
@@ -842,6 +857,8 @@ def main():
     ap.add_argument("--history", type=int, default=100000, help="watch events kept")
     ap.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds")
     ap.add_argument("--slow-ms", type=int, default=0, help="delay every API response")
+    ap.add_argument("--podgroups", action="store_true",
+                    help="serve scheduling.k8s.io/v1beta1 podgroups (list, watch, create, delete)")
     ap.add_argument("--verbose", action="store_true")
     opts = ap.parse_args()
 
