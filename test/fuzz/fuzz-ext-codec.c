@@ -3,8 +3,10 @@
  * libFuzzer harness for the extender codec (extender/ext-codec.c): every decoder the HTTP
  * handlers call on a request body gets the same bytes (ExtenderArgs for filter/prioritize,
  * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, a
- * cluster List).  Accepted arguments are encoded back, as the handlers would.  Seeds:
- * test/data/kube-scheduler-v1.20 and test/data/extender.
+ * cluster List).  Accepted arguments are encoded back, as the handlers would.  And
+ * ExtenderArgs are read twice, by the scanner (ext_args_decode) and by the tree decoder it
+ * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values.
+ * Seeds: test/data/kube-scheduler-v1.20 and test/data/extender.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -12,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
+#include "../ext-args-oracle.h"
 #include "buf.h"
 #include "ext-core.h"
 #include "macro.h"
@@ -27,6 +32,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         ext_config_default(&cfg);
 
+        {
+                const char *diff = ext_oracle_differs(json, size, &cfg);
+
+                if (diff) {
+                        fprintf(stderr, "fuzz-ext-codec: scanner and tree differ: %s\n", diff);
+                        abort();
+                }
+        }
         {
                 struct ext_args a;
 
