@@ -328,115 +328,116 @@ codec_scanner_reads_every_fixture_as_the_tree_did(void **state)
 
 /* Bodies at the edges of what the extender reads: both decoders give the same verdict
  * (want) and, when they accept, the same values. */
+static const struct {
+        const char *name, *json;
+        int want; /* 0: accepted, else refused */
+} edge_cases[] = {
+        { "escaped node names", POD("{}", "") "\"NodeNames\":[\"\\u0067pu-1\",\"a\\/b\","
+          "\"\\u00e9\\ud83d\\ude00\"]}", 0 },
+        { "a 253-byte name", POD("{}", "") "\"NodeNames\":[\""
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaa\\n" "\"]}", 0 },
+        { "a 254-byte name", POD("{}", "") "\"NodeNames\":[\""
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaa\\n" "\"]}", -EINVAL },
+        { "an empty name", POD("{}", "") "\"NodeNames\":[\"\"]}", -EINVAL },
+        { "no names", POD("{}", "") "\"NodeNames\":[]}", 0 },
+        { "a Node with an escaped annotation and allocatable",
+          NODES(NODE("{\"name\":\"n1\",\"annotations\":{\"topofit.io/topology\":"
+                     "\"{\\\"gpus\\\":[]}\\u00e9\"}}", ALLOC8)), 0 },
+        { "capacity read without allocatable",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":4}}")), 0 },
+        { "allocatable wins over capacity",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":\"x\"},"
+                     "\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}")), 0 },
+        { "allocatable null: capacity",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":\"3\"},"
+                     "\"allocatable\":null}")), 0 },
+        { "a repeated capacity beside allocatable is not read",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{},\"capacity\":{},"
+                     "\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}")), 0 },
+        { "a repeated capacity that is read",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{},\"capacity\":{}}")), -EINVAL },
+        { "a repeated allocatable",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{},\"allocatable\":{}}")),
+          -EINVAL },
+        { "a repeated GPU resource",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{\"nvidia.com/gpu\":\"1\","
+                     "\"nvidia.com/gpu\":\"1\"}}")), -EINVAL },
+        { "GPUs as numbers", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":2.0e0}}") "," NODE("{\"name\":\"n2\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":-0}}")), 0 },
+        { "GPUs as a fraction", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":0.5}}")), -EINVAL },
+        { "GPUs as a long quantity", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":\"000000000000000000000000000000001\"}}")), -EINVAL },
+        { "a status that is not an object counts no GPUs",
+          NODES(NODE("{\"name\":\"n1\"}", "\"ready\"")), 0 },
+        { "annotations null", NODES(NODE("{\"name\":\"n1\",\"annotations\":null}", "{}")),
+          0 },
+        { "annotations a list", NODES(NODE("{\"name\":\"n1\",\"annotations\":[]}", "{}")),
+          -EINVAL },
+        { "a null topology annotation", NODES(NODE("{\"name\":\"n1\",\"annotations\":"
+          "{\"topofit.io/topology\":null}}", "{}")), -EINVAL },
+        { "a repeated topology annotation", NODES(NODE("{\"name\":\"n1\",\"annotations\":"
+          "{\"topofit.io/topology\":\"a\",\"topofit.io/topology\":\"b\"}}", "{}")),
+          -EINVAL },
+        { "a Node without a name", NODES(NODE("{\"labels\":{}}", "{}")), -EINVAL },
+        { "a Node without metadata", NODES("{\"status\":{}}"), -EINVAL },
+        { "a Node that is a string", NODES("\"n1\""), -EINVAL },
+        { "a Node name that is a number", NODES(NODE("{\"name\":1}", "{}")), -EINVAL },
+        { "items repeated", POD("{}", "") "\"Nodes\":{\"items\":[],\"items\":[]}}",
+          -EINVAL },
+        { "items null", POD("{}", "") "\"Nodes\":{\"items\":null}}", -EINVAL },
+        { "Nodes a list", POD("{}", "") "\"Nodes\":[]}", -EINVAL },
+        { "NodeNames wins over a broken Nodes", POD("{}", "") "\"Nodes\":{\"items\":[1,"
+          "{\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}]},\"NodeNames\":[\"x\"]}", 0 },
+        { "NodeNames wins even when it comes first", POD("{}", "")
+          "\"NodeNames\":[\"x\"],\"Nodes\":{\"items\":[{}]}}", 0 },
+        { "a broken NodeNames is refused beside Nodes", POD("{}", "")
+          "\"NodeNames\":[1],\"Nodes\":{\"items\":[]}}", -EINVAL },
+        { "NodeNames null, Nodes read", POD("{}", "") "\"NodeNames\":null,"
+          "\"Nodes\":{\"items\":[" NODE("{\"name\":\"n1\"}", ALLOC8) "]}}", 0 },
+        { "a repeated Pod: the first counts, then refused", "{\"Pod\":{\"metadata\":{}},"
+          "\"Pod\":1,\"NodeNames\":[]}", -EINVAL },
+        { "a broken Nodes list and bad JSON after it", POD("{}", "")
+          "\"Nodes\":{\"items\":[1]},\"NodeNames\":[\"x\"],\"z\":01}", -EINVAL },
+        { "keys spelled with escapes", "{\"P\\u006fd\":{\"metadata\":{}},"
+          "\"Node\\u004eames\":[\"a\"]}", 0 },
+        { "unread values of every kind", POD("{}", "") "\"x\":[true,false,null,-1.5e+3,"
+          "{\"a\":[[]]},\"\\u20ac\"],\"NodeNames\":[\"a\"]}", 0 },
+        { "a leading zero in an unread value", POD("{}", "") "\"x\":012,"
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+        { "a raw control byte in an unread string", POD("{}", "") "\"x\":\"a\x01\","
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+        { "a lone surrogate in an unread string", POD("{}", "") "\"x\":\"\\udc00\","
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+        { "bad hex in an unread escape", POD("{}", "") "\"x\":\"\\u12G4\","
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+};
+
 static void
 codec_scanner_matches_the_tree_at_the_edges(void **state)
 {
-        static const struct {
-                const char *name, *json;
-                int want; /* 0: accepted, else refused */
-        } cases[] = {
-                { "escaped node names", POD("{}", "") "\"NodeNames\":[\"\\u0067pu-1\",\"a\\/b\","
-                  "\"\\u00e9\\ud83d\\ude00\"]}", 0 },
-                { "a 253-byte name", POD("{}", "") "\"NodeNames\":[\""
-                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  "aaaaaaaaaaaa\\n" "\"]}", 0 },
-                { "a 254-byte name", POD("{}", "") "\"NodeNames\":[\""
-                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  "aaaaaaaaaaaaa\\n" "\"]}", -EINVAL },
-                { "an empty name", POD("{}", "") "\"NodeNames\":[\"\"]}", -EINVAL },
-                { "no names", POD("{}", "") "\"NodeNames\":[]}", 0 },
-                { "a Node with an escaped annotation and allocatable",
-                  NODES(NODE("{\"name\":\"n1\",\"annotations\":{\"topofit.io/topology\":"
-                             "\"{\\\"gpus\\\":[]}\\u00e9\"}}", ALLOC8)), 0 },
-                { "capacity read without allocatable",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":4}}")), 0 },
-                { "allocatable wins over capacity",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":\"x\"},"
-                             "\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}")), 0 },
-                { "allocatable null: capacity",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":\"3\"},"
-                             "\"allocatable\":null}")), 0 },
-                { "a repeated capacity beside allocatable is not read",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{},\"capacity\":{},"
-                             "\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}")), 0 },
-                { "a repeated capacity that is read",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{},\"capacity\":{}}")), -EINVAL },
-                { "a repeated allocatable",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{},\"allocatable\":{}}")),
-                  -EINVAL },
-                { "a repeated GPU resource",
-                  NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{\"nvidia.com/gpu\":\"1\","
-                             "\"nvidia.com/gpu\":\"1\"}}")), -EINVAL },
-                { "GPUs as numbers", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
-                  "\"nvidia.com/gpu\":2.0e0}}") "," NODE("{\"name\":\"n2\"}", "{\"allocatable\":{"
-                  "\"nvidia.com/gpu\":-0}}")), 0 },
-                { "GPUs as a fraction", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
-                  "\"nvidia.com/gpu\":0.5}}")), -EINVAL },
-                { "GPUs as a long quantity", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
-                  "\"nvidia.com/gpu\":\"000000000000000000000000000000001\"}}")), -EINVAL },
-                { "a status that is not an object counts no GPUs",
-                  NODES(NODE("{\"name\":\"n1\"}", "\"ready\"")), 0 },
-                { "annotations null", NODES(NODE("{\"name\":\"n1\",\"annotations\":null}", "{}")),
-                  0 },
-                { "annotations a list", NODES(NODE("{\"name\":\"n1\",\"annotations\":[]}", "{}")),
-                  -EINVAL },
-                { "a null topology annotation", NODES(NODE("{\"name\":\"n1\",\"annotations\":"
-                  "{\"topofit.io/topology\":null}}", "{}")), -EINVAL },
-                { "a repeated topology annotation", NODES(NODE("{\"name\":\"n1\",\"annotations\":"
-                  "{\"topofit.io/topology\":\"a\",\"topofit.io/topology\":\"b\"}}", "{}")),
-                  -EINVAL },
-                { "a Node without a name", NODES(NODE("{\"labels\":{}}", "{}")), -EINVAL },
-                { "a Node without metadata", NODES("{\"status\":{}}"), -EINVAL },
-                { "a Node that is a string", NODES("\"n1\""), -EINVAL },
-                { "a Node name that is a number", NODES(NODE("{\"name\":1}", "{}")), -EINVAL },
-                { "items repeated", POD("{}", "") "\"Nodes\":{\"items\":[],\"items\":[]}}",
-                  -EINVAL },
-                { "items null", POD("{}", "") "\"Nodes\":{\"items\":null}}", -EINVAL },
-                { "Nodes a list", POD("{}", "") "\"Nodes\":[]}", -EINVAL },
-                { "NodeNames wins over a broken Nodes", POD("{}", "") "\"Nodes\":{\"items\":[1,"
-                  "{\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}]},\"NodeNames\":[\"x\"]}", 0 },
-                { "NodeNames wins even when it comes first", POD("{}", "")
-                  "\"NodeNames\":[\"x\"],\"Nodes\":{\"items\":[{}]}}", 0 },
-                { "a broken NodeNames is refused beside Nodes", POD("{}", "")
-                  "\"NodeNames\":[1],\"Nodes\":{\"items\":[]}}", -EINVAL },
-                { "NodeNames null, Nodes read", POD("{}", "") "\"NodeNames\":null,"
-                  "\"Nodes\":{\"items\":[" NODE("{\"name\":\"n1\"}", ALLOC8) "]}}", 0 },
-                { "a repeated Pod: the first counts, then refused", "{\"Pod\":{\"metadata\":{}},"
-                  "\"Pod\":1,\"NodeNames\":[]}", -EINVAL },
-                { "a broken Nodes list and bad JSON after it", POD("{}", "")
-                  "\"Nodes\":{\"items\":[1]},\"NodeNames\":[\"x\"],\"z\":01}", -EINVAL },
-                { "keys spelled with escapes", "{\"P\\u006fd\":{\"metadata\":{}},"
-                  "\"Node\\u004eames\":[\"a\"]}", 0 },
-                { "unread values of every kind", POD("{}", "") "\"x\":[true,false,null,-1.5e+3,"
-                  "{\"a\":[[]]},\"\\u20ac\"],\"NodeNames\":[\"a\"]}", 0 },
-                { "a leading zero in an unread value", POD("{}", "") "\"x\":012,"
-                  "\"NodeNames\":[\"a\"]}", -EINVAL },
-                { "a raw control byte in an unread string", POD("{}", "") "\"x\":\"a\x01\","
-                  "\"NodeNames\":[\"a\"]}", -EINVAL },
-                { "a lone surrogate in an unread string", POD("{}", "") "\"x\":\"\\udc00\","
-                  "\"NodeNames\":[\"a\"]}", -EINVAL },
-                { "bad hex in an unread escape", POD("{}", "") "\"x\":\"\\u12G4\","
-                  "\"NodeNames\":[\"a\"]}", -EINVAL },
-        };
         struct ext_config cfg;
 
         ext_config_default(&cfg);
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                size_t len = strlen(cases[i].json);
-                const char *diff = ext_oracle_differs(cases[i].json, len, &cfg);
+        for (size_t i = 0; i < ELEMENTSOF(edge_cases); i++) {
+                size_t len = strlen(edge_cases[i].json);
+                const char *diff = ext_oracle_differs(edge_cases[i].json, len, &cfg);
                 const char *why = NULL;
                 struct ext_args a;
-                int r = ext_args_decode(cases[i].json, len, &cfg, &a, &why);
+                int r = ext_args_decode(edge_cases[i].json, len, &cfg, &a, &why);
 
                 if (diff)
-                        fail_msg("%s: %s", cases[i].name, diff);
-                if ((r == 0) != (cases[i].want == 0))
-                        fail_msg("%s: got %d (%s), want %d", cases[i].name, r, why ? why : "",
-                                 cases[i].want);
+                        fail_msg("%s: %s", edge_cases[i].name, diff);
+                if ((r == 0) != (edge_cases[i].want == 0))
+                        fail_msg("%s: got %d (%s), want %d", edge_cases[i].name, r, why ? why : "",
+                                 edge_cases[i].want);
                 if (r == 0)
                         ext_args_release(&a);
                 else

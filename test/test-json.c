@@ -72,7 +72,7 @@ json_rejects_invalid_documents_with_a_code_and_position(void **state)
                 struct json_doc *d = NULL;
                 struct json_error err = {0};
 
-                print_message("# invalid case %zu: %s\n", i, cases[i].text);
+                print_message("# invalid case %zu\n", i); /* texts hold newlines: not TAP */
                 assert_int_equal(json_parse(cases[i].text, strlen(cases[i].text), MEM, 0, &d, &err),
                                  cases[i].r);
                 assert_null(d);

@@ -23,6 +23,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* ExtenderArgs read by the scanner and by the tree decoder it replaced agree. */
+static void
+same_as_tree(const char *json, size_t size, const struct ext_config *cfg)
+{
+        const char *diff = ext_oracle_differs(json, size, cfg);
+
+        if (diff) {
+                fprintf(stderr, "fuzz-ext-codec: scanner and tree differ: %s\n", diff);
+                abort();
+        }
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,14 +44,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         ext_config_default(&cfg);
 
-        {
-                const char *diff = ext_oracle_differs(json, size, &cfg);
-
-                if (diff) {
-                        fprintf(stderr, "fuzz-ext-codec: scanner and tree differ: %s\n", diff);
-                        abort();
-                }
-        }
+        same_as_tree(json, size, &cfg);
         {
                 struct ext_args a;
 
