@@ -13,6 +13,9 @@
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define WHY_END "Unterminated JSON: the text ends inside a value."
 #define WHY_BAD "Not valid JSON."
@@ -60,10 +63,12 @@ json_scan_init(struct json_scan *s, const char *text, size_t len, unsigned max_d
         s->max_depth = MIN(s->max_depth, (unsigned)JSON_SCAN_MAX_DEPTH);
 }
 
+static const bool blank[256] = { [' '] = true, ['\n'] = true, ['\r'] = true, ['\t'] = true };
+
 static const char *
 skip_blanks(const char *p, const char *end)
 {
-        while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        while (p < end && blank[(unsigned char)*p])
                 p++;
         return p;
 }
@@ -82,10 +87,26 @@ string_stops(uint64_t w)
         return (zq | zb | ctl) & ~low7;
 }
 
-/* The first byte at or after p that is '"', '\\' or a control character (or end). */
+/* The first byte at or after p that is '"', '\\' or a control character (or end): 16
+ * bytes a step with SSE2 (every x86-64 has it), else 8 with the word trick above. */
 static const char *
 find_stop(const char *p, const char *end)
 {
+#if defined(__SSE2__)
+        const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+        const __m128i top3 = _mm_set1_epi8((char)0xe0), zero = _mm_setzero_si128();
+
+        for (; end - p >= 16; p += 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+                                                      _mm_cmpeq_epi8(v, bslash)),
+                                         _mm_cmpeq_epi8(_mm_and_si128(v, top3), zero));
+                unsigned bits = (unsigned)_mm_movemask_epi8(m);
+
+                if (bits)
+                        return p + __builtin_ctz(bits);
+        }
+#endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         for (; end - p >= 8; p += 8) {
                 uint64_t w, hits;
@@ -177,11 +198,11 @@ escape_at(const char *p, const char *end, unsigned *ret_cp, size_t *ret_len,
         return 0;
 }
 
-/* The string whose opening quote is at s->p: validated, s->p past its closing quote. */
-static int
-scan_string(struct json_scan *s, struct json_str *ret)
+/* Past the string whose opening quote is at q, validated; NULL after a syntax error. */
+static const char *
+string_end(struct json_scan *s, const char *q, bool *ret_escaped)
 {
-        const char *start = s->p + 1, *p = start;
+        const char *p = q + 1;
         bool escaped = false;
 
         for (;;) {
@@ -192,22 +213,36 @@ scan_string(struct json_scan *s, struct json_str *ret)
 
                 p = find_stop(p, s->end);
                 if (p == s->end)
-                        return syntax(s, -EINVAL, WHY_END, s->end);
+                        return syntax(s, -EINVAL, WHY_END, s->end), NULL;
                 if (*p == '"')
                         break;
                 if (*p != '\\')
-                        return syntax(s, -EINVAL, WHY_CTRL, p);
+                        return syntax(s, -EINVAL, WHY_CTRL, p), NULL;
                 r = escape_at(p, s->end, &cp, &n, &why);
                 if (r < 0)
                         return syntax(s, r == -ENODATA ? -EINVAL : r, why,
-                                      r == -ENODATA ? s->end : p);
+                                      r == -ENODATA ? s->end : p), NULL;
                 escaped = true;
                 p += n;
         }
+        if (ret_escaped)
+                *ret_escaped = escaped;
+        return p + 1;
+}
+
+/* The string whose opening quote is at s->p: validated, s->p past its closing quote. */
+static int
+scan_string(struct json_scan *s, struct json_str *ret)
+{
+        bool escaped;
+        const char *q = s->p, *p = string_end(s, q, &escaped);
+
+        if (!p)
+                return s->error;
         if (ret)
-                *ret = (struct json_str){ .raw = start, .len = (size_t)(p - start),
+                *ret = (struct json_str){ .raw = q + 1, .len = (size_t)(p - 1 - (q + 1)),
                                           .escaped = escaped };
-        s->p = p + 1;
+        s->p = p;
         return 0;
 }
 
@@ -225,12 +260,13 @@ skip_digits(const char *p, const char *end)
         return p;
 }
 
-/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, at most JSON_MAX_NUMBER_LEN bytes (cJSON
- * reads no more of a number), and not followed by a byte that would continue one. */
-static int
-scan_number(struct json_scan *s)
+/* Past the number at p: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, at most
+ * JSON_MAX_NUMBER_LEN bytes (cJSON reads no more of a number), not followed by a byte that
+ * would continue one; NULL after a syntax error (WHY_BAD when p starts no number). */
+static const char *
+number_end(struct json_scan *s, const char *p)
 {
-        const char *p = s->p, *end = s->end, *d;
+        const char *start = p, *end = s->end, *d;
 
         if (p < end && *p == '-')
                 p++;
@@ -239,11 +275,12 @@ scan_number(struct json_scan *s)
         else if (p < end && is_digit(*p))
                 p = skip_digits(p, end);
         else
-                return syntax(s, -EINVAL, p == end ? WHY_END : WHY_NUMBER, p);
+                return syntax(s, -EINVAL, p == end ? WHY_END : p == start ? WHY_BAD : WHY_NUMBER,
+                              p), NULL;
         if (p < end && *p == '.') {
                 d = skip_digits(p + 1, end);
                 if (d == p + 1)
-                        return syntax(s, -EINVAL, d == end ? WHY_END : WHY_NUMBER, d);
+                        return syntax(s, -EINVAL, d == end ? WHY_END : WHY_NUMBER, d), NULL;
                 p = d;
         }
         if (p < end && (*p == 'e' || *p == 'E')) {
@@ -252,29 +289,46 @@ scan_number(struct json_scan *s)
                         p++;
                 d = skip_digits(p, end);
                 if (d == p)
-                        return syntax(s, -EINVAL, d == end ? WHY_END : WHY_NUMBER, d);
+                        return syntax(s, -EINVAL, d == end ? WHY_END : WHY_NUMBER, d), NULL;
                 p = d;
         }
         if (p < end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' ||
                         *p == '-'))
-                return syntax(s, -EINVAL, WHY_NUMBER, p);
-        if (p - s->p > JSON_MAX_NUMBER_LEN)
-                return syntax(s, -EINVAL, WHY_LONG_NUMBER, s->p);
-        s->p = p;
-        return 0;
+                return syntax(s, -EINVAL, WHY_NUMBER, p), NULL;
+        if (p - start > JSON_MAX_NUMBER_LEN)
+                return syntax(s, -EINVAL, WHY_LONG_NUMBER, start), NULL;
+        return p;
 }
 
-static int
-scan_literal(struct json_scan *s, const char *word, size_t n)
+/* Past the literal word (n bytes) at p; NULL after a syntax error. */
+static const char *
+literal_end(struct json_scan *s, const char *p, const char *word, size_t n)
 {
-        size_t have = (size_t)(s->end - s->p);
+        size_t have = (size_t)(s->end - p);
 
-        if (have < n && memcmp(s->p, word, have) == 0)
-                return syntax(s, -EINVAL, WHY_END, s->end);
-        if (have < n || memcmp(s->p, word, n) != 0)
-                return syntax(s, -EINVAL, WHY_BAD, s->p);
-        s->p += n;
-        return 0;
+        if (have < n && memcmp(p, word, have) == 0)
+                return syntax(s, -EINVAL, WHY_END, s->end), NULL;
+        if (have < n || memcmp(p, word, n) != 0)
+                return syntax(s, -EINVAL, WHY_BAD, p), NULL;
+        return p + n;
+}
+
+/* Past the scalar (string, number, literal) at p; NULL after a syntax error. */
+static const char *
+scalar_end(struct json_scan *s, const char *p)
+{
+        switch (*p) {
+        case '"':
+                return string_end(s, p, NULL);
+        case 't':
+                return literal_end(s, p, "true", 4);
+        case 'f':
+                return literal_end(s, p, "false", 5);
+        case 'n':
+                return literal_end(s, p, "null", 4);
+        default:
+                return number_end(s, p);
+        }
 }
 
 /* The kind of value each byte can start, + 1 (0: none). */
@@ -304,6 +358,21 @@ json_scan_peek(struct json_scan *s)
         return k ? k - 1 : syntax(s, -EINVAL, WHY_BAD, s->p);
 }
 
+static void
+set_level(struct json_scan *s, unsigned d, bool object)
+{
+        if (object)
+                s->objects[d / 64] |= 1ull << (d % 64);
+        else
+                s->objects[d / 64] &= ~(1ull << (d % 64));
+}
+
+static bool
+level_is_object(const struct json_scan *s, unsigned d)
+{
+        return s->objects[d / 64] >> (d % 64) & 1;
+}
+
 /* Opens the array or object at s->p, one level deeper. */
 static int
 open_container(struct json_scan *s, bool object)
@@ -312,10 +381,7 @@ open_container(struct json_scan *s, bool object)
 
         if (d >= s->max_depth)
                 return syntax(s, -ELOOP, WHY_DEEP, s->p);
-        if (object)
-                s->objects[d / 64] |= 1ull << (d % 64);
-        else
-                s->objects[d / 64] &= ~(1ull << (d % 64));
+        set_level(s, d, object);
         s->depth++;
         s->p++;
         s->comma = false;
@@ -337,9 +403,7 @@ json_scan_enter(struct json_scan *s)
 static bool
 in_object(const struct json_scan *s)
 {
-        unsigned d = s->depth - 1;
-
-        return s->depth > 0 && (s->objects[d / 64] >> (d % 64) & 1);
+        return s->depth > 0 && level_is_object(s, s->depth - 1);
 }
 
 /* A member's key and its colon, at s->p (after blanks). */
@@ -413,65 +477,114 @@ json_scan_member(struct json_scan *s, struct json_str *ret_key)
         return next_in_container(s, ret_key);
 }
 
-/* Consumes the scalar of kind k at s->p. */
-static int
-scan_scalar(struct json_scan *s, int k)
+/* The blanks at p, then a value must start (the text may not end here). */
+static const char *
+value_at(struct json_scan *s, const char *p)
 {
-        int r;
+        p = skip_blanks(p, s->end);
+        if (p == s->end)
+                return syntax(s, -EINVAL, WHY_END, s->end), NULL;
+        return p;
+}
 
-        switch (k) {
-        case JSON_KIND_STRING:
-                r = scan_string(s, NULL);
-                break;
-        case JSON_KIND_NUMBER:
-                r = scan_number(s);
-                break;
-        case JSON_KIND_NULL:
-                r = scan_literal(s, "null", 4);
-                break;
-        case JSON_KIND_TRUE:
-                r = scan_literal(s, "true", 4);
-                break;
-        default:
-                r = scan_literal(s, "false", 5);
-                break;
+/* A member's key and colon after blanks at p; returns where its value starts. */
+static const char *
+key_colon(struct json_scan *s, const char *p)
+{
+        p = value_at(s, p);
+        if (p && *p != '"')
+                return syntax(s, -EINVAL, WHY_BAD, p), NULL;
+        p = p ? string_end(s, p, NULL) : NULL;
+        p = p ? value_at(s, p) : NULL;
+        if (p && *p != ':')
+                return syntax(s, -EINVAL, WHY_BAD, p), NULL;
+        return p ? value_at(s, p + 1) : NULL;
+}
+
+/* The container opening at p: one level deeper, and in an object the first key and colon;
+ * returns where its first value starts.  An empty one (*ret_empty) leaves the depth as it
+ * was and returns the position after it. */
+static const char *
+open_level(struct json_scan *s, const char *p, unsigned *depth, bool *ret_empty)
+{
+        bool object = *p == '{';
+        const char *q = skip_blanks(p + 1, s->end);
+
+        if (*depth >= s->max_depth)
+                return syntax(s, -ELOOP, WHY_DEEP, p), NULL;
+        *ret_empty = q < s->end && *q == (object ? '}' : ']');
+        if (*ret_empty)
+                return q + 1;
+        set_level(s, (*depth)++, object);
+        return object ? key_colon(s, q) : value_at(s, q);
+}
+
+/* After a value ending at p: passes the closes down to level base at most (*ret_done when
+ * it gets there); at a comma, passes it, in an object the next key and colon too, and
+ * returns where the next value starts. */
+static const char *
+after_value(struct json_scan *s, const char *p, unsigned *depth, unsigned base, bool *ret_done)
+{
+        *ret_done = false;
+        while (*depth > base) {
+                bool object = level_is_object(s, *depth - 1);
+
+                p = skip_blanks(p, s->end);
+                if (p == s->end)
+                        return syntax(s, -EINVAL, WHY_END, s->end), NULL;
+                if (*p == ',')
+                        return object ? key_colon(s, p + 1) : value_at(s, p + 1);
+                if (*p != (object ? '}' : ']'))
+                        return syntax(s, -EINVAL, WHY_BAD, p), NULL;
+                p++;
+                (*depth)--;
         }
-        if (r >= 0)
-                s->comma = true;
-        return r;
+        *ret_done = true;
+        return p;
+}
+
+/* Passes the value at s->p (a peek found one there), validating it, without recursion:
+ * the open levels are bits of s->objects.  Every byte the extender does not read passes
+ * here, so the loop keeps its state in locals and reads keys with their values. */
+static int
+skip_value(struct json_scan *s)
+{
+        const char *p = s->p;
+        unsigned depth = s->depth;
+        bool done = false;
+
+        while (!done) {
+                bool empty = true;
+
+                if (*p == '{' || *p == '[')
+                        p = open_level(s, p, &depth, &empty);
+                else
+                        p = scalar_end(s, p);
+                if (p && empty)
+                        p = after_value(s, p, &depth, s->depth, &done);
+                if (!p)
+                        return s->error;
+        }
+        s->p = p;
+        s->depth = depth;
+        s->comma = true;
+        return 0;
 }
 
 int
 json_scan_skip(struct json_scan *s, struct json_span *ret)
 {
-        unsigned base = s->depth;
-        const char *start;
-        int k = json_scan_peek(s), first = k, r;
+        int k = json_scan_peek(s), r;
+        const char *start = s->p;
 
         if (k < 0)
                 return k;
-        start = s->p;
-        for (;;) {
-                if (k == JSON_KIND_ARRAY || k == JSON_KIND_OBJECT)
-                        r = open_container(s, k == JSON_KIND_OBJECT);
-                else
-                        r = scan_scalar(s, k);
-                if (r < 0)
-                        return r;
-                /* Close what ends here, down to the level we started at. */
-                while ((r = s->depth > base ? next_in_container(s, NULL) : 1) == 0)
-                        ;
-                if (r < 0)
-                        return r;
-                if (s->depth == base)
-                        break;
-                k = json_scan_peek(s);
-                if (k < 0)
-                        return k;
-        }
+        r = skip_value(s);
+        if (r < 0)
+                return r;
         if (ret)
                 *ret = (struct json_span){ .start = start, .len = (size_t)(s->p - start) };
-        return first;
+        return k;
 }
 
 int
