@@ -53,10 +53,16 @@ bench_trace_release(struct bench_trace *t)
         *t = (struct bench_trace){ 0 };
 }
 
+static size_t
+trace_cap(const struct bench_trace *t)
+{
+        return t->max_jobs && t->max_jobs < BENCH_MAX_JOBS ? t->max_jobs : BENCH_MAX_JOBS;
+}
+
 int
 bench_trace_add(struct bench_trace *t, const struct bench_job *j)
 {
-        if (t->n >= BENCH_MAX_JOBS)
+        if (t->n >= trace_cap(t))
                 return -E2BIG;
         if (t->n == t->alloc) {
                 size_t na = t->alloc ? t->alloc * 2 : 256;
@@ -313,7 +319,7 @@ csv_row(void *ctx, const struct field *f, int n, unsigned line, struct bench_tra
         if ((r = check_job(&j, line, err)) < 0)
                 return r;
         r = bench_trace_add(t, &j);
-        return r < 0 ? fail(err, line, r, "trace holds more than %u jobs", BENCH_MAX_JOBS) : 0;
+        return r < 0 ? fail(err, line, r, "trace holds more than %zu jobs", trace_cap(t)) : 0;
 }
 
 /* --- Alibaba PAI 2020 pai_task_table.csv ---------------------------------------------
@@ -355,10 +361,13 @@ add_converted(const struct convert_ctx *c, struct bench_trace *t, double arrival
                 j.duration = BENCH_MAX_DURATION_S; /* a clock glitch must not stall the run */
         if (arrival < 0)
                 return fail(err, line, -EINVAL, "time %g is negative", arrival);
+        /* Refused before the copies are made: one row may ask for millions. */
+        if (copies > trace_cap(t) - t->n)
+                return fail(err, line, -E2BIG, "trace holds more than %zu jobs", trace_cap(t));
         for (unsigned k = 0; k < copies; k++) {
                 r = bench_trace_add(t, &j);
                 if (r < 0)
-                        return fail(err, line, r, "trace holds more than %u jobs", BENCH_MAX_JOBS);
+                        return fail(err, line, r, "trace holds more than %zu jobs", trace_cap(t));
         }
         return 0;
 }

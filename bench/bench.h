@@ -59,11 +59,13 @@ struct bench_trace {
         size_t n;
         size_t alloc;
         size_t n_skipped; /* converter rows that are not GPU jobs (documented per format) */
+        size_t max_jobs;  /* 0: BENCH_MAX_JOBS; a caller may set less after bench_trace_init() */
 };
 
 void bench_trace_init(struct bench_trace *t);
 void bench_trace_release(struct bench_trace *t);
-/* Appends a copy of *j; -E2BIG past BENCH_MAX_JOBS, -ENOMEM. */
+/* Appends a copy of *j; -E2BIG past the trace's cap (max_jobs, at most BENCH_MAX_JOBS),
+ * -ENOMEM. */
 int bench_trace_add(struct bench_trace *t, const struct bench_job *j);
 /* Sorts by arrival (stable: equal arrivals keep their order) and shifts arrivals so the
  * first is 0.  Converters call it; the CSV parser requires sorted input instead. */

@@ -248,6 +248,22 @@ live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_n
         }
 }
 
+static void
+live_watch_stats(struct ext_state *s, struct ext_watch_stats *ret)
+{
+        struct ext_live *lv = s->binder_data;
+        struct kube_cache_stats ks;
+
+        kube_cache_stats(lv->cache, &ks);
+        *ret = (struct ext_watch_stats){
+                .events = ks.events,
+                .relists = ks.relists,
+                .reconnects = ks.reconnects,
+                .errors = ks.errors,
+                .decode_errors = ks.decode_errors,
+        };
+}
+
 /* After a restart the pending ring is empty: read the pod from the API server. */
 static int
 live_fetch_pod(struct ext_state *s, const struct ext_binding *b, struct ext_request *ret)
@@ -341,6 +357,7 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         s->binder = live_binder;
         s->binder_data = lv;
         s->fetch_pod = live_fetch_pod;
+        s->watch_stats = live_watch_stats;
         r = pthread_create(&lv->thread, NULL, rebuild_thread, lv);
         if (r != 0) {
                 ext_live_stop(lv);

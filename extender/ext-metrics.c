@@ -114,6 +114,29 @@ render_cuts(struct ext_metrics *m, struct buf *out)
         return r;
 }
 
+/* Live mode only: how often the view's watches had to start over. */
+static int
+render_watch(struct ext_state *s, struct buf *out)
+{
+        struct ext_watch_stats w;
+
+        if (!s->watch_stats)
+                return 0;
+        s->watch_stats(s, &w);
+        return buf_printf(out,
+                          "# HELP topofit_extender_watch_total Watch activity behind the "
+                          "cluster view: events applied, LISTs after the first (410 Gone, a "
+                          "lost event, errors), watches resumed, failed LISTs and WATCHes, "
+                          "objects that did not decode.\n"
+                          "# TYPE topofit_extender_watch_total counter\n"
+                          "topofit_extender_watch_total{event=\"applied\"} %" PRIu64 "\n"
+                          "topofit_extender_watch_total{event=\"relist\"} %" PRIu64 "\n"
+                          "topofit_extender_watch_total{event=\"reconnect\"} %" PRIu64 "\n"
+                          "topofit_extender_watch_total{event=\"error\"} %" PRIu64 "\n"
+                          "topofit_extender_watch_total{event=\"decode_error\"} %" PRIu64 "\n",
+                          w.events, w.relists, w.reconnects, w.errors, w.decode_errors);
+}
+
 static int
 render_latency(struct ext_metrics *m, struct buf *out)
 {
@@ -191,6 +214,8 @@ ext_metrics_render(struct ext_state *s, struct buf *out)
                 r = render_cuts(&s->metrics, out);
         if (r >= 0)
                 r = render_decisions(&s->metrics, out);
+        if (r >= 0)
+                r = render_watch(s, out);
         if (r >= 0)
                 r = buf_printf(out,
                                "# HELP topofit_extender_gpus GPUs of the cluster view by state: "

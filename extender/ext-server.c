@@ -350,6 +350,18 @@ queue_refuse(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, 
         return queue(c, 503, &msg, "application/json", close);
 }
 
+/* Whether the request announces a body.  Every error is answered at the head, before any
+ * body is read, so such a connection cannot carry another request: the answer closes it. */
+static bool
+head_announces_body(struct MHD_Connection *c)
+{
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+        return (cl && strcmp(cl, "0") != 0) ||
+               MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
 static enum MHD_Result
 queue_error(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, int status,
             const char *why)
@@ -362,9 +374,9 @@ queue_error(struct ext_server *srv, struct MHD_Connection *c, struct conn *cx, i
         (void)buf_puts(&out, "}\n");
         ext_metrics_observe(&srv->state->metrics, cx->verb, status, ext_now_ns() - cx->start_ns);
         if (status != 404 && status != 405)
-                log_info("request refused", "verb=%s status=%d reason=\"%s\"",
-                         ext_verb_to_string(cx->verb), status, why);
-        return queue(c, status, &out, "application/json", false);
+                log_info("request refused", "verb=%s status=%d reason=%s",
+                         ext_verb_to_string(cx->verb), status, LOG_V(why));
+        return queue(c, status, &out, "application/json", head_announces_body(c));
 }
 
 /* Mutual TLS: the client's certificate must verify against --client-ca. */

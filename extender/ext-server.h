@@ -91,6 +91,15 @@ struct ext_metrics {
 
 struct ext_state;
 
+/* Live mode: the counters of the watches behind the cluster view, for /metrics. */
+struct ext_watch_stats {
+        uint64_t events;        /* watch events applied (bookmarks included) */
+        uint64_t relists;       /* LISTs after the first: 410 Gone, a lost event, errors */
+        uint64_t reconnects;    /* watches resumed after the first */
+        uint64_t errors;        /* failed LISTs and WATCHes */
+        uint64_t decode_errors; /* objects that did not decode (left out of the view) */
+};
+
 /* Writes the binding (live: POST pods/{name}/binding with the GPU annotation; static: a new
  * snapshot).  Returns 0 or a negative errno with *ret_why. */
 typedef int (*ext_binder_fn)(struct ext_state *s, const struct ext_binding *b,
@@ -109,6 +118,8 @@ struct ext_state {
         /* Live mode: fetches a pod the ledger no longer remembers (after a restart).
          * Optional. */
         int (*fetch_pod)(struct ext_state *s, const struct ext_binding *b, struct ext_request *ret);
+        /* Live mode: the watches' counters.  Optional. */
+        void (*watch_stats)(struct ext_state *s, struct ext_watch_stats *ret);
         struct ext_metrics metrics;
 };
 

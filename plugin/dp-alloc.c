@@ -15,13 +15,16 @@
 #include "dp.h"
 
 int
-dp_cache_init(struct dp_cache *c, const struct dp_device *devs, unsigned n)
+dp_cache_init_sized(struct dp_cache *c, const struct dp_device *devs, unsigned n,
+                    unsigned max_pods)
 {
         if (n > TOPO_MAX_GPUS)
                 return -E2BIG;
-        *c = (struct dp_cache){ 0 };
+        if (max_pods == 0 || max_pods > DP_MAX_PODS)
+                return -EINVAL;
+        *c = (struct dp_cache){ .max_pods = max_pods };
         c->device_ids = calloc(n ? n : 1, sizeof(*c->device_ids));
-        c->pods = calloc(DP_MAX_PODS, sizeof(*c->pods));
+        c->pods = calloc(max_pods, sizeof(*c->pods));
         if (!c->device_ids || !c->pods) {
                 dp_cache_release(c);
                 return -ENOMEM;
@@ -32,6 +35,12 @@ dp_cache_init(struct dp_cache *c, const struct dp_device *devs, unsigned n)
         c->next_seq = 1;
         c->next_offer = 1;
         return 0;
+}
+
+int
+dp_cache_init(struct dp_cache *c, const struct dp_device *devs, unsigned n)
+{
+        return dp_cache_init_sized(c, devs, n, DP_MAX_PODS);
 }
 
 void
@@ -100,7 +109,7 @@ dp_cache_upsert(struct dp_cache *c, const struct dp_pod *p)
                 old->mismatch_reported = reported;
                 return 0;
         }
-        if (c->n_pods >= DP_MAX_PODS)
+        if (c->n_pods >= c->max_pods)
                 return -ENOSPC;
         c->pods[c->n_pods] = *p;
         c->pods[c->n_pods].seq = c->next_seq++;

@@ -150,7 +150,8 @@ pods_file_refresh_locked(struct dp_daemon *d)
                 return;
         r = dp_cache_load_podlist(&d->cache, text, len, &why);
         if (r < 0) {
-                log_error("pods file rejected", "path=%s why=\"%s\"", d->o.pods_file, why ? why : "");
+                log_error("pods file rejected", "path=%s why=%s", d->o.pods_file,
+                          LOG_V(why ? why : ""));
                 return;
         }
         d->pods_mtime = st.st_mtim;
@@ -170,8 +171,8 @@ note_rejected(struct dp_daemon *d, const struct kube_pod *kp, const char *why)
         snprintf(d->rejected_seen[d->rejected_next], sizeof(d->rejected_seen[0]), "%s", key);
         d->rejected_next = (d->rejected_next + 1) % ELEMENTSOF(d->rejected_seen);
         d->cache.rejected++;
-        log_warn("pod annotation rejected", "pod=%s/%s why=\"%s\"", kp->ns, kp->name,
-                 why ? why : "");
+        log_warn("pod annotation rejected", "pod=%s/%s why=%s", kp->ns, kp->name,
+                 LOG_V(why ? why : ""));
 }
 
 /* Rebuilds the cache's pods from a kube-client snapshot: upsert what is there, drop the rest. */
@@ -218,7 +219,7 @@ kube_sync_locked(struct dp_daemon *d)
                 p->mark = true;
                 p->mismatch_reported = observed; /* reported before a restart */
                 if (dp_cache_upsert(&d->cache, p) < 0)
-                        log_error("pod cache full", "max=%d", DP_MAX_PODS);
+                        log_error("pod cache full", "max=%u", d->cache.max_pods);
         }
         for (unsigned i = d->cache.n_pods; i-- > 0;)
                 if (!d->cache.pods[i].mark)
@@ -303,7 +304,7 @@ on_preferred(void *userdata, const struct dp_pref_request *req, unsigned *ret_id
                 if (topo_mask_test(&set, g))
                         ret_idx[n++] = (unsigned)pos[g];
         mask_to_ids(d, &set, ids, sizeof(ids));
-        log_info("preferred allocation", "source=%s pod=\"%s\" size=%u gpus=%s", source, pod,
+        log_info("preferred allocation", "source=%s pod=%s size=%u gpus=%s", source, LOG_V(pod),
                  req->size, ids);
         return (int)n;
 }
@@ -315,7 +316,7 @@ on_allocate_check(void *userdata, const char *const *ids, unsigned n)
 
         for (unsigned i = 0; i < n; i++)
                 if (device_index(d, ids[i]) < 0) {
-                        log_warn("allocate names an unknown device", "id=\"%s\"", ids[i]);
+                        log_warn("allocate names an unknown device", "id=%s", LOG_V(ids[i]));
                         return -ENODEV;
                 }
         return 0;
@@ -340,8 +341,8 @@ publish_topology(struct dp_daemon *d)
                 return 0;
         r = topo_to_annotation(d->topo, &json, &len);
         if (r < 0) {
-                log_error("topology annotation not written", "why=\"%s\"",
-                          r == -E2BIG ? "over the annotation size limit" : strerror(-r));
+                log_error("topology annotation not written", "why=%s",
+                          LOG_V(r == -E2BIG ? "over the annotation size limit" : strerror(-r)));
                 return r;
         }
         if (asprintf(&path, "/api/v1/nodes/%s", d->o.node) < 0) {
@@ -350,7 +351,7 @@ publish_topology(struct dp_daemon *d)
         }
         r = kube_get(d->kc, path, &node, &err);
         if (r < 0) {
-                log_warn("cannot read the node", "node=%s why=\"%s\"", d->o.node, err.message);
+                log_warn("cannot read the node", "node=%s why=%s", d->o.node, LOG_V(err.message));
                 return r;
         }
         ann = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"),
@@ -378,8 +379,8 @@ publish_topology(struct dp_daemon *d)
                 r = kube_patch(d->kc, path, KUBE_PATCH_MERGE, patch.data, patch.len, NULL, &err);
         buf_release(&patch);
         if (r < 0) {
-                log_warn("topology annotation patch failed", "node=%s why=\"%s\"", d->o.node,
-                         err.message);
+                log_warn("topology annotation patch failed", "node=%s why=%s", d->o.node,
+                         LOG_V(err.message));
                 return r;
         }
         log_info("topology annotation written", "node=%s bytes=%zu", d->o.node, len);
@@ -406,7 +407,7 @@ report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char
         snprintf(msg, sizeof(msg),
                  "container %s got GPUs %s, not the ones in " TOPO_GPUS_KEY, container, actual);
         if (kube_emit_event(d->kc, ns, pod, uid, "Warning", "GPUMismatch", msg, &err) < 0)
-                log_warn("mismatch event failed", "pod=%s/%s why=\"%s\"", ns, pod, err.message);
+                log_warn("mismatch event failed", "pod=%s/%s why=%s", ns, pod, LOG_V(err.message));
         if (!d->o.annotate_mismatch)
                 return;
         if (asprintf(&path, "/api/v1/namespaces/%s/pods/%s", ns, pod) < 0) {
@@ -423,7 +424,8 @@ report_mismatch(struct dp_daemon *d, const char *ns, const char *pod, const char
                 r = kube_patch(d->kc, path, KUBE_PATCH_MERGE, patch.data, patch.len, NULL, &err);
         buf_release(&patch);
         if (r < 0)
-                log_warn("mismatch annotation failed", "pod=%s/%s why=\"%s\"", ns, pod, err.message);
+                log_warn("mismatch annotation failed", "pod=%s/%s why=%s", ns, pod,
+                         LOG_V(err.message));
 }
 
 /* --- verification ------------------------------------------------------------------------------ */
@@ -442,7 +444,7 @@ verify_once(struct dp_daemon *d)
                 pthread_mutex_lock(&d->lock);
                 d->n_verify_failed++;
                 pthread_mutex_unlock(&d->lock);
-                log_debug("PodResources unavailable", "why=\"%s\"", why ? why : strerror(-r));
+                log_debug("PodResources unavailable", "why=%s", LOG_V(why ? why : strerror(-r)));
                 return;
         }
         for (size_t i = 0; i < n; i++) {
@@ -541,7 +543,8 @@ rediscover(struct dp_daemon *d)
         char id[TOPO_ID_MAX];
 
         if (dp_discover(&d->o.disc, &t, &rep) < 0) {
-                log_warn("discovery failed again; device health unchanged", "notes=\"%s\"", rep.notes);
+                log_warn("discovery failed again; device health unchanged", "notes=%s",
+                         LOG_V(rep.notes));
                 return;
         }
         for (unsigned i = 0; i < d->n_devs; i++) {
@@ -586,7 +589,7 @@ watch_loop(void *userdata)
                 int g, r = dp_nvml_watch_wait(d->watch, 500, id, &xid);
 
                 if (r < 0) {
-                        log_warn("NVML event wait failed", "why=\"%s\"", strerror(-r));
+                        log_warn("NVML event wait failed", "why=%s", LOG_V(strerror(-r)));
                         usleep(500 * 1000);
                         continue;
                 }
@@ -640,8 +643,8 @@ server_start(struct dp_daemon *d)
         d->server = dp_server_free(d->server);
         r = dp_server_new(d->plugin_path, &h, &d->server);
         if (r < 0) {
-                log_error("cannot serve the device plugin socket", "path=%s why=\"%s\"",
-                          d->plugin_path, strerror(-r));
+                log_error("cannot serve the device plugin socket", "path=%s why=%s",
+                          d->plugin_path, LOG_V(strerror(-r)));
                 return r;
         }
         return dp_server_set_devices(d->server, d->devs, d->n_devs);
@@ -686,7 +689,7 @@ daemon_new(const struct dp_opts *o, struct dp_daemon **ret)
         snprintf(d->kubelet_path, sizeof(d->kubelet_path), "%s/%s", o->dir, DP_KUBELET_SOCKET);
         r = dp_discover(&o->disc, &d->topo, &rep);
         if (r < 0) {
-                log_error("no GPUs discovered", "notes=\"%s\"", rep.notes);
+                log_error("no GPUs discovered", "notes=%s", LOG_V(rep.notes));
                 daemon_free(d);
                 return r;
         }
@@ -725,7 +728,7 @@ kube_start(struct dp_daemon *d)
                 r = kube_client_new(kcfg, NULL, &d->kc);
         if (r < 0) {
                 kube_config_free(kcfg);
-                log_error("no API server configuration", "why=\"%s\"", why ? why : strerror(-r));
+                log_error("no API server configuration", "why=%s", LOG_V(why ? why : strerror(-r)));
                 return r;
         }
         kube_cache_options_init(&ko);
@@ -737,7 +740,7 @@ kube_start(struct dp_daemon *d)
         ko.userdata = d;
         r = kube_cache_new(d->kc, &ko, &d->kcache);
         if (r < 0) {
-                log_error("cannot start the pod watch", "why=\"%s\"", strerror(-r));
+                log_error("cannot start the pod watch", "why=%s", LOG_V(strerror(-r)));
                 return r;
         }
         (void)publish_topology(d);
@@ -756,7 +759,7 @@ xid_watch_start(struct dp_daemon *d)
                 return;
         }
         d->watch = dp_nvml_watch_free(d->watch);
-        log_debug("no NVML events", "why=\"%s\"", r < 0 ? strerror(-r) : "thread");
+        log_debug("no NVML events", "why=%s", LOG_V(r < 0 ? strerror(-r) : "thread"));
 }
 
 /* Registration with the kubelet, kept across kubelet restarts (its socket re-created). */
@@ -815,8 +818,8 @@ keep_registered(struct dp_daemon *d, struct registration *reg, int64_t now)
                 d->n_registered++;
         pthread_mutex_unlock(&d->lock);
         if (r < 0) {
-                log_warn("registration failed", "why=\"%s\" retry_ms=%lld",
-                         why ? why : strerror(-r), (long long)reg->backoff_ms);
+                log_warn("registration failed", "why=%s retry_ms=%lld",
+                         LOG_V(why ? why : strerror(-r)), (long long)reg->backoff_ms);
                 reg->registered = false;
                 reg->next_ms = now + reg->backoff_ms;
                 reg->backoff_ms = MIN(reg->backoff_ms * 2, DP_REGISTER_BACKOFF_MAX_MS);

@@ -152,13 +152,18 @@ struct dp_cache {
         unsigned n_devices;
         char (*device_ids)[TOPO_ID_MAX];
         unsigned n_pods;
-        struct dp_pod *pods; /* DP_MAX_PODS slots */
+        unsigned max_pods;   /* slots in pods (DP_MAX_PODS unless sized otherwise) */
+        struct dp_pod *pods;
         uint64_t next_seq;
         uint64_t next_offer;
         uint64_t rejected;   /* annotations refused (unknown UUIDs, malformed) */
 };
 
 int dp_cache_init(struct dp_cache *c, const struct dp_device *devs, unsigned n);
+/* dp_cache_init() with room for max_pods pods (1..DP_MAX_PODS; -EINVAL otherwise): the fuzz
+ * harness keeps the cache small, since a full one is ~10 MB to set up per input. */
+int dp_cache_init_sized(struct dp_cache *c, const struct dp_device *devs, unsigned n,
+                        unsigned max_pods);
 void dp_cache_release(struct dp_cache *c);
 /* Index of device id, or -ENODEV. */
 int dp_cache_device_index(const struct dp_cache *c, const char *id);

@@ -184,6 +184,30 @@ def main():
               'topofit_extender_cache_nodes{topology="annotated"} %d' % len(nodes) in body and
               "topofit_extender_cache_pods %d" % (len(running) + 2) in body, body[-600:])
 
+        # A watch cut mid-event whose history is compacted before the extender comes back: it
+        # must relist, count it in /metrics, and see the pod whose event was cut.
+        def watch_counter(event):
+            _, m = call(ext.port, "GET", "/metrics")
+            for line in m.splitlines():
+                if line.startswith('topofit_extender_watch_total{event="%s"} ' % event):
+                    return int(line.split()[-1])
+            return -1
+        relists = watch_counter("relist")
+        call(api, "POST", "/_control/faults", {"drop": 1, "compact_on_drop": 1})
+        call(api, "POST", "/api/v1/namespaces/default/pods", gpu_pod("watch-cut", 1))
+        deadline = time.monotonic() + WAIT_S
+        seen = False
+        while time.monotonic() < deadline and not seen:
+            _, m = call(ext.port, "GET", "/metrics")
+            seen = (watch_counter("relist") > relists >= 0 and
+                    "topofit_extender_cache_pods %d" % (len(running) + 3) in m)
+            time.sleep(0.05)
+        check("live: a watch cut mid-event past compaction is relisted, counted in "
+              "topofit_extender_watch_total, and the cut event's pod is in the view",
+              seen and watch_counter("reconnect") >= 1, "relists before %d, now %d"
+              % (relists, watch_counter("relist")))
+        call(api, "DELETE", "/api/v1/namespaces/default/pods/watch-cut")
+
         probe = gpu_pod("probe-1", 1)
         probe["metadata"]["uid"] = "probe-uid"
         _, body = call(ext.port, "POST", "/filter", {"Pod": probe, "Nodes": None,

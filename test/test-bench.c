@@ -241,6 +241,30 @@ pai2020_converter_splits_instances_and_skips_cpu_tasks(void **state)
 }
 
 static void
+trace_cap_refuses_a_row_of_too_many_copies_before_making_them(void **state)
+{
+        static const char pai[] = "j1,worker,5,Terminated,1000,1600,600,29.3,200,V100\n";
+        static const char csv[] = "arrival_s,duration_s,gpus,comm_fraction\n"
+                                  "0,10,1,0\n1,10,1,0\n2,10,1,0\n3,10,1,0\n";
+        struct bench_trace t;
+        struct bench_error err = { 0 };
+
+        (void)state;
+        bench_trace_init(&t);
+        t.max_jobs = 3;
+        assert_int_equal(bench_trace_parse(BENCH_TRACE_PAI2020, pai, strlen(pai), NULL, &t, &err),
+                         -E2BIG);
+        assert_int_equal(t.n, 0);
+        assert_non_null(strstr(err.msg, "more than 3 jobs"));
+        assert_int_equal(bench_trace_parse(BENCH_TRACE_CSV, csv, strlen(csv), NULL, &t, &err),
+                         -E2BIG);
+        assert_int_equal(t.n, 0);
+        t.max_jobs = 4;
+        assert_int_equal(bench_trace_parse(BENCH_TRACE_CSV, csv, strlen(csv), NULL, &t, &err), 4);
+        bench_trace_release(&t);
+}
+
+static void
 openb2023_converter_finds_columns_by_name(void **state)
 {
         static const char text[] =
@@ -909,6 +933,7 @@ main(void)
                 cmocka_unit_test(trace_parsers_name_the_line_of_a_malformed_row),
                 cmocka_unit_test(trace_parsers_survive_garbage_and_truncation),
                 cmocka_unit_test(pai2020_converter_splits_instances_and_skips_cpu_tasks),
+                cmocka_unit_test(trace_cap_refuses_a_row_of_too_many_copies_before_making_them),
                 cmocka_unit_test(openb2023_converter_finds_columns_by_name),
                 cmocka_unit_test(philly_converter_reads_attempts_and_gpus),
                 cmocka_unit_test(csv_writer_round_trips_through_the_parser),

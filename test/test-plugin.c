@@ -272,6 +272,32 @@ plugin_forgotten_offers_put_the_oldest_pod_first_again(void **state)
 }
 
 static void
+plugin_sized_cache_refuses_the_pod_past_its_room(void **state)
+{
+        struct dp_cache c;
+        struct dp_pod p = { 0 };
+
+        (void)state;
+        make_devices();
+        assert_int_equal(dp_cache_init_sized(&c, devs, N_DEV, 0), -EINVAL);
+        assert_int_equal(dp_cache_init_sized(&c, devs, N_DEV, DP_MAX_PODS + 1), -EINVAL);
+        assert_int_equal(dp_cache_init_sized(&c, devs, N_DEV, 2), 0);
+        add_pod(&c, "first", "GPU-0", true, true);
+        add_pod(&c, "second", "GPU-1", true, true);
+        snprintf(p.uid, sizeof(p.uid), "uid-third");
+        assert_int_equal(dp_cache_upsert(&c, &p), -ENOSPC);
+        /* A pod already cached is still updated in a full cache. */
+        snprintf(p.uid, sizeof(p.uid), "uid-first");
+        p.live = true;
+        assert_int_equal(dp_cache_upsert(&c, &p), 0);
+        assert_int_equal(c.n_pods, 2);
+        dp_cache_release(&c);
+        assert_int_equal(dp_cache_init(&c, devs, N_DEV), 0);
+        assert_int_equal(c.max_pods, DP_MAX_PODS);
+        dp_cache_release(&c);
+}
+
+static void
 plugin_racing_admissions_on_one_offer_get_different_pods(void **state)
 {
         struct dp_cache c;
@@ -941,6 +967,7 @@ main(void)
                 cmocka_unit_test(plugin_parses_gpus_annotations_and_refuses_untrusted_ones),
                 cmocka_unit_test(plugin_match_finds_the_pending_pod_whose_set_fits_the_offer),
                 cmocka_unit_test(plugin_racing_admissions_on_one_offer_get_different_pods),
+                cmocka_unit_test(plugin_sized_cache_refuses_the_pod_past_its_room),
                 cmocka_unit_test(plugin_forgotten_offers_put_the_oldest_pod_first_again),
                 cmocka_unit_test(plugin_fallback_without_scoring_keeps_must_and_takes_lowest_indices),
                 cmocka_unit_test(plugin_join_ids_refuses_a_buffer_too_small),
