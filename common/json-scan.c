@@ -603,6 +603,39 @@ json_scan_string(struct json_scan *s, struct json_str *ret)
 }
 
 int
+json_scan_next_string(struct json_scan *s, struct json_str *ret)
+{
+        const char *p = s->p, *end = s->end, *q;
+        bool escaped;
+        int r;
+
+        if (s->error)
+                return s->error;
+        if (s->depth == 0 || in_object(s))
+                return -EINVAL; /* the caller's mistake */
+        /* The common case without blanks, in one step; anything else the long way. */
+        if (s->comma && p < end && *p == ',')
+                p++;
+        if ((s->comma && p == s->p) || p >= end || *p != '"') {
+                r = json_scan_next(s);
+                if (r <= 0)
+                        return r;
+                r = json_scan_peek(s);
+                if (r != JSON_KIND_STRING)
+                        return r < 0 ? r : -EMEDIUMTYPE;
+                p = s->p;
+        }
+        q = string_end(s, p, &escaped);
+        if (!q)
+                return s->error;
+        *ret = (struct json_str){ .raw = p + 1, .len = (size_t)(q - 1 - (p + 1)),
+                                  .escaped = escaped };
+        s->p = q;
+        s->comma = true;
+        return 1;
+}
+
+int
 json_scan_wanted(struct json_scan *s, const char *const *keys, size_t n_keys, uint32_t *seen)
 {
         assert(n_keys <= 32);

@@ -129,7 +129,12 @@ list_put_name(struct node_list *l, const struct json_str *str, const char *why)
                 l->strings = p;
                 l->strings_alloc = alloc;
         }
-        if (json_str_decode(str, l->strings + l->strings_len, EXT_NAME_MAX, &n) < 0)
+        if (!str->escaped) {
+                /* Most names: copied as they stand (json_str_decode's first case, inline). */
+                memcpy(l->strings + l->strings_len, str->raw, str->len);
+                l->strings[l->strings_len + str->len] = 0;
+                n = str->len;
+        } else if (json_str_decode(str, l->strings + l->strings_len, EXT_NAME_MAX, &n) < 0)
                 return list_fail(l, -EINVAL, why);
         l->name_at[l->n] = l->strings_len;
         l->strings_len += n + 1;
@@ -158,12 +163,15 @@ names_decode(struct args_scan *as, struct node_list *l, int kind)
         if (kind != JSON_KIND_ARRAY)
                 return list_fail(l, -EINVAL, "NodeNames is not an array");
         r = json_scan_enter(&as->s);
-        while (r >= 0 && (r = json_scan_next(&as->s)) > 0) {
+        while (r >= 0) {
                 struct json_str str;
 
+                r = json_scan_next_string(&as->s, &str);
+                if (r == -EMEDIUMTYPE)
+                        return list_fail(l, -EINVAL, WHY_NODE_NAMES_ENTRY);
+                if (r <= 0)
+                        break;
                 r = list_grow(l, false);
-                if (r >= 0)
-                        r = read_string(&as->s, l, &str, WHY_NODE_NAMES_ENTRY);
                 if (r >= 0)
                         r = list_put_name(l, &str, WHY_NODE_NAMES_ENTRY);
                 if (r >= 0)

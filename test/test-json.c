@@ -295,6 +295,47 @@ json_scan_walks_members_and_elements(void **state)
         assert_int_equal(json_scan_document(&s), 0);
 }
 
+/* An array of strings read in one call per element, with and without blanks; an element
+ * that is not a string is the caller's to skip. */
+static void
+json_scan_reads_arrays_of_strings(void **state)
+{
+        static const char text[] = "[\"a\",\"b\\n\" , \"c\",1,\"d\"]";
+        static const char *const want[] = {"a", "b\n", "c"};
+        struct json_scan s;
+        struct json_str str;
+        char buf[8];
+
+        json_scan_init(&s, text, sizeof(text) - 1, 0);
+        assert_int_equal(json_scan_next_string(&s, &str), -EINVAL); /* not in an array */
+        assert_int_equal(json_scan_enter(&s), 0);
+        for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+                assert_int_equal(json_scan_next_string(&s, &str), 1);
+                assert_int_equal(json_str_decode(&str, buf, sizeof(buf), NULL), 0);
+                assert_string_equal(buf, want[i]);
+        }
+        assert_int_equal(json_scan_next_string(&s, &str), -EMEDIUMTYPE);
+        assert_int_equal(s.error, 0);
+        assert_int_equal(json_scan_skip(&s, NULL), JSON_KIND_NUMBER);
+        assert_int_equal(json_scan_next_string(&s, &str), 1);
+        assert_memory_equal(str.raw, "d", 1);
+        assert_int_equal(json_scan_next_string(&s, &str), 0);
+        assert_int_equal(json_scan_finish(&s), 0);
+        /* Empty, and cut short. */
+        json_scan_init(&s, "[ ]", 3, 0);
+        assert_int_equal(json_scan_enter(&s), 0);
+        assert_int_equal(json_scan_next_string(&s, &str), 0);
+        json_scan_init(&s, "[\"a\",", 5, 0);
+        assert_int_equal(json_scan_enter(&s), 0);
+        assert_int_equal(json_scan_next_string(&s, &str), 1);
+        assert_int_equal(json_scan_next_string(&s, &str), -EINVAL);
+        assert_int_equal(s.error, -EINVAL);
+        json_scan_init(&s, "[\"a\"\"b\"]", 9, 0);
+        assert_int_equal(json_scan_enter(&s), 0);
+        assert_int_equal(json_scan_next_string(&s, &str), 1);
+        assert_int_equal(json_scan_next_string(&s, &str), -EINVAL); /* no comma */
+}
+
 /* A key the caller reads that comes twice is -ENOTUNIQ; other repeats are nobody's business. */
 static void
 json_scan_refuses_a_repeated_wanted_key(void **state)
@@ -378,6 +419,7 @@ main(void)
                 cmocka_unit_test(json_arena_leaves_other_cjson_users_on_malloc),
                 cmocka_unit_test(json_refuses_what_only_cjson_would_take),
                 cmocka_unit_test(json_scan_walks_members_and_elements),
+                cmocka_unit_test(json_scan_reads_arrays_of_strings),
                 cmocka_unit_test(json_scan_refuses_a_repeated_wanted_key),
                 cmocka_unit_test(json_scan_refuses_truncated_and_trailing_text_and_deep_nesting),
         };
