@@ -476,6 +476,47 @@ codec_unescapes_the_topology_annotation_on_demand(void **state)
         ext_args_release(&a);
 }
 
+/* Full mode, a Node the cluster view does not have: built from what the scheduler sent,
+ * its real annotation unescaped from the body only then (ext_args_topology). */
+static void
+codec_builds_a_node_outside_the_view_from_its_escaped_annotation(void **state)
+{
+        char *topo = annotation_of("dgx-h100-12nic-talos.txt");
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_nodes rn;
+        struct ext_config cfg;
+        struct ext_args a;
+        struct buf body;
+
+        ext_config_default(&cfg);
+        buf_init(&body, 1 << 20);
+        assert_int_equal(buf_puts(&body, POD("{\"nvidia.com/gpu\":\"2\"}", "")
+                                         "\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"new-1\","
+                                         "\"annotations\":{\"topofit.io/topology\":"), 0);
+        assert_int_equal(buf_put_json_string(&body, topo), 0);
+        assert_int_equal(buf_puts(&body, "}},\"status\":{}},{\"metadata\":{\"name\":\"new-2\"},"
+                                         "\"status\":" ALLOC8 "}]}}"), 0);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_non_null(b);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_int_equal(ext_args_decode(body.data, body.len, &cfg, &a, NULL), 0);
+        assert_null(ext_oracle_differs(body.data, body.len, &cfg));
+        assert_int_equal(ext_nodes_resolve(c, &cfg, &a, &rn), 0);
+        /* new-1 from its annotation (8 GPUs, annotated); new-2 from allocatable only. */
+        assert_non_null(rn.nodes[0]);
+        assert_true(rn.nodes[0]->annotated);
+        assert_int_equal(rn.nodes[0]->n_gpus, 8);
+        assert_non_null(rn.nodes[1]);
+        assert_false(rn.nodes[1]->annotated);
+        assert_int_equal(rn.nodes[1]->n_gpus, 8);
+        ext_nodes_release(&rn);
+        ext_args_release(&a);
+        ext_cluster_unref(c);
+        buf_release(&body);
+        free(topo);
+}
+
 static void
 codec_refuses_bindings_with_invalid_names(void **state)
 {
@@ -1620,6 +1661,7 @@ main(void)
                 cmocka_unit_test(codec_scanner_reads_every_fixture_as_the_tree_did),
                 cmocka_unit_test(codec_scanner_matches_the_tree_at_the_edges),
                 cmocka_unit_test(codec_unescapes_the_topology_annotation_on_demand),
+                cmocka_unit_test(codec_builds_a_node_outside_the_view_from_its_escaped_annotation),
                 cmocka_unit_test(codec_decodes_binding_fixtures),
                 cmocka_unit_test(codec_rejects_hostile_inputs),
                 cmocka_unit_test(codec_caps_depth_and_node_count),
