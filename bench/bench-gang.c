@@ -4,10 +4,13 @@
  * NVL72-style NVLink domains of 18 GB200 trays of 4 GPUs and HGX 8-GPU nodes under leaf
  * switches, a seeded trace of single-node jobs and gangs of 2-18 pods, and five policies.
  * A gang starts all or nothing, as kube-scheduler's gang scheduling binds it: its pods are
- * placed one by one and, when one does not fit, those placed are rolled back (the topofit
- * policy releases them from the extender's ledger, as a gang that fails at Permit does).
- * The topofit policy is the extender's decision path: a cluster snapshot with the nodes'
- * domain labels, ext_prioritize over every node with the pod's group, ext_bind.  Pure: the
+ * placed one by one and, when one does not fit, those placed are rolled back.  The topofit
+ * policy is the extender's decision path as kube-scheduler 1.37's PodGroup cycle drives it:
+ * a cluster snapshot with the nodes' domain labels; per pod the scheduler's own GPU count
+ * (it assumes the gang's earlier pods on their nodes, counting GPUs, not which), then
+ * ext_prioritize over the nodes that pass, with the pod's group, the highest score with
+ * ties broken at random; once every pod of the gang has a node, ext_bind for each, which
+ * picks the sets (no extender hears of a gang that fails).  Pure: the
  * trace, the cluster and the seed are parameters; no files, no clock.
  */
 #include "bench-private.h"
@@ -141,6 +144,10 @@ struct gsim {
         char *json_tray, *json_hgx;
         const struct ext_node **enodes;
         unsigned *sim_of;  /* snapshot index -> node */
+        const struct ext_node **fit;  /* the nodes kube-scheduler's own filter passes ... */
+        unsigned *fit_sim;            /* ... and their sim nodes */
+        unsigned *assumed;            /* per node: GPUs of the gang in this attempt */
+        uint64_t tie_seed;            /* kube-scheduler's pick among equal scores */
         struct ext_verdict *verdicts;
         /* running pods: per job its nodes and sets */
         unsigned *pod_node;          /* job * max_pods + k */
@@ -244,6 +251,19 @@ rackpack_domain(const struct gsim *s, const struct bench_gang_job *j, int *ret_d
                 }
 }
 
+static void
+take(struct gnode *n, const struct topo_mask *set, bool give_back)
+{
+        for (unsigned g = 0; g < n->n_gpus; g++)
+                if (topo_mask_test(set, g)) {
+                        if (give_back)
+                                topo_mask_set(&n->free, g);
+                        else
+                                topo_mask_unset(&n->free, g);
+                }
+        n->n_free = topo_mask_count(&n->free);
+}
+
 /* --- the topofit policy: the extender's decision path -------------------------------- */
 
 static int
@@ -310,6 +330,13 @@ topofit_rebuild(struct gsim *s)
         return 0;
 }
 
+/* One pod through the extender as kube-scheduler drives it: its own filter first (a node
+ * fits when its free GPUs, less those it assumed for this gang's pods earlier in the
+ * attempt, cover the request: it counts GPUs, not which), then the extender's prioritize
+ * over those nodes, then the highest score, ties broken at random (selectHost samples
+ * among equal scores), so the node can differ from the extender's own tentative pick.  A
+ * single pod binds at once; a gang's pods only once all are placed (topofit_bind_gang),
+ * as after the PodGroup cycle: until then only the node is known, not the set. */
 static int
 topofit_pod(struct gsim *s, unsigned job, unsigned p, unsigned *ret_node, struct topo_mask *ret_set)
 {
@@ -317,6 +344,7 @@ topofit_pod(struct gsim *s, unsigned job, unsigned p, unsigned *ret_node, struct
         struct ext_request req = { .count = j->gpus, .n_containers = 1 };
         uint64_t now = (uint64_t)(s->now * 1e9);
         struct score_choice choice;
+        size_t n_fit = 0, ties = 0;
         int best = -1, n, r;
 
         if (s->snap_gen != s->generation) {
@@ -324,6 +352,16 @@ topofit_pod(struct gsim *s, unsigned job, unsigned p, unsigned *ret_node, struct
                 if (r < 0)
                         return r;
         }
+        for (size_t k = 0; k < s->snap->n_nodes; k++) {
+                const struct gnode *g = &s->nodes[s->sim_of[k]];
+
+                if (g->n_free >= s->assumed[s->sim_of[k]] + j->gpus) {
+                        s->fit[n_fit] = s->enodes[k];
+                        s->fit_sim[n_fit++] = s->sim_of[k];
+                }
+        }
+        if (n_fit == 0)
+                return -ENOSPC;
         snprintf(req.uid, sizeof(req.uid), "j%u-p%u", job, p);
         snprintf(req.name, sizeof(req.name), "j%u-p%u", job, p);
         snprintf(req.namespace, sizeof(req.namespace), "bench");
@@ -334,42 +372,53 @@ topofit_pod(struct gsim *s, unsigned job, unsigned p, unsigned *ret_node, struct
                 req.group.count = j->gpus;
                 req.group.mode = PLACE_DOMAIN_PREFERRED;
         }
-        n = ext_prioritize(s->snap, s->ledger, &s->ecfg, &req, s->enodes, s->snap->n_nodes, now,
-                           s->verdicts);
+        n = ext_prioritize(s->snap, s->ledger, &s->ecfg, &req, s->fit, n_fit, now, s->verdicts);
         if (n < 0)
                 return n;
-        for (size_t k = 0; k < s->snap->n_nodes; k++)
-                if (s->verdicts[k].r == 0 &&
-                    (best < 0 || s->verdicts[k].priority > s->verdicts[best].priority))
+        for (size_t k = 0; k < n_fit; k++) {
+                if (s->verdicts[k].r != 0)
+                        continue;
+                if (best < 0 || s->verdicts[k].priority > s->verdicts[best].priority) {
                         best = (int)k;
+                        ties = 1;
+                } else if (s->verdicts[k].priority == s->verdicts[best].priority &&
+                           rnd(&s->tie_seed) % ++ties == 0)
+                        best = (int)k; /* reservoir sampling, as selectHost */
+        }
         if (best < 0)
                 return -ENOSPC;
-        /* prioritize reserved the set on the best node; a single pod binds at once, a gang's
-         * pods only once all of them are placed (try_job), as after Permit. */
-        *ret_node = s->sim_of[best];
-        *ret_set = s->verdicts[best].choice.set;
-        if (j->pods > 1)
+        *ret_node = s->fit_sim[best];
+        if (j->pods > 1) {
+                s->assumed[*ret_node] += j->gpus;
                 return 0;
-        r = ext_bind(s->snap, s->ledger, &s->ecfg, &req, s->enodes[best]->name, now, &choice, NULL);
+        }
+        r = ext_bind(s->snap, s->ledger, &s->ecfg, &req, s->fit[best]->name, now, &choice, NULL);
         if (r < 0)
                 return r == -EAGAIN || r == -ENOEXEC || r == -ENOSPC ? -ENOSPC : r;
-        if (!topo_mask_equal(&choice.set, ret_set))
-                return -EPROTO; /* bind must take the reserved set */
+        /* Bind decides the set on the node the scheduler chose: prioritize's set for it. */
+        if (!topo_mask_equal(&choice.set, &s->verdicts[best].choice.set))
+                return -EPROTO;
+        *ret_set = choice.set;
         return 0;
 }
 
-/* Binds a placed gang's pods (the scheduler's bind after Permit let the gang through). */
+/* Binds a placed gang's pods (the scheduler's binding cycles after the PodGroup cycle let
+ * the gang through): bind picks each pod's set on the node the scheduler chose, which the
+ * simulator then takes, checking that no GPU is handed out twice.  A bind that fails rolls
+ * back the members bound before it (the gang does not run). */
 static int
 topofit_bind_gang(struct gsim *s, unsigned job)
 {
         const struct bench_gang_job *j = &s->jobs[job];
         uint64_t now = (uint64_t)(s->now * 1e9);
+        unsigned p;
+        int r = 0;
 
-        for (unsigned p = 0; p < j->pods; p++) {
+        for (p = 0; p < j->pods; p++) {
                 unsigned at = job * s->max_pods + p;
+                struct gnode *n = &s->nodes[s->pod_node[at]];
                 struct ext_request req = { .count = j->gpus, .n_containers = 1 };
                 struct score_choice choice;
-                int r;
 
                 snprintf(req.uid, sizeof(req.uid), "j%u-p%u", job, p);
                 snprintf(req.group.id, sizeof(req.group.id), "topofit/bench/j%u", job);
@@ -377,35 +426,37 @@ topofit_bind_gang(struct gsim *s, unsigned job)
                 req.group.count = j->gpus;
                 req.group.mode = PLACE_DOMAIN_PREFERRED;
                 req.containers[0].count = j->gpus;
-                r = ext_bind(s->snap, s->ledger, &s->ecfg, &req, s->nodes[s->pod_node[at]].name,
-                             now, &choice, NULL);
+                r = ext_bind(s->snap, s->ledger, &s->ecfg, &req, n->name, now, &choice, NULL);
                 if (r < 0)
-                        return r;
-                if (!topo_mask_equal(&choice.set, &s->pod_set[at]))
-                        return -EPROTO; /* the sim keeps every placed set free of others */
+                        break;
+                if (topo_mask_count(&choice.set) != j->gpus)
+                        return -EPROTO;
+                for (unsigned g = 0; g < n->n_gpus; g++)
+                        if (topo_mask_test(&choice.set, g) && !topo_mask_test(&n->free, g))
+                                return -EPROTO; /* a GPU handed out twice */
+                s->pod_set[at] = choice.set;
+                take(n, &choice.set, false);
         }
-        return 0;
+        if (r == 0)
+                return 0;
+        while (p-- > 0) {
+                unsigned at = job * s->max_pods + p;
+                char uid[48];
+
+                snprintf(uid, sizeof(uid), "j%u-p%u", job, p);
+                ext_ledger_release(s->ledger, uid);
+                take(&s->nodes[s->pod_node[at]], &s->pod_set[at], true);
+        }
+        return r == -EAGAIN || r == -ENOEXEC || r == -ENOSPC ? -ENOSPC : r;
 }
 
 /* --- one gang, all or nothing ----------------------------------------------------------- */
-
-static void
-take(struct gnode *n, const struct topo_mask *set, bool give_back)
-{
-        for (unsigned g = 0; g < n->n_gpus; g++)
-                if (topo_mask_test(set, g)) {
-                        if (give_back)
-                                topo_mask_set(&n->free, g);
-                        else
-                                topo_mask_unset(&n->free, g);
-                }
-        n->n_free = topo_mask_count(&n->free);
-}
 
 static int
 try_job(struct gsim *s, enum bench_gang_policy policy, unsigned job)
 {
         const struct bench_gang_job *j = &s->jobs[job];
+        bool gang_bound_later = policy == BENCH_GANG_TOPOFIT && j->pods > 1;
         int want_d = -1, want_l = -1, r = 0;
         unsigned placed = 0;
 
@@ -434,22 +485,30 @@ try_job(struct gsim *s, enum bench_gang_policy policy, unsigned job)
                 }
                 if (r < 0)
                         break;
+                s->pod_node[at] = node;
+                placed++;
+                if (gang_bound_later)
+                        continue; /* the set comes with bind (topofit_bind_gang) */
                 if (topo_mask_count(&set) != j->gpus)
                         return -EPROTO;
                 for (unsigned g = 0; g < s->nodes[node].n_gpus; g++)
                         if (topo_mask_test(&set, g) && !topo_mask_test(&s->nodes[node].free, g))
                                 return -EPROTO; /* a GPU handed out twice */
                 take(&s->nodes[node], &set, false);
-                s->pod_node[at] = node;
                 s->pod_set[at] = set;
-                placed++;
         }
-        if (r == 0 && policy == BENCH_GANG_TOPOFIT && j->pods > 1)
-                r = topofit_bind_gang(s, job);
+        if (gang_bound_later) {
+                /* The scheduler forgets what it assumed for the attempt; bind, when the whole
+                 * gang was placed, takes the sets. */
+                for (unsigned p = 0; p < placed; p++)
+                        s->assumed[s->pod_node[job * s->max_pods + p]] = 0;
+                return r == 0 ? topofit_bind_gang(s, job) : r;
+        }
         if (r == 0)
                 return 0;
         /* Roll back: the gang did not reach its quorum.  The extender is not told (no
-         * unreserve reaches an extender): its reservations lapse at their TTL. */
+         * unreserve reaches an extender): its members' picks hold nothing anyway, and the
+         * group's hold lapses at its TTL unless the gang tries again. */
         for (unsigned p = 0; p < placed; p++) {
                 unsigned at = job * s->max_pods + p;
 
@@ -565,8 +624,13 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                 s.ledger = ext_ledger_new(&s.ecfg);
                 s.enodes = calloc(s.n_nodes, sizeof(*s.enodes));
                 s.sim_of = calloc(s.n_nodes, sizeof(*s.sim_of));
+                s.fit = calloc(s.n_nodes, sizeof(*s.fit));
+                s.fit_sim = calloc(s.n_nodes, sizeof(*s.fit_sim));
+                s.assumed = calloc(s.n_nodes, sizeof(*s.assumed));
+                s.tie_seed = cfg->seed ^ UINT64_C(0x5ca1ab1e);
                 s.verdicts = calloc(s.n_nodes, sizeof(*s.verdicts));
-                if (!s.ledger || !s.enodes || !s.sim_of || !s.verdicts ||
+                if (!s.ledger || !s.enodes || !s.sim_of || !s.fit || !s.fit_sim || !s.assumed ||
+                    !s.verdicts ||
                     topo_to_annotation(score_class_topo(cl->tray_cls), &s.json_tray, &len) < 0 ||
                     topo_to_annotation(score_class_topo(cl->hgx_cls), &s.json_hgx, &len) < 0) {
                         r = -ENOMEM;
@@ -746,6 +810,9 @@ out:
         free(s.json_hgx);
         free(s.enodes);
         free(s.sim_of);
+        free(s.fit);
+        free(s.fit_sim);
+        free(s.assumed);
         free(s.verdicts);
         free(s.nodes);
         free(s.pod_node);

@@ -24,12 +24,10 @@ void ext__ledger_unlock(struct ext_ledger *l);
 void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                              uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret);
 /* The same for a node of a snapshot, whose name hash (ext_node.name_hash) is known: a
- * filter asks this for every node of the request, so the name is not hashed again.  group
- * is the requester's pod group (NULL or "": none): reservations of pods of other groups are
- * left out (a gang may never start; its room is held by placement/'s group hold). */
+ * filter asks this for every node of the request, so the name is not hashed again. */
 void ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
-                                  const char *uid, const char *group, uint64_t view_gen,
-                                  uint64_t now_ns, struct topo_mask *ret);
+                                  const char *uid, uint64_t view_gen, uint64_t now_ns,
+                                  struct topo_mask *ret);
 /* The hash of a node name that the snapshot's index and the ledger's buckets use. */
 uint32_t ext__name_hash(const char *s);
 /* Lock held.  The live entry of (uid, node), or NULL. */
@@ -40,8 +38,13 @@ const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char
  * (uid, node).  -E2BIG when EXT_LEDGER_MAX_ENTRIES are in use, -ENOMEM. */
 int ext__ledger_put_locked(struct ext_ledger *l, const char *uid, const char *node,
                            const struct topo_mask *set, enum ext_hold hold, uint64_t now_ns);
-/* Lock held.  As above; a reservation (EXT_HOLD_RESERVED) of a pod of group (non-empty) is
- * held only against that group's other pods. */
+/* Lock held.  As above; a reservation (EXT_HOLD_RESERVED) of a pod of group (non-empty)
+ * holds nothing, not even against the group's other pods: bind may take it, nobody is kept
+ * off it.  kube-scheduler may place a gang member on another node than the extender's
+ * pick (a tie among the domain's nodes), and no member binds before the whole gang is
+ * through, so a held pick would only take room from the gang's own later pods; the
+ * scheduler's own resource count keeps members apart, bind picks afresh when two picked
+ * one set, and placement/'s group hold keeps the domain's room (docs/placement.md). */
 int ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *node,
                                  const struct topo_mask *set, enum ext_hold hold,
                                  const char *group, uint64_t now_ns);

@@ -275,7 +275,7 @@ void ext_ledger_release(struct ext_ledger *l, const char *uid);
 struct ext_ledger_stats {
         unsigned reserved; /* tentative entries (prioritize) */
         unsigned committed; /* bound, not yet in the cluster view */
-        unsigned gpus_held;
+        unsigned gpus_held; /* GPUs they keep from other pods (a gang member's pick: none) */
 };
 void ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats *ret);
 

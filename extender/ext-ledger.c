@@ -37,8 +37,9 @@ struct entry {
         uint64_t expires_ns;
         uint64_t seen_gen; /* generation of the first view showing the pod; 0: none yet */
         uint64_t seen_ns;  /* when that view was pruned with */
-        /* A reservation of a pod of this group (""  none): held only against the group's
-         * other pods, as the gang may never start (placement/'s group hold keeps the room). */
+        /* A reservation of a pod of this group ("": none) holds nothing: a gang member's
+         * pick, which bind takes if the scheduler chose that node too (see
+         * ext__ledger_put_group_locked; placement/'s group hold keeps the gang's room). */
         char group[PLACE_NAME_MAX];
 };
 
@@ -132,9 +133,16 @@ live(const struct entry *e, uint64_t now_ns)
         return now_ns < e->expires_ns;
 }
 
+/* A gang member's tentative pick: it holds nothing. */
+static bool
+holds_nothing(const struct entry *e)
+{
+        return e->hold == EXT_HOLD_RESERVED && e->group[0];
+}
+
 static void
 held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const char *uid,
-               const char *group, uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
+               uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
         topo_mask_clear(ret);
         if (l->n_entries == 0)
@@ -144,9 +152,8 @@ held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const ch
                         continue;
                 if (uid && strcmp(e->uid, uid) == 0)
                         continue;
-                if (e->hold == EXT_HOLD_RESERVED && e->group[0] &&
-                    !(group && strcmp(e->group, group) == 0))
-                        continue; /* another group's tentative pick: not held against us */
+                if (holds_nothing(e))
+                        continue;
                 /* The view already accounts for this pod (or its deletion). */
                 if (e->seen_gen != 0 && view_gen >= e->seen_gen)
                         continue;
@@ -158,16 +165,16 @@ void
 ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                         uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
-        held_in_bucket(l, bucket_of(node), node, uid, NULL, view_gen, now_ns, ret);
+        held_in_bucket(l, bucket_of(node), node, uid, view_gen, now_ns, ret);
 }
 
 void
 ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
-                             const char *uid, const char *group, uint64_t view_gen,
-                             uint64_t now_ns, struct topo_mask *ret)
+                             const char *uid, uint64_t view_gen, uint64_t now_ns,
+                             struct topo_mask *ret)
 {
-        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, group, view_gen,
-                       now_ns, ret);
+        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, view_gen, now_ns,
+                       ret);
 }
 
 const struct topo_mask *
@@ -321,7 +328,8 @@ ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats 
                                 s.committed++;
                         else
                                 s.reserved++;
-                        s.gpus_held += topo_mask_count(&e->set);
+                        if (!holds_nothing(e))
+                                s.gpus_held += topo_mask_count(&e->set);
                 }
         ext__ledger_unlock(l);
         *ret = s;

@@ -111,8 +111,8 @@ free_gpus_locked(const struct ext_cluster *c, struct ext_ledger *l, const struct
 {
         struct topo_mask held;
 
-        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, req->group.id,
-                                     c ? c->generation : 0, now_ns, &held);
+        ext__ledger_held_node_locked(l, n, req->uid[0] ? req->uid : NULL, c ? c->generation : 0,
+                                     now_ns, &held);
         *ret = n->healthy;
         topo_mask_andnot(ret, &n->used);
         topo_mask_andnot(ret, &held);
@@ -287,6 +287,7 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         struct place_groups *g = ext__ledger_groups(l);
         const struct place_group_request *grp = &req->group;
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
+        CLEANUP(freep) struct topo_mask *others = NULL;
         struct place_group_domain d;
         bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
         ssize_t dom = -1;
@@ -298,11 +299,26 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         if (!live && !(grp->id[0] && grp->mode != PLACE_DOMAIN_OFF))
                 return 0;
         /* Domains and holds count the free GPUs this request saw (ledger holds applied: GPUs
-         * bound or reserved since the snapshot was built are not free), not the snapshot's. */
+         * bound or reserved since the snapshot was built are not free), not the snapshot's;
+         * on the nodes the request does not name (the scheduler's own filter left them out:
+         * full, or assumed for a gang member) the snapshot's less the ledger's holds, so a
+         * gang bound a moment ago through this extender is not taken for free room while the
+         * watch catches up. */
         free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
         for (size_t i = 0; free_of && i < n; i++)
                 if (nodes[i] && nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
                         free_of[nodes[i] - c->nodes] = &ret[i].free;
+        if (free_of && n < c->n_nodes && !ext__ledger_maybe_empty(l))
+                others = malloc(c->n_nodes * sizeof(*others));
+        if (others) {
+                ext__ledger_lock(l);
+                for (size_t i = 0; i < c->n_nodes; i++)
+                        if (!free_of[i] && c->nodes[i].cls) {
+                                free_gpus_locked(c, l, req, &c->nodes[i], now_ns, &others[i]);
+                                free_of[i] = &others[i];
+                        }
+                ext__ledger_unlock(l);
+        }
         if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
                 x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
                 if (x == 1)
@@ -488,13 +504,12 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                         best = (ssize_t)i;
         }
         /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
-         * it (ledger full) only costs that guarantee, never correctness. */
+         * it (ledger full) only costs that guarantee, never correctness.  A gang member's
+         * pick holds nothing (ext__ledger_put_group_locked says why). */
         ext__ledger_lock(l);
         (void)ext__ledger_put_group_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
                                            EXT_HOLD_RESERVED, req->group.id, now_ns);
         ext__ledger_unlock(l);
-        if (req->group.id[0] && !ret[best].off_domain)
-                (void)place_group_picked(ext__ledger_groups(l), &req->group, req->uid, now_ns);
         return fits;
 }
 

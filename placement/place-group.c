@@ -23,20 +23,7 @@ struct group_record {
         uint64_t expires_ns;
         unsigned n_bound;
         char (*bound)[64];             /* uids bound, n_bound of them (malloc'd) */
-        unsigned n_picked;
-        char (*picked)[64];            /* uids given a tentative set there (malloc'd) ... */
-        uint64_t picked_ns;            /* ... in the attempt whose last pick was then */
 };
-
-/* A gang's pods are decided within one scheduling cycle: picks further apart than this
- * belong to different attempts (the earlier one failed, its picks no longer count). */
-#define PLACE_GROUP_ATTEMPT_NS (1000ull * 1000000ull)
-
-static unsigned
-picked_now(const struct group_record *r, uint64_t now_ns)
-{
-        return now_ns - r->picked_ns <= PLACE_GROUP_ATTEMPT_NS ? r->n_picked : 0;
-}
 
 struct place_groups {
         pthread_mutex_t lock;
@@ -73,7 +60,6 @@ static void
 record_clear(struct group_record *r)
 {
         free(r->bound);
-        free(r->picked);
         *r = (struct group_record){ 0 };
 }
 
@@ -118,9 +104,21 @@ find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
         return NULL;
 }
 
-/* Lock held.  Sets that live groups other than except hold in domain d at level of v: their
- * pods not yet bound, for every group whose domain lies inside d (a hierarchy: one of its
- * nodes is in d).  Rough where shapes differ: a pod of another shape counts as one set. */
+/* Lock held.  Sets that live groups other than except hold in domain d at level of v
+ * against another group: their pods not yet bound, for every group whose domain lies inside
+ * d (a hierarchy: one of its nodes is in d) and holds the whole group (see gang_backfills).
+ * Rough where shapes differ: a pod of another shape counts as one set. */
+/* Whether another gang may take the room r holds: when r's domain could not hold r's whole
+ * group when it was given (no domain could; r keeps the one with the most room), r cannot
+ * start there now, and a gang that fits a domain whole now runs at full speed at once
+ * rather than split or waiting behind r.  Single pods stay held off: they are what
+ * fragments a domain (a gang leaves its room whole when it ends, single pods trickle). */
+static bool
+gang_backfills(const struct group_record *r)
+{
+        return !r->domain.whole;
+}
+
 static unsigned
 held_locked(const struct place_groups *g, const struct place_view *v, unsigned level, ssize_t d,
             const char *except, uint64_t now_ns)
@@ -135,7 +133,7 @@ held_locked(const struct place_groups *g, const struct place_view *v, unsigned l
                         continue;
                 seen++;
                 if (r->expires_ns <= now_ns || r->size <= r->n_bound ||
-                    (except && strcmp(r->id, except) == 0))
+                    (except && strcmp(r->id, except) == 0) || gang_backfills(r))
                         continue;
                 rd = place_view_find_domain(v, r->domain.level, r->domain.name);
                 if (rd < 0)
@@ -298,13 +296,14 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
         if (r && r->n_bound == 0) {
                 ssize_t dom = place_view_find_domain(v, r->domain.level, r->domain.name);
 
-                /* Nobody started there yet: keep it only while it still holds the group (the
-                 * sets its own pods picked there count as its). */
+                /* Nobody started there yet: keep it only while it still holds the group.  Its
+                 * own pods' picks hold nothing (the extender's ledger), so the sets they
+                 * picked, and the nodes kube-scheduler assumed them on, still count free. */
                 if (dom < 0 ||
                     minus(domain_sets(v, r->domain.level, dom, r->count, r->require, PLACE_NO_NODE,
                                       NULL, free_of),
-                          held_locked(g, v, r->domain.level, dom, r->id, now_ns)) +
-                                    picked_now(r, now_ns) < MAX(r->size, 1u) ||
+                          held_locked(g, v, r->domain.level, dom, r->id, now_ns)) <
+                            MAX(r->size, 1u) ||
                     !r->domain.whole)
                         slot = r;
         }
@@ -358,9 +357,9 @@ list_add(char (**list)[64], unsigned *n, const char *uid)
         return 0;
 }
 
-static int
-record_member(struct place_groups *g, const struct place_group_request *req, const char *uid,
-              uint64_t now_ns, bool bound)
+int
+place_group_bound(struct place_groups *g, const struct place_group_request *req,
+                  const char *uid, uint64_t now_ns)
 {
         struct group_record *r;
         int x;
@@ -373,31 +372,10 @@ record_member(struct place_groups *g, const struct place_group_request *req, con
                 pthread_mutex_unlock(&g->lock);
                 return -ENOENT;
         }
-        if (bound) {
-                r->expires_ns = now_ns + g->ttl_ns;
-                x = list_add(&r->bound, &r->n_bound, uid);
-        } else {
-                if (picked_now(r, now_ns) == 0)
-                        r->n_picked = 0; /* a new attempt */
-                r->picked_ns = now_ns;
-                x = list_add(&r->picked, &r->n_picked, uid);
-        }
+        r->expires_ns = now_ns + g->ttl_ns;
+        x = list_add(&r->bound, &r->n_bound, uid);
         pthread_mutex_unlock(&g->lock);
         return x;
-}
-
-int
-place_group_bound(struct place_groups *g, const struct place_group_request *req,
-                  const char *uid, uint64_t now_ns)
-{
-        return record_member(g, req, uid, now_ns, true);
-}
-
-int
-place_group_picked(struct place_groups *g, const struct place_group_request *req,
-                   const char *uid, uint64_t now_ns)
-{
-        return record_member(g, req, uid, now_ns, false);
 }
 
 int
@@ -426,7 +404,7 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                         seen--;
                         continue;
                 }
-                if (group_id && strcmp(r->id, group_id) == 0)
+                if (group_id && group_id[0] && (strcmp(r->id, group_id) == 0 || gang_backfills(r)))
                         continue;
                 if (r->size == 0 || r->n_bound >= r->size)
                         continue; /* nothing known to hold, or nothing left to hold */

@@ -196,8 +196,10 @@ void place_rank(const struct place_config *cfg, struct place_candidate *c, size_
  * larger groups), ties by name.  The choice is recorded with a TTL; while it lives, the
  * domain's sets for the group's pods not yet bound are held: a pod of another group, or of
  * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
- * group still needs.  The table is the one mutable part of placement/, with its own lock;
- * time is a parameter. */
+ * group still needs.  A group given a domain that could not hold it whole (none could)
+ * holds it against ungrouped pods only: another gang that fits there whole may backfill.
+ * The table is the one mutable part of placement/, with its own lock; time is a
+ * parameter. */
 
 #define PLACE_MAX_GROUPS 4096        /* live group records; the oldest expire first */
 #define PLACE_MAX_GROUP_PODS 1024    /* pods of one group tracked as bound */
@@ -252,20 +254,15 @@ int place_group_domain(struct place_groups *g, const struct place_view *v,
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
                       const char *uid, uint64_t now_ns);
 
-/* Records that pod uid of req's group was given a tentative set in the group's domain
- * (prioritize's reservation): while no member is bound, the sets its members picked count
- * as the group's when deciding whether the recorded domain still holds it.  Idempotent per
- * uid.  0, -ENOENT (no record), -E2BIG, -ENOMEM. */
-int place_group_picked(struct place_groups *g, const struct place_group_request *req,
-                       const char *uid, uint64_t now_ns);
-
 /* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
  * be left fewer sets than that group still needs.  group_id is the requesting pod's own
- * group ("" or NULL: none), which its own hold never blocks.  free_of (may be NULL) gives,
- * per node of v, the free GPUs to count instead of the view's (NULL entries: the view's):
- * the caller's fresher knowledge, such as GPUs bound since the view was built. */
+ * group ("" or NULL: none), which its own hold never blocks; a grouped pod is not blocked
+ * by a group whose domain was not whole either (backfill, docs/placement.md).  free_of
+ * (may be NULL) gives, per node of v, the free GPUs to count instead of the view's (NULL
+ * entries: the view's): the caller's fresher knowledge, such as GPUs bound since the view
+ * was built. */
 int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                       const struct topo_mask *free, const struct topo_mask *set,
                       const char *group_id, const struct topo_mask *const *free_of,

@@ -1182,6 +1182,182 @@ gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
         ext_cluster_unref(c);
 }
 
+/* The nodes of c but those named in skip (kube-scheduler's own filter: it assumed a gang
+ * member there, the node's GPUs are all counted). */
+static size_t
+nodes_but(const struct ext_cluster *c, const char *const *skip, size_t n_skip,
+          const struct ext_node **ret)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                bool out = false;
+
+                for (size_t k = 0; k < n_skip; k++)
+                        out |= strcmp(c->nodes[i].name, skip[k]) == 0;
+                if (!out)
+                        ret[n++] = &c->nodes[i];
+        }
+        return n;
+}
+
+/* issue 11, the e2e t_gang_domains failure: in a PodGroup cycle every tray of the gang's
+ * domain scores alike, so kube-scheduler breaks the tie on other trays than the extender's
+ * own pick (its lowest name), assumes each member there and binds none before the whole
+ * gang is through.  Each member must still find a tray of the domain (its picks hold
+ * nothing, not even against its own group), and the binds on the scheduler's trays give
+ * every member its whole tray. */
+static void
+gang_member_placed_off_the_extenders_pick_leaves_room_for_others(void **state)
+{
+        /* Where the scheduler puts members 0..3: never the extender's pick (tray-a0 first). */
+        static const char *const sched[4] = { "tray-a3", "tray-a2", "tray-a1", "tray-a0" };
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request gang[4], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+
+        ext_config_default(&cfg);
+        c = tray_domains(&cfg); /* nvl-a: a0..a3 free; nvl-b: b0, b1 free, b2, b3 busy */
+        l = ext_ledger_new(&cfg);
+        for (unsigned k = 0; k < 4; k++) {
+                size_t n = nodes_but(c, sched, k, nodes), in_domain = 0;
+                int best = -1;
+
+                gang[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "podgroup/ns/gang", .size = 4,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_REQUIRED } };
+                snprintf(gang[k].uid, sizeof(gang[k].uid), "gang-%u", k);
+                assert_int_equal(ext_prioritize(c, l, &cfg, &gang[k], nodes, n, 10 + k, v),
+                                 (int)(4 - k));
+                for (size_t i = 0; i < n; i++) {
+                        if (v[i].r != 0)
+                                continue;
+                        assert_memory_equal(nodes[i]->name, "tray-a", 6); /* only nvl-a */
+                        in_domain++;
+                        if (best < 0 || v[i].priority > v[best].priority)
+                                best = (int)i;
+                }
+                assert_int_equal(in_domain, 4 - k);
+                /* The extender's own pick (its best, lowest name) is not the scheduler's,
+                 * but for the last member, which has one tray left. */
+                if (k < 3)
+                        assert_string_not_equal(nodes[best]->name, sched[k]);
+        }
+        /* No member was bound in the cycle; now the binds, on the scheduler's trays: each
+         * gets its whole tray, and nvl-a is then full for anyone else. */
+        for (unsigned k = 0; k < 4; k++) {
+                struct score_choice got;
+
+                assert_int_equal(ext_bind(c, l, &cfg, &gang[k], sched[k], 20 + k, &got, NULL), 0);
+                assert_int_equal(topo_mask_count(&got.set), 4);
+        }
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 30, v), 2);
+        for (unsigned i = 0; i < 4; i++)
+                assert_int_equal(topo_mask_count(&v[i].free), 0);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* Two members of one gang on one 8-GPU node: the second member's prioritize may pick the
+ * same four GPUs as the first (a member's pick holds nothing), but bind, the commit point,
+ * gives it the other four: no GPU is handed out twice. */
+static void
+gang_members_on_one_node_never_share_a_gpu(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        struct ext_cluster_builder *b;
+        char *h100 = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        const struct ext_node *nodes[1];
+        struct ext_verdict v[1];
+        struct ext_request m[2], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        struct score_choice got[2];
+        struct topo_mask both;
+        struct ext_ledger_stats stats;
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        nodes[0] = &c->nodes[0];
+        for (unsigned k = 0; k < 2; k++) {
+                m[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                             .group = { .id = "podgroup/ns/pair", .size = 2,
+                                                        .count = 4,
+                                                        .mode = PLACE_DOMAIN_PREFERRED } };
+                snprintf(m[k].uid, sizeof(m[k].uid), "pair-%u", k);
+                assert_int_equal(ext_prioritize(c, l, &cfg, &m[k], nodes, 1, 1 + k, v), 1);
+                assert_int_equal(topo_mask_count(&v[0].free), 8); /* the other's pick: free */
+        }
+        /* Two picks in the ledger, no GPU kept from anyone by them (the group's hold, not
+         * the picks, keeps the node's room for the pair). */
+        ext_ledger_stats(l, 3, &stats);
+        assert_int_equal(stats.reserved, 2);
+        assert_int_equal(stats.gpus_held, 0);
+        for (unsigned k = 0; k < 2; k++)
+                assert_int_equal(ext_bind(c, l, &cfg, &m[k], "hgx", 4 + k, &got[k], NULL), 0);
+        assert_false(topo_mask_intersects(&got[0].set, &got[1].set));
+        both = got[0].set;
+        topo_mask_or(&both, &got[1].set);
+        assert_int_equal(topo_mask_count(&both), 8);
+        /* Nothing is left for the lone pod now: the commits hold. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 1, 6, v), 0);
+        free(h100);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* A gang that fails (its members were decided, none bound: it failed in the PodGroup cycle
+ * or at Permit, which no extender hears of) keeps its domain's room only while its hold
+ * lives: a pod outside the gang is kept off nvl-a's trays until the group TTL, then placed
+ * there, while the members' picks (still within their reservation TTL) hold nothing. */
+static void
+gang_that_fails_releases_its_hold(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        const uint64_t s = 1000000000ull;
+
+        ext_config_default(&cfg);
+        cfg.group_ttl_ns = 2 * s; /* shorter than the 30 s of a reservation */
+        c = tray_domains(&cfg);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        for (unsigned k = 0; k < 3; k++) {
+                struct ext_request m = { .count = 4, .n_containers = 1,
+                                         .group = { .id = "podgroup/ns/gang", .size = 4,
+                                                    .count = 4, .mode = PLACE_DOMAIN_REQUIRED } };
+
+                snprintf(m.uid, sizeof(m.uid), "gang-%u", k);
+                assert_int_equal(ext_prioritize(c, l, &cfg, &m, nodes, 8, s + k, v), 4);
+        }
+        /* While the gang's hold lives: nvl-a (four trays for four pods) is held. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, s + 10, v), 2);
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(v[i].r, -EAGAIN);
+                assert_non_null(strstr(v[i].why, "held for another pod group"));
+        }
+        /* The gang never binds: past the group TTL every free tray is the lone pod's. */
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 4 * s, v), 6);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(topo_mask_count(&v[i].free), 4);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
 static void
 preempt_keeps_only_the_victims_it_needs(void **state)
 {
@@ -1682,6 +1858,9 @@ main(void)
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
+                cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
+                cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
+                cmocka_unit_test(gang_that_fails_releases_its_hold),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),

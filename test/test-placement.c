@@ -376,13 +376,16 @@ group_chooses_the_tightest_domain_that_holds_it(void **state)
                 assert_int_equal(place_group_domain(g, v, &four, NULL, 4, &d), 1);
                 assert_string_equal(d.name, "nvl-b");
         }
-        /* Sixteen trays fit only in nvl-b. */
+        /* Sixteen trays: nvl-b's 18 less the 3 held for the four's pods not yet bound leave
+         * 15, so no domain holds them whole: the one with the most room, nvl-b. */
         assert_int_equal(place_group_domain(g, v, &big, NULL, 0, &d), 1);
         assert_string_equal(d.name, "nvl-b");
+        assert_false(d.whole);
         /* Thirty fit in no NVLink domain nor rack: the domain with the most room not held
-         * for the other two groups (nvl-b's 18 trays are all held), not whole. */
+         * for a gang given it whole (the four's 3 held in nvl-b count, the sixteen's hold
+         * yields to gangs: it fits nowhere whole either), not whole. */
         assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
-        assert_string_equal(d.name, "nvl-a");
+        assert_string_equal(d.name, "nvl-b");
         assert_false(d.whole);
         assert_int_equal(place_groups_live(g, 0), 3);
         /* Not grouped: nothing to decide. */
@@ -439,6 +442,65 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
         assert_int_equal(place_group_bound(g, &gang, "uid-1", 2000), -ENOENT);
 }
 
+/* A gang that failed to start where it was given room (no member bound) and tries again
+ * after that room shrank (another scheduler's pod took a tray) is given a domain afresh,
+ * and its hold moves with it: the old domain is free for others again. */
+static void
+group_that_fails_moves_its_hold_when_it_tries_again(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 4);
+        CLEANUP(place_view_unrefp) struct place_view *shrunk = two_domains(tray, 3);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request gang = { .id = "ns/gang", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct topo_mask all;
+        struct place_group_domain d;
+
+        topo_mask_fill(&all, 4);
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-a");
+        assert_int_equal(place_group_check(g, v, 1, &all, &all, NULL, NULL, 1, NULL), -EBUSY);
+        /* Three trays left in nvl-a: the next attempt goes to nvl-b ... */
+        assert_int_equal(place_group_domain(g, shrunk, &gang, NULL, 2, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_true(d.whole);
+        /* ... nvl-a's trays are no longer held, nvl-b keeps four of its eighteen. */
+        assert_int_equal(place_group_check(g, shrunk, 1, &all, &all, NULL, NULL, 3, NULL), 0);
+        assert_int_equal(place_group_check(g, shrunk, 20, &all, &all, NULL, NULL, 3, NULL), 0);
+        assert_int_equal(place_groups_live(g, 3), 1);
+}
+
+/* A gang that fits no domain whole keeps the domain with the most room from single pods
+ * (they fragment it), not from a gang that fits there whole now: that one runs at full
+ * speed at once rather than split or waiting behind a gang that cannot start. */
+static void
+gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 3);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request huge = { .id = "ns/huge", .size = 20, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request four = { .id = "ns/four", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct topo_mask all;
+        struct place_group_domain d;
+
+        topo_mask_fill(&all, 4);
+        assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-b"); /* 18 free trays: the most room, not whole */
+        assert_false(d.whole);
+        /* nvl-a has three trays: only nvl-b holds four, and the gang of four gets it. */
+        assert_int_equal(place_group_domain(g, v, &four, NULL, 1, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_true(d.whole);
+        assert_int_equal(place_group_check(g, v, 20, &all, &all, "ns/four", NULL, 2, NULL), 0);
+        /* A single pod is kept off nvl-b (held for both), not off nvl-a. */
+        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 2, NULL), -EBUSY);
+        assert_int_equal(place_group_check(g, v, 0, &all, &all, NULL, NULL, 2, NULL), 0);
+}
+
 int
 main(void)
 {
@@ -453,6 +515,8 @@ main(void)
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
+                cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
+                cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -830,39 +830,62 @@ e2e_gang_domains() {
         done | sort -u
 }
 
-# Gang scheduling on 1.37 (GenericWorkload on the API server and the scheduler, whose
-# GangScheduling plugin comes with it; the PodGroup API scheduling.k8s.io/v1beta1): two NVLink
-# domains of four GB200 trays.  A gang of 4 pods lands in one domain; a second gang of 4 then
-# fits only in the other, and single 4-GPU pods created right after it do not take that
-# domain's trays from it.
+# e2e_gang_cluster: gang scheduling on 1.37 (GenericWorkload on the API server and the
+# scheduler, whose GangScheduling plugin comes with it; the PodGroup API
+# scheduling.k8s.io/v1beta1), two NVLink domains of four GB200 trays (clique labels
+# e2e-cluster.1 and .2), every pod gone, the scheduler and extender started afresh, and
+# only the trays and the four scenario machines schedulable.  The gates and trays are made
+# once; the next gang case only resets.
+e2e_gang_cluster() {
+        local d i
+        if [ "${E2E_GANG_UP:-0}" != 1 ]; then
+                e2e_apiserver_restart --feature-gates GenericWorkload=true \
+                        --runtime-config scheduling.k8s.io/v1beta1=true ||
+                        { E2E_WHY="kube-apiserver did not come back with GenericWorkload (log/kube-apiserver.log)"; return 1; }
+                E2E_SCHED_EXTRA=(--feature-gates GenericWorkload=true)
+        fi
+        e2e_placement_reset || { E2E_WHY="restarting the scheduler and its extender failed"; return 1; }
+        kubectl get podgroups.v1beta1.scheduling.k8s.io >/dev/null 2>&1 ||
+                { E2E_WHY="the API server does not serve scheduling.k8s.io/v1beta1 PodGroups"; return 1; }
+        if [ "${E2E_GANG_UP:-0}" != 1 ]; then
+                "$E2E_CLI" topo convert "$E2E_DATA/topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt" \
+                        >"$E2E_DIR/topology-tray.json" || { E2E_WHY="converting the tray topology failed"; return 1; }
+                for d in 1 2; do
+                        for i in 1 2 3 4; do
+                                e2e_node "tray-$d-$i" 4 "$E2E_DIR/topology-tray.json" \
+                                        "nvidia.com/gpu.clique=e2e-cluster.$d" ||
+                                        { E2E_WHY="creating tray-$d-$i failed"; return 1; }
+                        done
+                done
+                E2E_GANG_UP=1
+        fi
+        e2e_cordon_all_but dgx1 h100 hgx4 pcie8 tray-1-1 tray-1-2 tray-1-3 tray-1-4 \
+                tray-2-1 tray-2-2 tray-2-3 tray-2-4 || { E2E_WHY="cordoning the other nodes failed"; return 1; }
+        sleep 2 # the extender's watch sees the trays
+}
+
+# e2e_tray_pod NAME NODE: an existing workload holding all four GPUs of the tray NODE.
+e2e_tray_pod() {
+        e2e_gpu_pod "$1" 4 "" "$2" \
+                "{\"version\":1,\"node\":\"$2\",\"containers\":[{\"name\":\"main\",\"indices\":[0,1,2,3],\"uuids\":[\"\",\"\",\"\",\"\"]}]}" \
+                tray-busy
+}
+
+# e2e_nodes_of LABEL: the nodes the pods labelled topofit-e2e=LABEL are bound to, one a line.
+e2e_nodes_of() {
+        kubectl get pods -l "topofit-e2e=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep .
+}
+
+# Two NVLink domains of four trays.  A gang of 4 pods lands in one domain (its members'
+# picks must not hold trays: kube-scheduler breaks the tie among the domain's trays its own
+# way, so its trays differ from the extender's picks); a second gang of 4 then fits only in
+# the other, and single 4-GPU pods created right after it do not take that domain's trays.
 t_gang_domains() {
         need_topofit || return 0
         need_api_mode || return 0
         e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
-        # Opt-in for now: it fails on 1.37.2 (docs/placement.md, "Open": a member's reservation
-        # on a tray the scheduler did not choose is held against the rest of its gang).
-        [ "${E2E_GANG:-0}" = 1 ] ||
-                { skip "opt-in (E2E_GANG=1): known failure, a gang member's reservation is held against its own gang (docs/placement.md, Open)"; return; }
-        local d i dom_a dom_b
-        e2e_apiserver_restart --feature-gates GenericWorkload=true \
-                --runtime-config scheduling.k8s.io/v1beta1=true ||
-                { fail "kube-apiserver did not come back with GenericWorkload (log/kube-apiserver.log)"; return; }
-        E2E_SCHED_EXTRA=(--feature-gates GenericWorkload=true)
-        e2e_placement_reset || { fail "restarting the scheduler and its extender failed"; return; }
-        kubectl get podgroups.v1beta1.scheduling.k8s.io >/dev/null 2>&1 ||
-                { fail "the API server does not serve scheduling.k8s.io/v1beta1 PodGroups"; return; }
-        "$E2E_CLI" topo convert "$E2E_DATA/topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt" \
-                >"$E2E_DIR/topology-tray.json" || { fail "converting the tray topology failed"; return; }
-        for d in 1 2; do
-                for i in 1 2 3 4; do
-                        e2e_node "tray-$d-$i" 4 "$E2E_DIR/topology-tray.json" \
-                                "nvidia.com/gpu.clique=e2e-cluster.$d" ||
-                                { fail "creating tray-$d-$i failed"; return; }
-                done
-        done
-        e2e_cordon_all_but dgx1 h100 hgx4 pcie8 tray-1-1 tray-1-2 tray-1-3 tray-1-4 \
-                tray-2-1 tray-2-2 tray-2-3 tray-2-4 || { fail "cordoning the other nodes failed"; return; }
-        sleep 2 # the extender's watch sees the trays
+        local dom_a dom_b
+        e2e_gang_cluster || { fail "$E2E_WHY"; return; }
         e2e_gang gang-a 4 || { fail "creating gang-a failed"; return; }
         e2e_wait 60 "gang-a bound" e2e_bound_at_least 4 gang-a ||
                 { fail "gang-a: $(e2e_bound_count gang-a) of 4 pods bound in 60 s"; return; }
@@ -880,7 +903,44 @@ t_gang_domains() {
                 { fail "$(e2e_bound_count single) of 4 single pods bound in 60 s"; return; }
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
-        E2E_NOTE="gang-a in $dom_a, gang-b in $dom_b, 4 single pods elsewhere"
+        E2E_NOTE="gang-a in $dom_a on $(e2e_nodes_of gang-a | sort | tr '\n' ' '); gang-b in $dom_b; 4 single pods on $(e2e_nodes_of single | sort | tr '\n' ' ')"
+}
+
+# A gang that fits nowhere yet is not blocked by single pods that arrive while it waits:
+# domain 1 is full and one of domain 2's trays busy, so the gang (4 pods, domain-required)
+# fails its PodGroup cycle; four single 4-GPU pods created then (they would take a tray:
+# a GB200 four is the fastest set on offer) must go elsewhere, domain 2's three free trays
+# being held for the gang; once the busy tray's pod is gone the gang lands in domain 2.
+t_gang_waits() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
+        local i on dom
+        e2e_gang_cluster || { fail "$E2E_WHY"; return; }
+        for i in 1 2 3 4; do
+                e2e_tray_pod "busy-1-$i" "tray-1-$i" || { fail "creating busy-1-$i failed"; return; }
+        done
+        e2e_tray_pod busy-2-4 tray-2-4 || { fail "creating busy-2-4 failed"; return; }
+        sleep 2 # the extender's watch sees them
+        e2e_gang gang-w 4 || { fail "creating gang-w failed"; return; }
+        e2e_wait 30 "gang-w FailedScheduling" e2e_pod_failed_with gang-w-0 "" ||
+                { fail "gang-w-0 has no FailedScheduling event in 30 s"; return; }
+        [ "$(e2e_bound_count gang-w)" = 0 ] || { fail "gang-w bound with only three trays free"; return; }
+        e2e_gpu_pods_4 lone 1 4 || { fail "creating the single pods failed"; return; }
+        e2e_wait 60 "the single pods bound" e2e_bound_at_least 4 lone ||
+                { fail "$(e2e_bound_count lone) of 4 single pods bound in 60 s"; return; }
+        on=$(e2e_nodes_of lone | sort | tr '\n' ' ')
+        case " $on" in
+        *" tray-2-"*) fail "a single pod took a tray held for gang-w: $on"; return ;;
+        esac
+        kubectl delete pod busy-2-4 --grace-period=0 --force >/dev/null 2>&1
+        e2e_wait 90 "gang-w bound" e2e_bound_at_least 4 gang-w ||
+                { fail "gang-w: $(e2e_bound_count gang-w) of 4 pods bound 90 s after its fourth tray came free"; return; }
+        dom=$(e2e_gang_domains gang-w)
+        [ "$dom" = e2e-cluster.2 ] || { fail "gang-w is in '$(echo $dom)', not e2e-cluster.2 alone"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="single pods on $on while gang-w waited; gang-w in $dom once tray-2-4 came free"
 }
 
 # e2e_gpu_pods_4 PREFIX FROM TO: best-effort pods of 4 GPUs each, labelled PREFIX, one request.
