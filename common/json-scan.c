@@ -198,20 +198,19 @@ escape_at(const char *p, const char *end, unsigned *ret_cp, size_t *ret_len,
         return 0;
 }
 
-/* Past the string whose opening quote is at q, validated; NULL after a syntax error. */
+/* The rest of a string from p, a stop byte of find_stop() (or the end): escapes validated,
+ * then the closing quote; returns the position past it, NULL after a syntax error. */
 static const char *
-string_end(struct json_scan *s, const char *q, bool *ret_escaped)
+string_rest(struct json_scan *s, const char *p, bool *ret_escaped)
 {
-        const char *p = q + 1;
         bool escaped = false;
 
-        for (;;) {
+        for (;; p = find_stop(p, s->end)) {
                 const char *why;
                 unsigned cp;
                 size_t n;
                 int r;
 
-                p = find_stop(p, s->end);
                 if (p == s->end)
                         return syntax(s, -EINVAL, WHY_END, s->end), NULL;
                 if (*p == '"')
@@ -228,6 +227,22 @@ string_end(struct json_scan *s, const char *q, bool *ret_escaped)
         if (ret_escaped)
                 *ret_escaped = escaped;
         return p + 1;
+}
+
+/* Past the string whose opening quote is at q, validated; NULL after a syntax error.  Most
+ * strings have no escape: their first stop byte is the closing quote, decided here inline;
+ * the rest goes the long way. */
+static inline __attribute__((always_inline)) const char *
+string_end(struct json_scan *s, const char *q, bool *ret_escaped)
+{
+        const char *p = find_stop(q + 1, s->end);
+
+        if (_likely_(p < s->end && *p == '"')) {
+                if (ret_escaped)
+                        *ret_escaped = false;
+                return p + 1;
+        }
+        return string_rest(s, p, ret_escaped);
 }
 
 /* The string whose opening quote is at s->p: validated, s->p past its closing quote. */
