@@ -35,6 +35,34 @@ same_as_tree(const char *json, size_t size, const struct ext_config *cfg)
         }
 }
 
+/* ExtenderArgs accepted are encoded back, as the handlers would. */
+static void
+args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
+{
+        struct ext_verdict *v;
+        struct ext_args a;
+        struct buf out;
+
+        if (ext_args_decode(json, size, cfg, &a, NULL) < 0)
+                return;
+        v = calloc(a.n + 1, sizeof(*v));
+        if (!v)
+                abort();
+        /* Every other node fails, so both answer lists get entries. */
+        for (size_t i = 0; i < a.n; i++) {
+                v[i].r = i % 2 ? -ENOSPC : 0;
+                v[i].why = i % 2 ? "not enough GPUs" : NULL;
+                v[i].priority = (int)(i % (EXT_PRIORITY_MAX + 1));
+        }
+        buf_init(&out, EXT_MAX_BODY);
+        (void)ext_filter_result_encode(&a, v, NULL, &out);
+        buf_reset(&out);
+        (void)ext_priorities_encode(&a, v, &out);
+        buf_release(&out);
+        free(v);
+        ext_args_release(&a);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -45,30 +73,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ext_config_default(&cfg);
 
         same_as_tree(json, size, &cfg);
-        {
-                struct ext_args a;
-
-                if (ext_args_decode(json, size, &cfg, &a, &why) == 0) {
-                        struct ext_verdict *v = calloc(a.n + 1, sizeof(*v));
-                        struct buf out;
-
-                        if (!v)
-                                abort();
-                        /* Every other node fails, so both answer lists get entries. */
-                        for (size_t i = 0; i < a.n; i++) {
-                                v[i].r = i % 2 ? -ENOSPC : 0;
-                                v[i].why = i % 2 ? "not enough GPUs" : NULL;
-                                v[i].priority = (int)(i % (EXT_PRIORITY_MAX + 1));
-                        }
-                        buf_init(&out, EXT_MAX_BODY);
-                        (void)ext_filter_result_encode(&a, v, NULL, &out);
-                        buf_reset(&out);
-                        (void)ext_priorities_encode(&a, v, &out);
-                        buf_release(&out);
-                        free(v);
-                        ext_args_release(&a);
-                }
-        }
+        args_encode_back(json, size, &cfg);
         {
                 struct ext_preempt_args p;
 
