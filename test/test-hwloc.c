@@ -298,6 +298,16 @@ hwloc_rejects_hostile_xml(void **state)
                 {"set with a leading comma (fuzz: an assertion in hwloc's bitmap parser)",
                  "<topology><object nodeset=\",0\" complete_nodeset=\"2\"/></topology>", 0,
                  -EINVAL, "malformed nodeset"},
+                {"allowed_cpuset with a leading comma (fuzz, 2026-11-24: the same assertion; "
+                 "only the four sets of an object were checked)",
+                 "<topology><object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0x1\" allowed_cpuset=\",0x1\" nodeset=\"0x1\" "
+                 "complete_nodeset=\"0x1\" allowed_nodeset=\"0x1\"/></topology>",
+                 0, -EINVAL, "malformed allowed_cpuset"},
+                {"cpukind set with a leading comma",
+                 "<topology><object type=\"Machine\" os_index=\"0\"/>"
+                 "<cpukind cpuset=\",0x1\"/></topology>",
+                 0, -EINVAL, "malformed cpuset"},
                 {"set word wider than 32 bits",
                  "<topology><object cpuset=\"0x123456789\" complete_cpuset=\"1\"/></topology>",
                  0, -EINVAL, "malformed cpuset"},

@@ -516,6 +516,17 @@ xml_bitmap_ok(const char *v, size_t n)
         }
 }
 
+/* Whether an attribute is a bitmap hwloc parses with the same asserting reader: beside the
+ * four sets of an <object> (checked with them), its allowed_cpuset and allowed_nodeset, a
+ * <cpukind>'s cpuset, a memory attribute's initiator_cpuset: any name ending in cpuset or
+ * nodeset, on any element. */
+static bool
+xml_attr_is_bitmap(const char *attr, size_t len)
+{
+        return (len >= 6 && memcmp(attr + len - 6, "cpuset", 6) == 0) ||
+               (len >= 7 && memcmp(attr + len - 7, "nodeset", 7) == 0);
+}
+
 /* Character data or an attribute value: '&' only as a known or numeric entity. */
 static bool
 xml_text_ok(const char *v, size_t n)
@@ -677,6 +688,9 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                 if (object && (r = xml_object_attr(attr, attr_len, value, (size_t)(q - value),
                                                    &obj, err)) < 0)
                         return r;
+                if (xml_attr_is_bitmap(attr, attr_len) && !xml_bitmap_ok(value, (size_t)(q - value)))
+                        return topo__error(err, -EINVAL, 0, 0, "hwloc XML with a malformed %.*s.",
+                                           (int)MIN(attr_len, (size_t)32), attr);
         }
         if (object && (r = xml_object_check(&obj, err)) < 0)
                 return r;
