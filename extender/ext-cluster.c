@@ -735,10 +735,25 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         return 0;
 }
 
+/* Node i of a Nodes-mode request, built from what the scheduler sent. */
+static int
+extra_node(struct ext_node *n, const struct ext_config *cfg, const struct ext_args *a, size_t i)
+{
+        CLEANUP(freep) char *topo = NULL;
+        size_t len = 0;
+        int r = ext_args_topology(a, i, &topo, &len);
+
+        if (r < 0)
+                return r;
+        return ext_node_init(n, cfg, a->names[i], topo, len, a->nodes[i].gpu_capacity, NULL);
+}
+
 int
 ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                   const struct ext_args *a, struct ext_nodes *ret)
 {
+        int r;
+
         *ret = (struct ext_nodes){ 0 };
         ret->nodes = malloc(MAX(a->n, (size_t)1) * sizeof(*ret->nodes));
         if (!ret->nodes)
@@ -753,8 +768,10 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                         if (!ret->extra)
                                 return -ENOMEM;
                 }
-                if (ext_node_init(&ret->extra[ret->n_extra], cfg, a->names[i], a->topo_json[i],
-                                  a->topo_len[i], a->gpu_capacity[i], NULL) < 0)
+                r = extra_node(&ret->extra[ret->n_extra], cfg, a, i);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
                         continue; /* stays NULL: "not in the cluster view" */
                 ret->nodes[i] = &ret->extra[ret->n_extra++];
         }

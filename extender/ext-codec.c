@@ -5,9 +5,10 @@
  * in the extender and the one place its failures become sentences for a 400.  Every input
  * is capped before parsing (EXT_MAX_BODY bytes, EXT_MAX_JSON_DEPTH nesting, EXT_MAX_NODES
  * nodes, field lengths); a wrong type is an error naming the field.  Decoded structs own
- * their strings; ext_args keeps the parsed document to echo Node objects back verbatim.
+ * their strings.  ExtenderArgs are read by ext-args.c's scanner instead (no tree); the tree
+ * decoder they had stays below as its oracle, and the answers are encoded here.
  */
-#include "ext-core.h"
+#include "ext-core-private.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -16,8 +17,6 @@
 
 #include "json.h"
 #include "str.h"
-
-#define EXT_MAX_QUANTITY_LEN 32
 
 #define EXT_MAX_DOC_MEMORY (16u * EXT_MAX_BODY) /* a request's parsed tree */
 
@@ -79,9 +78,6 @@ get(const cJSON *o, const char *key)
 {
         return json_get(o, key, &tl_repeated);
 }
-
-#define EXT_WHY_REPEATED "a JSON object in the request repeats a key that the extender reads " \
-                         "(refused: readers disagree on which copy counts)"
 
 /* The end of a request decoder: r, or -EINVAL when a key it read was repeated. */
 static int
@@ -156,31 +152,39 @@ check_pod_names(const char *name, const char *namespace, const char *uid, const 
         return 0;
 }
 
+int
+ext__quantity_text(const char *s, size_t n, unsigned *ret)
+{
+        int64_t v;
+
+        if (n == 0 || n > EXT_MAX_QUANTITY_LEN)
+                return -EINVAL;
+        if (str_to_quantity_count(s, n, TOPO_MAX_GPUS * 64, &v) < 0)
+                return -EINVAL;
+        *ret = (unsigned)v;
+        return 0;
+}
+
+int
+ext__quantity_number(double d, unsigned *ret)
+{
+        if (!(d >= 0 && d <= TOPO_MAX_GPUS * 64) || d != (double)(int64_t)d)
+                return -EINVAL;
+        *ret = (unsigned)d;
+        return 0;
+}
+
 /* A resource quantity that must be a whole count, by Kubernetes' quantity grammar
  * (str_to_quantity_count, the rule kube-client's decoder uses too: "2", "2000m", "1k");
  * a JSON integer is tolerated. */
 static int
 quantity_count(const cJSON *j, unsigned *ret)
 {
-        int64_t v;
-
-        if (cJSON_IsString(j)) {
-                size_t n = strlen(j->valuestring);
-
-                if (n == 0 || n > EXT_MAX_QUANTITY_LEN)
-                        return -EINVAL;
-                if (str_to_quantity_count(j->valuestring, n, TOPO_MAX_GPUS * 64, &v) < 0)
-                        return -EINVAL;
-        } else if (cJSON_IsNumber(j)) {
-                double d = j->valuedouble;
-
-                if (d < 0 || d > TOPO_MAX_GPUS * 64 || d != (double)(int64_t)d)
-                        return -EINVAL;
-                v = (int64_t)d;
-        } else
-                return -EINVAL;
-        *ret = (unsigned)v;
-        return 0;
+        if (cJSON_IsString(j))
+                return ext__quantity_text(j->valuestring, strlen(j->valuestring), ret);
+        if (cJSON_IsNumber(j))
+                return ext__quantity_number(j->valuedouble, ret);
+        return -EINVAL;
 }
 
 /* Sum of the configured resource names in a resource list (limits, allocatable). */
@@ -479,126 +483,6 @@ ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
         return r;
 }
 
-/* --- spans of the Node objects in the request body ---------------------------------------
- * The document has already parsed, so these walk valid JSON and only need to find where
- * values begin and end; the first occurrence of a key wins, as with cJSON lookups. */
-
-static const char *
-skip_ws(const char *p, const char *end)
-{
-        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-                p++;
-        return p;
-}
-
-/* Past the string starting at p (at its opening quote). */
-static const char *
-skip_string(const char *p, const char *end)
-{
-        for (p++; p < end; p++) {
-                if (*p == '\\')
-                        p++;
-                else if (*p == '"')
-                        return p + 1;
-        }
-        return end;
-}
-
-/* Past the value starting at p. */
-static const char *
-skip_value(const char *p, const char *end)
-{
-        unsigned depth = 0;
-
-        if (p < end && *p == '"')
-                return skip_string(p, end);
-        if (p < end && *p != '{' && *p != '[') {
-                while (p < end && !strchr(",}] \t\r\n", *p))
-                        p++;
-                return p;
-        }
-        for (; p < end; p++) {
-                if (*p == '"')
-                        p = skip_string(p, end) - 1;
-                else if (*p == '{' || *p == '[')
-                        depth++;
-                else if ((*p == '}' || *p == ']') && --depth == 0)
-                        return p + 1;
-        }
-        return end;
-}
-
-/* The value of key in the object starting at p, or NULL. */
-static const char *
-find_member(const char *p, const char *end, const char *key)
-{
-        size_t klen = strlen(key);
-
-        p = skip_ws(p, end);
-        if (p >= end || *p != '{')
-                return NULL;
-        p++;
-        for (;;) {
-                const char *k, *kend;
-
-                p = skip_ws(p, end);
-                if (p >= end || *p != '"')
-                        return NULL;
-                k = p + 1;
-                kend = skip_string(p, end) - 1;
-                p = skip_ws(kend + 1, end);
-                if (p >= end || *p != ':')
-                        return NULL;
-                p = skip_ws(p + 1, end);
-                if ((size_t)(kend - k) == klen && memcmp(k, key, klen) == 0)
-                        return p;
-                p = skip_ws(skip_value(p, end), end);
-                if (p >= end || *p != ',')
-                        return NULL;
-                p++;
-        }
-}
-
-/* Records each element of Nodes.items in raw[]/raw_len[] (n entries); false when the walk
- * disagrees with n.  Only the filter answer needs them, so only its encoder walks the body. */
-static bool
-node_spans(const char *json, size_t len, size_t n, const char **raw, size_t *raw_len)
-{
-        const char *end = json + len, *p = find_member(json, end, "Nodes");
-        size_t i = 0;
-
-        p = p ? find_member(p, end, "items") : NULL;
-        p = p ? skip_ws(p, end) : NULL;
-        if (!p || *p != '[')
-                return false;
-        p = skip_ws(p + 1, end);
-        while (p < end && *p != ']') {
-                const char *v = skip_value(p, end);
-
-                if (i >= n)
-                        return false;
-                raw[i] = p;
-                raw_len[i++] = (size_t)(v - p);
-                p = skip_ws(v, end);
-                if (p < end && *p == ',')
-                        p = skip_ws(p + 1, end);
-        }
-        return i == n;
-}
-
-void
-ext_args_release(struct ext_args *a)
-{
-        if (!a)
-                return;
-        free(a->names);
-        free(a->topo_json);
-        free(a->topo_len);
-        free(a->gpu_capacity);
-        json_doc_free(a->doc);
-        *a = (struct ext_args){ 0 };
-}
-
 /* One Node object: its name, topology annotation and GPU capacity. */
 static int
 node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_name,
@@ -634,10 +518,12 @@ node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_na
         return 0;
 }
 
+/* --- the tree decoder of ExtenderArgs: the oracle of ext-args.c (ext-core-private.h) ----- */
+
 /* Which list the request carries (NodeNames or Nodes.items) and how long it is. */
 static int
-args_node_list(const cJSON *doc, struct ext_args *a, const cJSON **ret_list, size_t *ret_n,
-               const char **ret_why)
+tree_node_list(const cJSON *doc, struct ext__args_tree *a, const cJSON **ret_list,
+               size_t *ret_n, const char **ret_why)
 {
         const cJSON *names = get(doc, "NodeNames"), *nodes = get(doc, "Nodes"), *list;
 
@@ -651,6 +537,7 @@ args_node_list(const cJSON *doc, struct ext_args *a, const cJSON **ret_list, siz
                 if (!cJSON_IsArray(list))
                         return why_err(ret_why, "Nodes is not a NodeList with an items array",
                                        -EINVAL);
+                a->items = list;
         } else
                 return why_err(ret_why, "ExtenderArgs has neither NodeNames nor Nodes", -EINVAL);
         *ret_n = (size_t)cJSON_GetArraySize(list);
@@ -662,18 +549,18 @@ args_node_list(const cJSON *doc, struct ext_args *a, const cJSON **ret_list, siz
 
 /* The per-node arrays, n entries each (at least one). */
 static int
-args_alloc(struct ext_args *a, size_t n)
+tree_alloc(struct ext__args_tree *a, size_t n)
 {
         a->names = calloc(MAX(n, (size_t)1), sizeof(*a->names));
-        a->topo_json = calloc(MAX(n, (size_t)1), sizeof(*a->topo_json));
+        a->topo = calloc(MAX(n, (size_t)1), sizeof(*a->topo));
         a->topo_len = calloc(MAX(n, (size_t)1), sizeof(*a->topo_len));
         a->gpu_capacity = calloc(MAX(n, (size_t)1), sizeof(*a->gpu_capacity));
-        return a->names && a->topo_json && a->topo_len && a->gpu_capacity ? 0 : -ENOMEM;
+        return a->names && a->topo && a->topo_len && a->gpu_capacity ? 0 : -ENOMEM;
 }
 
 /* The nodes of the list, by name (NodeNames) or as Node objects (Nodes). */
 static int
-args_nodes(const cJSON *list, const struct ext_config *cfg, struct ext_args *a,
+tree_nodes(const cJSON *list, const struct ext_config *cfg, struct ext__args_tree *a,
            const char **ret_why)
 {
         const cJSON *e;
@@ -690,20 +577,33 @@ args_nodes(const cJSON *list, const struct ext_config *cfg, struct ext_args *a,
                         a->names[a->n++] = e->valuestring;
                         continue;
                 }
-                r = node_fields(e, cfg, &name, &a->topo_json[a->n], &a->topo_len[a->n],
+                r = node_fields(e, cfg, &name, &a->topo[a->n], &a->topo_len[a->n],
                                 &a->gpu_capacity[a->n], ret_why);
                 if (r < 0)
                         return r;
-                a->names[a->n++] = (char *)name;
+                a->names[a->n++] = name;
         }
         return 0;
 }
 
-int
-ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, struct ext_args *ret,
-                const char **ret_why)
+void
+ext__args_tree_release(struct ext__args_tree *a)
 {
-        struct ext_args a = { 0 };
+        if (!a)
+                return;
+        free(a->names);
+        free(a->topo);
+        free(a->topo_len);
+        free(a->gpu_capacity);
+        json_doc_free(a->doc);
+        *a = (struct ext__args_tree){ 0 };
+}
+
+int
+ext__args_decode_tree(const char *json, size_t len, const struct ext_config *cfg,
+                      struct ext__args_tree *ret, const char **ret_why)
+{
+        struct ext__args_tree a = { 0 };
         const cJSON *list = NULL;
         struct json_doc *jd = NULL;
         cJSON *doc;
@@ -721,18 +621,14 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
         if (r >= 0)
                 r = request_from_pod(get(doc, "Pod"), cfg, &a.req, ret_why);
         if (r >= 0)
-                r = args_node_list(doc, &a, &list, &n, ret_why);
+                r = tree_node_list(doc, &a, &list, &n, ret_why);
         if (r >= 0)
-                r = args_alloc(&a, n);
+                r = tree_alloc(&a, n);
         if (r >= 0)
-                r = args_nodes(list, cfg, &a, ret_why);
-        if (r >= 0 && !a.node_names) {
-                a.json = json;
-                a.json_len = len;
-        }
+                r = tree_nodes(list, cfg, &a, ret_why);
         r = refuse_repeats(r, ret_why);
         if (r < 0) {
-                ext_args_release(&a);
+                ext__args_tree_release(&a);
                 return r;
         }
         *ret = a;
@@ -907,41 +803,16 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                 stage_flush(&st);
                 r = st.r;
         } else {
-                const cJSON *items = get(get(((struct json_doc *)a->doc)->root, "Nodes"), "items");
-                CLEANUP(freep) const char **raw = malloc(MAX(a->n, (size_t)1) * sizeof(*raw));
-                CLEANUP(freep) size_t *raw_len = malloc(MAX(a->n, (size_t)1) * sizeof(*raw_len));
-                const cJSON *node;
-                size_t i = 0;
-
-                if (!raw || !raw_len)
-                        return -ENOMEM;
-                if (!node_spans(a->json, a->json_len, a->n, raw, raw_len)) {
-                        /* Cannot happen with a document cJSON accepted; print instead. */
-                        free(raw);
-                        raw = NULL;
-                }
+                /* Each kept Node echoed byte for byte from the body (its span). */
                 r = buf_puts(out, "{\"Nodes\":{\"metadata\":{},\"items\":[");
-                cJSON_ArrayForEach(node, items) {
-                        char *s;
-
-                        if (r < 0 || i >= a->n)
-                                break;
-                        if (v[i++].r != 0)
+                for (size_t i = 0; r >= 0 && i < a->n; i++) {
+                        if (v[i].r != 0)
                                 continue;
                         if (!first)
                                 r = buf_puts(out, ",");
                         first = false;
-                        if (raw) {
-                                if (r >= 0)
-                                        r = buf_append(out, raw[i - 1], raw_len[i - 1]);
-                                continue;
-                        }
-                        s = cJSON_PrintUnformatted(node);
-                        if (!s)
-                                return -ENOMEM;
                         if (r >= 0)
-                                r = buf_puts(out, s);
-                        cJSON_free(s);
+                                r = buf_append(out, a->nodes[i].span, a->nodes[i].span_len);
                 }
                 if (r >= 0)
                         r = buf_puts(out, "]},\"NodeNames\":null");

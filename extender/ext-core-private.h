@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internals shared by the extender core's files: the ledger's locked primitives, which the
- * verbs (ext-verbs.c) use to check and commit a GPU set in one critical section.
+ * verbs (ext-verbs.c) use to check and commit a GPU set in one critical section; the
+ * codec's pieces that the ExtenderArgs scanner (ext-args.c) shares; and the tree decoder
+ * of ExtenderArgs that the scanner replaced, kept as the oracle of the tests.
  */
 #pragma once
 
@@ -52,3 +54,33 @@ bool ext__ledger_maybe_empty(struct ext_ledger *l);
 /* The ledger's group table (placement/'s place_groups, with its own lock): which domain
  * each pod group was given, and the room held there for its pods not yet bound. */
 struct place_groups *ext__ledger_groups(struct ext_ledger *l);
+
+/* --- the codec's shared pieces (ext-codec.c) ------------------------------------------------ */
+#define EXT_MAX_QUANTITY_LEN 32
+#define EXT_WHY_REPEATED "a JSON object in the request repeats a key that the extender reads " \
+                         "(refused: readers disagree on which copy counts)"
+/* A GPU quantity that must be a whole count: the text of a JSON string (n bytes, 1 to
+ * EXT_MAX_QUANTITY_LEN, Kubernetes' quantity grammar: "2", "2000m", "1k"), or a JSON
+ * number's value.  0 or -EINVAL. */
+int ext__quantity_text(const char *s, size_t n, unsigned *ret);
+int ext__quantity_number(double d, unsigned *ret);
+
+/* The tree decoder of ExtenderArgs that ext_args_decode() replaced (json_parse() and cJSON
+ * lookups), kept unchanged as the oracle of test-extender and fuzz-ext-codec: both must
+ * accept the same bodies and read the same values.  The extender does not call it. */
+struct json_doc;
+struct cJSON;
+struct ext__args_tree {
+        struct ext_request req;
+        bool node_names;
+        size_t n;
+        const char **names;         /* n, into doc */
+        const char **topo;          /* Nodes mode: the annotations, unescaped (NULL: none) */
+        size_t *topo_len;
+        unsigned *gpu_capacity;
+        const struct cJSON *items;  /* Nodes mode: Nodes.items */
+        struct json_doc *doc;
+};
+int ext__args_decode_tree(const char *json, size_t len, const struct ext_config *cfg,
+                          struct ext__args_tree *ret, const char **ret_why);
+void ext__args_tree_release(struct ext__args_tree *t);

@@ -385,24 +385,29 @@ int ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct 
  * *ret_why, a sentence for the HTTP 400 body.  Encoders append to a buf whose cap bounds the answer. */
 
 /* ExtenderArgs{Pod, Nodes, NodeNames}. */
+struct ext_args_node {        /* Nodes mode: what the extender reads of one Node object */
+        const char *topo;     /* its topofit.io/topology annotation as it stands in the body, */
+        size_t topo_len;      /* still JSON-escaped (ext_args_topology() unescapes); NULL: none */
+        unsigned gpu_capacity; /* status.allocatable (else capacity) of the GPU resources */
+        const char *span;     /* the whole Node object in the body, which the filter answer */
+        size_t span_len;      /* echoes byte for byte */
+};
 struct ext_args {
         struct ext_request req;
         bool node_names;   /* NodeNames mode (nodeCacheCapable); false: Nodes mode */
         size_t n;          /* nodes named or sent */
-        char **names;      /* n node names, pointing into the decoded document */
-        /* Nodes mode: per node its topology annotation (NULL when none) and GPU capacity,
-         * pointing into the decoded document. */
-        const char **topo_json;
-        size_t *topo_len;
-        unsigned *gpu_capacity;
-        void *doc;         /* private: the decoded document, to echo Nodes back */
-        const char *json;  /* private: Nodes mode, the request body (borrowed), whose Node */
-        size_t json_len;   /* objects the filter answer copies verbatim */
+        char **names;      /* n node names, unescaped (owned by the args) */
+        struct ext_args_node *nodes; /* Nodes mode: n entries; NULL in NodeNames mode */
+        char *strings;     /* private: the names' bytes */
 };
-/* In Nodes mode the result points into json (to echo the Node objects back verbatim):
+/* ExtenderArgs from a request body, read by common/json.h's scanner without a tree
+ * (extender/ext-args.c).  The result points into json (the Nodes' annotations and spans):
  * keep json alive and unchanged until the answer is encoded. */
 int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
+/* Nodes mode: node i's topology annotation unescaped into a new string (free() it; NULL
+ * when the node has none) and its length.  0 or -ENOMEM. */
+int ext_args_topology(const struct ext_args *a, size_t i, char **ret, size_t *ret_len);
 void ext_args_release(struct ext_args *a);
 
 /* The request's nodes, resolved for the verbs: the view's node by name, or (Nodes mode)

@@ -4,8 +4,9 @@
  * performance.md, "One JSON reader"): parses each file given (the extender's real request
  * bodies, from `topofit-ext-bench --dump`, and node annotations) ROUNDS times with plain
  * cJSON on malloc and with the project's reader (json_parse(): the checks, then cJSON in a
- * bump arena), walks the tree once per parse (every value visited), and prints ms per
- * parse and MB/s.  The hand-written reader that json_parse() replaced was measured by this
+ * bump arena), walks the tree once per parse (every value visited), and with the scanner
+ * alone (json_scan_document(): validation, no tree: what json_parse() runs first and what
+ * the extender's ExtenderArgs decoder walks with), and prints ms per parse and MB/s.  The hand-written reader that json_parse() replaced was measured by this
  * file at commit a222008.  A benchmark, never a test: timing goals live here.
  * Usage: json-bench ROUNDS FILE...
  */
@@ -43,15 +44,23 @@ walk_cjson(const cJSON *j)
         return n;
 }
 
-enum jb_reader { JB_CJSON_MALLOC, JB_JSON_PARSE, _JB_MAX };
+enum jb_reader { JB_CJSON_MALLOC, JB_JSON_PARSE, JB_SCAN, _JB_MAX };
 static const char *const jb_names[_JB_MAX] = {
         [JB_CJSON_MALLOC] = "cJSON (malloc)",
         [JB_JSON_PARSE] = "json_parse()",
+        [JB_SCAN] = "scanner only",
 };
 
 static int
 parse_once(enum jb_reader which, const char *text, size_t len, size_t *ret_walk)
 {
+        if (which == JB_SCAN) {
+                struct json_scan s;
+
+                json_scan_init(&s, text, len, 0);
+                *ret_walk = 0;
+                return json_scan_document(&s);
+        }
         if (which == JB_JSON_PARSE) {
                 CLEANUP(json_doc_freep) struct json_doc *d = NULL;
 

@@ -18,6 +18,7 @@
 
 #include "test-util.h"
 
+#include "ext-args-oracle.h"
 #include "ext-core.h"
 #include "str.h"
 
@@ -81,8 +82,8 @@ codec_decodes_filter_fixtures_in_both_modes(void **state)
                         if (!a.node_names) {
                                 /* The fixture nodes carry no topofit annotation: GPUs from
                                  * status.allocatable. */
-                                assert_null(a.topo_json[k]);
-                                assert_int_equal(a.gpu_capacity[k], 8);
+                                assert_null(a.nodes[k].topo);
+                                assert_int_equal(a.nodes[k].gpu_capacity, 8);
                         }
                 }
                 ext_args_release(&a);
@@ -266,12 +267,254 @@ codec_rejects_hostile_inputs(void **state)
                 struct ext_args a;
                 const char *why = NULL;
                 int r = ext_args_decode(cases[i].json, strlen(cases[i].json), &cfg, &a, &why);
+                const char *diff = ext_oracle_differs(cases[i].json, strlen(cases[i].json), &cfg);
 
                 if (r != cases[i].r)
                         fail_msg("%s: got %d, want %d", cases[i].name, r, cases[i].r);
+                if (diff)
+                        fail_msg("%s: %s", cases[i].name, diff);
                 assert_non_null(why);
                 assert_true(strlen(why) > 10);
         }
+}
+
+/* Every JSON file of test/data/kube-scheduler-v1.20 and test/data/extender: the scanner
+ * (ext_args_decode) and the tree decoder it replaced agree, and the four ExtenderArgs
+ * captures are accepted by both. */
+static void
+codec_scanner_reads_every_fixture_as_the_tree_did(void **state)
+{
+        static const struct {
+                const char *file;
+                bool args;
+        } files[] = {
+                { "kube-scheduler-v1.20/nodecache-false/01-filter.json", true },
+                { "kube-scheduler-v1.20/nodecache-false/01-filter.headers.json", false },
+                { "kube-scheduler-v1.20/nodecache-false/02-prioritize.json", true },
+                { "kube-scheduler-v1.20/nodecache-false/02-prioritize.headers.json", false },
+                { "kube-scheduler-v1.20/nodecache-false/03-bind.json", false },
+                { "kube-scheduler-v1.20/nodecache-false/03-bind.headers.json", false },
+                { "kube-scheduler-v1.20/nodecache-false/pod-after-bind.json", false },
+                { "kube-scheduler-v1.20/nodecache-true/01-filter.json", true },
+                { "kube-scheduler-v1.20/nodecache-true/01-filter.headers.json", false },
+                { "kube-scheduler-v1.20/nodecache-true/02-prioritize.json", true },
+                { "kube-scheduler-v1.20/nodecache-true/02-prioritize.headers.json", false },
+                { "kube-scheduler-v1.20/nodecache-true/03-bind.json", false },
+                { "kube-scheduler-v1.20/nodecache-true/03-bind.headers.json", false },
+                { "kube-scheduler-v1.20/nodecache-true/pod-after-bind.json", false },
+                { "extender/fixture-cluster.json", false },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                size_t len;
+                char *json = test_read_data(files[i].file, &len);
+                const char *diff = ext_oracle_differs(json, len, &cfg);
+                struct ext_args a;
+
+                if (diff)
+                        fail_msg("%s: %s", files[i].file, diff);
+                assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL) == 0, files[i].args);
+                if (files[i].args)
+                        ext_args_release(&a);
+                free(json);
+        }
+}
+
+#define NODE(meta, status) "{\"metadata\":" meta ",\"status\":" status "}"
+#define NODES(items) POD("{\"nvidia.com/gpu\":\"1\"}", "") "\"Nodes\":{\"items\":[" items "]}}"
+#define ALLOC8 "{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}"
+
+/* Bodies at the edges of what the extender reads: both decoders give the same verdict
+ * (want) and, when they accept, the same values. */
+static const struct {
+        const char *name, *json;
+        int want; /* 0: accepted, else refused */
+} edge_cases[] = {
+        { "escaped node names", POD("{}", "") "\"NodeNames\":[\"\\u0067pu-1\",\"a\\/b\","
+          "\"\\u00e9\\ud83d\\ude00\"]}", 0 },
+        { "a 253-byte name", POD("{}", "") "\"NodeNames\":[\""
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaa\\n" "\"]}", 0 },
+        { "a 254-byte name", POD("{}", "") "\"NodeNames\":[\""
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaa\\n" "\"]}", -EINVAL },
+        { "an empty name", POD("{}", "") "\"NodeNames\":[\"\"]}", -EINVAL },
+        { "no names", POD("{}", "") "\"NodeNames\":[]}", 0 },
+        { "a Node with an escaped annotation and allocatable",
+          NODES(NODE("{\"name\":\"n1\",\"annotations\":{\"topofit.io/topology\":"
+                     "\"{\\\"gpus\\\":[]}\\u00e9\"}}", ALLOC8)), 0 },
+        { "capacity read without allocatable",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":4}}")), 0 },
+        { "allocatable wins over capacity",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":\"x\"},"
+                     "\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}")), 0 },
+        { "allocatable null: capacity",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{\"nvidia.com/gpu\":\"3\"},"
+                     "\"allocatable\":null}")), 0 },
+        { "a repeated capacity beside allocatable is not read",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{},\"capacity\":{},"
+                     "\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}")), 0 },
+        { "a repeated capacity that is read",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"capacity\":{},\"capacity\":{}}")), -EINVAL },
+        { "a repeated allocatable",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{},\"allocatable\":{}}")),
+          -EINVAL },
+        { "a repeated GPU resource",
+          NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{\"nvidia.com/gpu\":\"1\","
+                     "\"nvidia.com/gpu\":\"1\"}}")), -EINVAL },
+        { "GPUs as numbers", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":2.0e0}}") "," NODE("{\"name\":\"n2\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":-0}}")), 0 },
+        { "GPUs as a fraction", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":0.5}}")), -EINVAL },
+        { "GPUs as a long quantity", NODES(NODE("{\"name\":\"n1\"}", "{\"allocatable\":{"
+          "\"nvidia.com/gpu\":\"000000000000000000000000000000001\"}}")), -EINVAL },
+        { "a status that is not an object counts no GPUs",
+          NODES(NODE("{\"name\":\"n1\"}", "\"ready\"")), 0 },
+        { "annotations null", NODES(NODE("{\"name\":\"n1\",\"annotations\":null}", "{}")),
+          0 },
+        { "annotations a list", NODES(NODE("{\"name\":\"n1\",\"annotations\":[]}", "{}")),
+          -EINVAL },
+        { "a null topology annotation", NODES(NODE("{\"name\":\"n1\",\"annotations\":"
+          "{\"topofit.io/topology\":null}}", "{}")), -EINVAL },
+        { "a repeated topology annotation", NODES(NODE("{\"name\":\"n1\",\"annotations\":"
+          "{\"topofit.io/topology\":\"a\",\"topofit.io/topology\":\"b\"}}", "{}")),
+          -EINVAL },
+        { "a repeated key nobody reads inside a Node (fuzz-ext-codec: the oracle's compare)",
+          NODES(NODE("{\"name\":\"n1\",\"labels\":{\"a\":\"1\",\"a\":\"2\"}}", ALLOC8)), 0 },
+        { "a Node without a name", NODES(NODE("{\"labels\":{}}", "{}")), -EINVAL },
+        { "a Node without metadata", NODES("{\"status\":{}}"), -EINVAL },
+        { "a Node that is a string", NODES("\"n1\""), -EINVAL },
+        { "a Node name that is a number", NODES(NODE("{\"name\":1}", "{}")), -EINVAL },
+        { "items repeated", POD("{}", "") "\"Nodes\":{\"items\":[],\"items\":[]}}",
+          -EINVAL },
+        { "items null", POD("{}", "") "\"Nodes\":{\"items\":null}}", -EINVAL },
+        { "Nodes a list", POD("{}", "") "\"Nodes\":[]}", -EINVAL },
+        { "NodeNames wins over a broken Nodes", POD("{}", "") "\"Nodes\":{\"items\":[1,"
+          "{\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}]},\"NodeNames\":[\"x\"]}", 0 },
+        { "NodeNames wins even when it comes first", POD("{}", "")
+          "\"NodeNames\":[\"x\"],\"Nodes\":{\"items\":[{}]}}", 0 },
+        { "a broken NodeNames is refused beside Nodes", POD("{}", "")
+          "\"NodeNames\":[1],\"Nodes\":{\"items\":[]}}", -EINVAL },
+        { "NodeNames null, Nodes read", POD("{}", "") "\"NodeNames\":null,"
+          "\"Nodes\":{\"items\":[" NODE("{\"name\":\"n1\"}", ALLOC8) "]}}", 0 },
+        { "a repeated Pod: the first counts, then refused", "{\"Pod\":{\"metadata\":{}},"
+          "\"Pod\":1,\"NodeNames\":[]}", -EINVAL },
+        { "a broken Nodes list and bad JSON after it", POD("{}", "")
+          "\"Nodes\":{\"items\":[1]},\"NodeNames\":[\"x\"],\"z\":01}", -EINVAL },
+        { "keys spelled with escapes", "{\"P\\u006fd\":{\"metadata\":{}},"
+          "\"Node\\u004eames\":[\"a\"]}", 0 },
+        { "unread values of every kind", POD("{}", "") "\"x\":[true,false,null,-1.5e+3,"
+          "{\"a\":[[]]},\"\\u20ac\"],\"NodeNames\":[\"a\"]}", 0 },
+        { "a leading zero in an unread value", POD("{}", "") "\"x\":012,"
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+        { "a raw control byte in an unread string", POD("{}", "") "\"x\":\"a\x01\","
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+        { "a lone surrogate in an unread string", POD("{}", "") "\"x\":\"\\udc00\","
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+        { "bad hex in an unread escape", POD("{}", "") "\"x\":\"\\u12G4\","
+          "\"NodeNames\":[\"a\"]}", -EINVAL },
+};
+
+static void
+codec_scanner_matches_the_tree_at_the_edges(void **state)
+{
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(edge_cases); i++) {
+                size_t len = strlen(edge_cases[i].json);
+                const char *diff = ext_oracle_differs(edge_cases[i].json, len, &cfg);
+                const char *why = NULL;
+                struct ext_args a;
+                int r = ext_args_decode(edge_cases[i].json, len, &cfg, &a, &why);
+
+                if (diff)
+                        fail_msg("%s: %s", edge_cases[i].name, diff);
+                if ((r == 0) != (edge_cases[i].want == 0))
+                        fail_msg("%s: got %d (%s), want %d", edge_cases[i].name, r, why ? why : "",
+                                 edge_cases[i].want);
+                if (r == 0)
+                        ext_args_release(&a);
+                else
+                        assert_true(why && strlen(why) > 10);
+        }
+}
+
+/* The annotation stays escaped in the body until a node outside the view needs it. */
+static void
+codec_unescapes_the_topology_annotation_on_demand(void **state)
+{
+        static const char json[] = NODES(
+                NODE("{\"name\":\"n1\",\"annotations\":{\"topofit.io/topology\":"
+                     "\"{\\\"a\\\":\\\"\\u00e9\\\"}\"}}", ALLOC8)
+                "," NODE("{\"name\":\"n2\"}", ALLOC8));
+        struct ext_config cfg;
+        struct ext_args a;
+        char *topo = NULL;
+        size_t len = 0;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_args_decode(json, sizeof(json) - 1, &cfg, &a, NULL), 0);
+        assert_int_equal(a.n, 2);
+        assert_int_equal(a.nodes[0].gpu_capacity, 8);
+        assert_int_equal(ext_args_topology(&a, 0, &topo, &len), 0);
+        assert_string_equal(topo, "{\"a\":\"\xc3\xa9\"}");
+        assert_int_equal(len, strlen(topo));
+        free(topo);
+        assert_int_equal(ext_args_topology(&a, 1, &topo, &len), 0);
+        assert_null(topo);
+        assert_int_equal(len, 0);
+        assert_true(str_has_prefix(a.nodes[1].span, NODE("{\"name\":\"n2\"}", ALLOC8)));
+        assert_int_equal(a.nodes[1].span_len, strlen(NODE("{\"name\":\"n2\"}", ALLOC8)));
+        ext_args_release(&a);
+}
+
+/* Full mode, a Node the cluster view does not have: built from what the scheduler sent,
+ * its real annotation unescaped from the body only then (ext_args_topology). */
+static void
+codec_builds_a_node_outside_the_view_from_its_escaped_annotation(void **state)
+{
+        char *topo = annotation_of("dgx-h100-12nic-talos.txt");
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_nodes rn;
+        struct ext_config cfg;
+        struct ext_args a;
+        struct buf body;
+
+        ext_config_default(&cfg);
+        buf_init(&body, 1 << 20);
+        assert_int_equal(buf_puts(&body, POD("{\"nvidia.com/gpu\":\"2\"}", "")
+                                         "\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"new-1\","
+                                         "\"annotations\":{\"topofit.io/topology\":"), 0);
+        assert_int_equal(buf_put_json_string(&body, topo), 0);
+        assert_int_equal(buf_puts(&body, "}},\"status\":{}},{\"metadata\":{\"name\":\"new-2\"},"
+                                         "\"status\":" ALLOC8 "}]}}"), 0);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_non_null(b);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_int_equal(ext_args_decode(body.data, body.len, &cfg, &a, NULL), 0);
+        assert_null(ext_oracle_differs(body.data, body.len, &cfg));
+        assert_int_equal(ext_nodes_resolve(c, &cfg, &a, &rn), 0);
+        /* new-1 from its annotation (8 GPUs, annotated); new-2 from allocatable only. */
+        assert_non_null(rn.nodes[0]);
+        assert_true(rn.nodes[0]->annotated);
+        assert_int_equal(rn.nodes[0]->n_gpus, 8);
+        assert_non_null(rn.nodes[1]);
+        assert_false(rn.nodes[1]->annotated);
+        assert_int_equal(rn.nodes[1]->n_gpus, 8);
+        ext_nodes_release(&rn);
+        ext_args_release(&a);
+        ext_cluster_unref(c);
+        buf_release(&body);
+        free(topo);
 }
 
 static void
@@ -1689,6 +1932,10 @@ main(void)
                 cmocka_unit_test(codec_decodes_filter_fixtures_in_both_modes),
                 cmocka_unit_test(codec_encodes_filter_result_exactly_in_names_mode),
                 cmocka_unit_test(codec_echoes_full_nodes_verbatim),
+                cmocka_unit_test(codec_scanner_reads_every_fixture_as_the_tree_did),
+                cmocka_unit_test(codec_scanner_matches_the_tree_at_the_edges),
+                cmocka_unit_test(codec_unescapes_the_topology_annotation_on_demand),
+                cmocka_unit_test(codec_builds_a_node_outside_the_view_from_its_escaped_annotation),
                 cmocka_unit_test(codec_decodes_binding_fixtures),
                 cmocka_unit_test(codec_rejects_hostile_inputs),
                 cmocka_unit_test(codec_caps_depth_and_node_count),

@@ -3,8 +3,10 @@
  * libFuzzer harness for the extender codec (extender/ext-codec.c): every decoder the HTTP
  * handlers call on a request body gets the same bytes (ExtenderArgs for filter/prioritize,
  * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, a
- * cluster List).  Accepted arguments are encoded back, as the handlers would.  Seeds:
- * test/data/kube-scheduler-v1.20 and test/data/extender.
+ * cluster List).  Accepted arguments are encoded back, as the handlers would.  And
+ * ExtenderArgs are read twice, by the scanner (ext_args_decode) and by the tree decoder it
+ * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values.
+ * Seeds: test/data/kube-scheduler-v1.20 and test/data/extender.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -12,11 +14,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
+#include "../ext-args-oracle.h"
 #include "buf.h"
 #include "ext-core.h"
 #include "macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ExtenderArgs read by the scanner and by the tree decoder it replaced agree. */
+static void
+same_as_tree(const char *json, size_t size, const struct ext_config *cfg)
+{
+        const char *diff = ext_oracle_differs(json, size, cfg);
+
+        if (diff) {
+                fprintf(stderr, "fuzz-ext-codec: scanner and tree differ: %s\n", diff);
+                abort();
+        }
+}
+
+/* ExtenderArgs accepted are encoded back, as the handlers would. */
+static void
+args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
+{
+        struct ext_verdict *v;
+        struct ext_args a;
+        struct buf out;
+
+        if (ext_args_decode(json, size, cfg, &a, NULL) < 0)
+                return;
+        v = calloc(a.n + 1, sizeof(*v));
+        if (!v)
+                abort();
+        /* Every other node fails, so both answer lists get entries. */
+        for (size_t i = 0; i < a.n; i++) {
+                v[i].r = i % 2 ? -ENOSPC : 0;
+                v[i].why = i % 2 ? "not enough GPUs" : NULL;
+                v[i].priority = (int)(i % (EXT_PRIORITY_MAX + 1));
+        }
+        buf_init(&out, EXT_MAX_BODY);
+        (void)ext_filter_result_encode(&a, v, NULL, &out);
+        buf_reset(&out);
+        (void)ext_priorities_encode(&a, v, &out);
+        buf_release(&out);
+        free(v);
+        ext_args_release(&a);
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -27,30 +72,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         ext_config_default(&cfg);
 
-        {
-                struct ext_args a;
-
-                if (ext_args_decode(json, size, &cfg, &a, &why) == 0) {
-                        struct ext_verdict *v = calloc(a.n + 1, sizeof(*v));
-                        struct buf out;
-
-                        if (!v)
-                                abort();
-                        /* Every other node fails, so both answer lists get entries. */
-                        for (size_t i = 0; i < a.n; i++) {
-                                v[i].r = i % 2 ? -ENOSPC : 0;
-                                v[i].why = i % 2 ? "not enough GPUs" : NULL;
-                                v[i].priority = (int)(i % (EXT_PRIORITY_MAX + 1));
-                        }
-                        buf_init(&out, EXT_MAX_BODY);
-                        (void)ext_filter_result_encode(&a, v, NULL, &out);
-                        buf_reset(&out);
-                        (void)ext_priorities_encode(&a, v, &out);
-                        buf_release(&out);
-                        free(v);
-                        ext_args_release(&a);
-                }
-        }
+        same_as_tree(json, size, &cfg);
+        args_encode_back(json, size, &cfg);
         {
                 struct ext_preempt_args p;
 

@@ -85,6 +85,28 @@ for f in json_files:
     put("ext-codec", n, read(f))
     put("kube-decode", n, read(f))
 
+# --- the scanner's edges (common/json-scan.c, extender/ext-args.c): where cJSON alone is
+# laxer than JSON, and ExtenderArgs bodies where the scanner and the tree decoder must agree
+for i, t in enumerate([b'[01,1.,-,.5,1e]', b'\x01[1,\x0b2]', b'["a\x01b","a\x00b"]',
+                       b'\xef\xbb\xbf[1]', b'["\\uzzzz","\\ud800","\\udc00x","\\ud800\\u0041"]',
+                       b'{"a":1,"a":2,"\\u0061":3}', b'[' + b'1' * 64 + b']',
+                       b'{"k":"x\\n\\u00e9\\ud83d\\ude00\\/","n":-0.5e+2,"t":[true,false,null]}']):
+    put("json", "scan-%d.json" % i, t)
+POD = ('{"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":'
+       '[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}},')
+NODE = '{"metadata":{"name":"%s"%s},"status":%s}'
+for i, b in enumerate([
+        POD + '"Nodes":{"items":[' + NODE % ("n1", ',"annotations":{"topofit.io/topology":'
+                                             '"{\\"a\\":\\"\\u00e9\\"}"}',
+                                             '{"capacity":{"nvidia.com/gpu":4},"allocatable":'
+                                             '{"nvidia.com/gpu":"8"}}') + ']},"NodeNames":null}',
+        POD + '"Nodes":{"items":[' + NODE % ("n\\u0031", "", '{"capacity":{},"capacity":{},'
+                                             '"allocatable":null}') + ']}}',
+        POD + '"Nodes":{"items":[1]},"NodeNames":["x","\\u0079"]}',
+        POD + '"NodeNames":["a"],"Nodes":{"items":[],"items":[]},"x":[{"a":[[]]},"\\u20ac"]}',
+        POD + '"Node\\u004eames":["a"],"Pod":1}']):
+    put("ext-codec", "scan-%d.json" % i, b)
+
 # --- the topofit.io/gpus record (docs/annotations.md) -------------------------------------
 put("dp-gpus", "extender.json", '{"version":1,"node":"node-1","containers":[{"name":"main",'
     '"init":false,"indices":[0,1],"uuids":["GPU-0","GPU-1"]}]}')
