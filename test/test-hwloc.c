@@ -304,6 +304,16 @@ hwloc_rejects_hostile_xml(void **state)
                  "complete_cpuset=\"0x1\" allowed_cpuset=\",0x1\" nodeset=\"0x1\" "
                  "complete_nodeset=\"0x1\" allowed_nodeset=\"0x1\"/></topology>",
                  0, -EINVAL, "malformed allowed_cpuset"},
+                {"attribute name outside hwloc's [a-z_] (fuzz, 2026-11-24: hwloc 2.9 left the "
+                 "object half-built and dereferenced NULL in hwloc_bitmap_or)",
+                 "<topology><object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\">"
+                 "<object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0x1\" nodeset=\"0x1\" a1=\"1\" complete_nodeset=\"0x1\"/>"
+                 "</object></topology>",
+                 0, -EINVAL, "an attribute that is not name=\"value\""},
+                {"element name in upper case", "<topology><Object type=\"Machine\"/></topology>",
+                 0, -EINVAL, "a bad element name"},
                 {"cpukind set with a leading comma",
                  "<topology><object type=\"Machine\" os_index=\"0\"/>"
                  "<cpukind cpuset=\",0x1\"/></topology>",

@@ -478,11 +478,20 @@ xml_is_blank(char c)
         return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* Names in hwloc's own alphabet, narrower than XML's: its built-in reader takes element
+ * names of [a-z0-9_] and attribute names of [a-z_] only, and on any other name gives up on the
+ * object half-built (hwloc 2.9 then dereferences a NULL set in hwloc_bitmap_or: fuzzing,
+ * 2026-11-24, with an attribute named "a1").  Every export hwloc writes fits. */
 static bool
 xml_is_name_char(char c)
 {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '-' || c == '.' || c == ':';
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static bool
+xml_is_attr_name_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || c == '_';
 }
 
 /* hwloc's bitmap syntax, strictly (its parser asserts on a leading comma): comma-separated
@@ -666,7 +675,7 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                 if (*p == '>' || (*p == '/' && p + 1 < end && p[1] == '>'))
                         break;
                 attr = p;
-                while (p < end && xml_is_name_char(*p))
+                while (p < end && xml_is_attr_name_char(*p))
                         p++;
                 attr_len = (size_t)(p - attr);
                 if (!blank || attr_len == 0 || p + 1 >= end || p[0] != '=' || p[1] != '"')
