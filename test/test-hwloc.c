@@ -314,6 +314,16 @@ hwloc_rejects_hostile_xml(void **state)
                  0, -EINVAL, "an attribute that is not name=\"value\""},
                 {"element name in upper case", "<topology><Object type=\"Machine\"/></topology>",
                  0, -EINVAL, "a bad element name"},
+                {"distance matrix of 6111...1 objects (fuzz, 2026-11-24: hwloc allocated "
+                 "nbobjs^2 values, over 4 GiB)",
+                 "<topology><object type=\"Machine\" os_index=\"0\"/>"
+                 "<distances2hetero nbobjs=\"6111111111111111111\" kind=\"25\"/></topology>",
+                 0, -EINVAL, "nbobjs not in 1..1024"},
+                {"length past the document",
+                 "<topology><object type=\"Machine\" os_index=\"0\"/>"
+                 "<distances2 nbobjs=\"2\"><indexes length=\"99999\">0 1</indexes>"
+                 "</distances2></topology>",
+                 0, -EINVAL, "length longer than the document"},
                 {"cpukind set with a leading comma",
                  "<topology><object type=\"Machine\" os_index=\"0\"/>"
                  "<cpukind cpuset=\",0x1\"/></topology>",

@@ -448,6 +448,10 @@ static const struct {
 /* hwloc sets bit os_index of a PU's cpuset or a NUMA node's nodeset: os_index 4294967295
  * (also what a missing one means) is a 512 MiB bitmap.  Linux: at most 8192 CPUs. */
 #define XML_MAX_OS_INDEX 65535
+/* A distance matrix's objects (<distances2 nbobjs=...>): hwloc allocates nbobjs^2 values
+ * before reading them, so nbobjs="61111..." took over 4 GiB (fuzzing, 2026-11-24).  Real
+ * matrices name NUMA nodes, GPUs and NICs: dozens. */
+#define XML_MAX_DIST_OBJS 1024
 
 /* The object types hwloc 2 exports (hwloc_obj_type_string()), and hwloc 1's older names.
  * hwloc itself also takes abbreviations ("NU" is a NUMANode), which real exports never
@@ -534,6 +538,26 @@ xml_attr_is_bitmap(const char *attr, size_t len)
 {
         return (len >= 6 && memcmp(attr + len - 6, "cpuset", 6) == 0) ||
                (len >= 7 && memcmp(attr + len - 7, "nodeset", 7) == 0);
+}
+
+/* The counts hwloc allocates by before it reads what they count: a distance matrix's nbobjs
+ * (nbobjs^2 values) at most XML_MAX_DIST_OBJS, and the length of an <indexes> or
+ * <u64values> text at most the document's. */
+static int
+xml_count_attr(const char *xml, const char *end, const char *attr, size_t attr_len,
+               const char *value, size_t n, struct topo_error *err)
+{
+        int v;
+
+        if (xml_is(attr, attr_len, "nbobjs") && str_to_int(value, n, 1, XML_MAX_DIST_OBJS, &v) < 0)
+                return topo__error(err, -EINVAL, 0, 0,
+                                   "hwloc XML distances with nbobjs not in 1..%u.",
+                                   XML_MAX_DIST_OBJS);
+        if (xml_is(attr, attr_len, "length") &&
+            (str_to_int(value, n, 0, INT_MAX, &v) < 0 || (size_t)v > (size_t)(end - xml)))
+                return topo__error(err, -EINVAL, 0, 0,
+                                   "hwloc XML with a length longer than the document.");
+        return 0;
 }
 
 /* Character data or an attribute value: '&' only as a known or numeric entity. */
@@ -700,6 +724,9 @@ xml_check_start_tag(const char *xml, const char *p, const char *end, const char 
                 if (xml_attr_is_bitmap(attr, attr_len) && !xml_bitmap_ok(value, (size_t)(q - value)))
                         return topo__error(err, -EINVAL, 0, 0, "hwloc XML with a malformed %.*s.",
                                            (int)MIN(attr_len, (size_t)32), attr);
+                if ((r = xml_count_attr(xml, end, attr, attr_len, value, (size_t)(q - value),
+                                        err)) < 0)
+                        return r;
         }
         if (object && (r = xml_object_check(&obj, err)) < 0)
                 return r;
