@@ -433,24 +433,6 @@ top_decode(struct args_scan *as)
         return r;
 }
 
-/* The sentence of a 400 for a body that is not valid JSON (the codec's, ext-codec.c). */
-static int
-syntax_why(int r, const char **ret_why)
-{
-        switch (r) {
-        case -ENODATA:
-                return set_why(ret_why, "the request body is empty"), -EINVAL;
-        case -ELOOP:
-                return set_why(ret_why, "the JSON is nested deeper than the limit"), r;
-        case -EILSEQ:
-                return set_why(ret_why, "a JSON string holds \\u0000, which is refused"), -EINVAL;
-        case -EBADMSG:
-                return set_why(ret_why, "the request body has bytes after the JSON value"), -EINVAL;
-        default:
-                return set_why(ret_why, "the request body is not valid JSON"), -EINVAL;
-        }
-}
-
 /* The list the answer uses into a, which takes its arrays and names. */
 static int
 args_take(struct node_list *l, bool names, struct ext_args *a)
@@ -512,7 +494,7 @@ ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, stru
         if (r >= 0)
                 r = json_scan_finish(&as.s);
         if (as.s.error)
-                return syntax_why(as.s.error, ret_why);
+                return ext__json_why(as.s.error, ret_why);
         if (r >= 0)
                 r = args_finish(&as, &a, ret_why);
         if (r < 0) {

@@ -20,18 +20,11 @@
 
 #define EXT_MAX_DOC_MEMORY (16u * EXT_MAX_BODY) /* a request's parsed tree */
 
-/* Parses json into *ret (free with json_doc_free, never cJSON_Delete): common/json.h's
- * reader, its failures turned into the sentences of a 400 here.  cap bounds the bytes
- * accepted, doc_cap the tree's memory. */
-static int
-parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap,
-                 struct json_doc **ret, const char **ret_why)
+/* The sentence of a 400 for a JSON reader's failure r (json_parse() or the scanner of
+ * ext-args.c, common/json.h), and the code to return; 0 and -ENOMEM pass through. */
+int
+ext__json_why(int r, const char **ret_why)
 {
-        int r;
-
-        if (len > cap)
-                return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
-        r = json_parse(json, len, doc_cap, EXT_MAX_JSON_DEPTH, ret, NULL);
         switch (r) {
         case 0:
         case -ENOMEM:
@@ -49,6 +42,21 @@ parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap,
         default:
                 return set_why(ret_why, "the request body is not valid JSON"), -EINVAL;
         }
+}
+
+/* Parses json into *ret (free with json_doc_free, never cJSON_Delete): common/json.h's
+ * reader, its failures turned into the sentences of a 400 here.  cap bounds the bytes
+ * accepted, doc_cap the tree's memory. */
+static int
+parse_doc_capped(const char *json, size_t len, size_t cap, size_t doc_cap,
+                 struct json_doc **ret, const char **ret_why)
+{
+        int r;
+
+        if (len > cap)
+                return set_why(ret_why, "the request body is larger than the limit"), -EMSGSIZE;
+        r = json_parse(json, len, doc_cap, EXT_MAX_JSON_DEPTH, ret, NULL);
+        return ext__json_why(r, ret_why);
 }
 
 static int
@@ -285,28 +293,6 @@ string_at(const cJSON *obj, const char *key)
         return cJSON_IsString(j) && j->valuestring[0] ? j->valuestring : NULL;
 }
 
-/* "source/namespace/name[/name2]" into id; a long one keeps its head and a hash of the
- * whole, so two groups never share an id by being cut. */
-static void
-group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const char *name,
-         const char *name2)
-{
-        char full[3 * EXT_NAME_MAX + 64];
-        uint64_t h = 1469598103934665603ull;
-        int n;
-
-        n = snprintf(full, sizeof(full), "%s/%s/%s%s%s", source, ns, name, name2 ? "/" : "",
-                     name2 ? name2 : "");
-        if (n > 0 && (size_t)n < PLACE_NAME_MAX) {
-                memcpy(id, full, (size_t)n + 1);
-                return;
-        }
-        for (const char *p = full; *p; p++)
-                h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        snprintf(id, PLACE_NAME_MAX, "%.*s#%016llx", PLACE_NAME_MAX - 19, full,
-                 (unsigned long long)h);
-}
-
 /* A group size from a label/annotation value: 1..PLACE_MAX_GROUP_PODS, else 0. */
 static unsigned
 group_size(const char *v)
@@ -338,14 +324,14 @@ decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_
                                         "from 1 to 1024"),
                        -EINVAL;
         if (pg)
-                group_id(g->id, "podgroup", ns, pg, NULL);
+                ext_group_id(g->id, "podgroup", ns, pg, NULL);
         for (size_t k = 0; !g->id[0] && k < ELEMENTSOF(group_sources); k++) {
                 const struct group_source *src = &group_sources[k];
                 const char *name = string_at(src->annotation ? annotations : labels, src->key);
 
                 if (!name)
                         continue;
-                group_id(g->id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
+                ext_group_id(g->id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
                                                                  : NULL);
                 if (src->size)
                         g->size = group_size(string_at(annotations, src->size));

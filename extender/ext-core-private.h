@@ -63,6 +63,9 @@ struct place_groups *ext__ledger_groups(struct ext_ledger *l);
  * EXT_MAX_QUANTITY_LEN, Kubernetes' quantity grammar: "2", "2000m", "1k"), or a JSON
  * number's value.  0 or -EINVAL. */
 int ext__quantity_text(const char *s, size_t n, unsigned *ret);
+/* The sentence of a 400 for a JSON reader's failure r, and the code to return (ext-codec.c);
+ * 0 and -ENOMEM pass through. */
+int ext__json_why(int r, const char **ret_why);
 int ext__quantity_number(double d, unsigned *ret);
 
 /* The tree decoder of ExtenderArgs that ext_args_decode() replaced (json_parse() and cJSON
