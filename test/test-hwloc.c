@@ -273,20 +273,20 @@ hwloc_rejects_hostile_xml(void **state)
                  -EINVAL, "bad declaration"},
                 {"object with a cpuset but no nodeset (fuzz crash)",
                  "<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"01\" "
-                 "complete_cpuset=\"1\" nodeset=\"1\" complete_nodeset=\"0\"> "
+                 "complete_cpuset=\"1\" nodeset=\"1\" complete_nodeset=\"1\"> "
                  "<object type=\"Group\" cpuset=\"00\" "
                  "complete_cpuset=\"0\"><object type=\"NU\" cpuset=\"01\" "
                  "complete_cpuset=\"0\" nodeset=\"1\" c3=\"1\" complete_nodeset=\"4\"/>"
                  "</object> </object></topology>",
                  0, -EINVAL, "cpuset without nodeset"},
                 {"PU without os_index (fuzz: a 512 MiB bitmap in hwloc)",
-                 "<topology><object type=\"Machine\" cpuset=\"3\" complete_cpuset=\"1\" "
+                 "<topology><object type=\"Machine\" cpuset=\"3\" complete_cpuset=\"3\" "
                  "nodeset=\"1\" complete_nodeset=\"1\"><object type=\"PU\" cpuset=\"0\" "
                  "complete_cpuset=\"0\" nodeset=\"1\" complete_nodeset=\"1\"/></object>"
                  "</topology>",
                  0, -EINVAL, "without os_index"},
                 {"abbreviated type (fuzz: hwloc reads \"NU\" as a NUMA node, 512 MiB)",
-                 "<topology><object type=\"Machine\" cpuset=\"1\" complete_cpuset=\"0\" "
+                 "<topology><object type=\"Machine\" cpuset=\"1\" complete_cpuset=\"1\" "
                  "nodeset=\"0\" complete_nodeset=\"0\"><object type=\"NU\"/></object>"
                  "</topology>",
                  0, -EINVAL, "unknown type \"NU\""},
@@ -324,6 +324,15 @@ hwloc_rejects_hostile_xml(void **state)
                  "<distances2 nbobjs=\"2\"><indexes length=\"99999\">0 1</indexes>"
                  "</distances2></topology>",
                  0, -EINVAL, "length longer than the document"},
+                {"cpuset outside its complete_cpuset (fuzz, 2026-11-24: NULL in hwloc_bitmap_or)",
+                 "<topology><object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0x2\" nodeset=\"0x1\" complete_nodeset=\"0x1\"/></topology>",
+                 0, -EINVAL, "a set outside its complete set"},
+                {"nodeset outside its complete_nodeset, in a higher word",
+                 "<topology><object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+                 "complete_cpuset=\"0xf...f\" nodeset=\"0x1,,0x0\" complete_nodeset=\"0x1\"/>"
+                 "</topology>",
+                 0, -EINVAL, "a set outside its complete set"},
                 {"cpukind set with a leading comma",
                  "<topology><object type=\"Machine\" os_index=\"0\"/>"
                  "<cpukind cpuset=\",0x1\"/></topology>",

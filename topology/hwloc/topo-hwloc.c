@@ -604,6 +604,8 @@ xml_malformed(struct topo_error *err, const char *xml, const char *p, const char
 /* What an <object> tag's attributes said so far. */
 struct xml_object_attrs {
         bool seen[_XML_SET_MAX]; /* cpuset, complete_cpuset, nodeset, complete_nodeset */
+        const char *set[_XML_SET_MAX]; /* their values, set[i][0..set_len[i]) */
+        size_t set_len[_XML_SET_MAX];
         bool has_os_index, needs_os_index, has_type;
 };
 
@@ -642,12 +644,71 @@ xml_object_attr(const char *attr, size_t attr_len, const char *value, size_t n,
                                            "hwloc XML object with a malformed %s.",
                                            xml_set_names[i]);
                 o->seen[i] = true;
+                o->set[i] = value;
+                o->set_len[i] = n;
         }
         return 0;
 }
 
+/* Reads a bitmap that passed xml_bitmap_ok() a 32-bit word at a time from the right (word 0
+ * first); past its words, all ones after a "0xf...f" prefix, else 0. */
+struct xml_bitmap_cursor {
+        const char *v;
+        size_t pos;    /* end of the next word */
+        bool left;     /* words remain */
+        bool infinite; /* the "0xf...f" prefix */
+};
+
+static void
+xml_bitmap_cursor_init(struct xml_bitmap_cursor *c, const char *v, size_t n)
+{
+        *c = (struct xml_bitmap_cursor){ .v = v, .pos = n, .left = true,
+                                         .infinite = n >= 7 && memcmp(v, "0xf...f", 7) == 0 };
+}
+
+static uint32_t
+xml_bitmap_next_word(struct xml_bitmap_cursor *c)
+{
+        size_t start = c->pos, len;
+        const char *w;
+        uint32_t x = 0;
+
+        if (!c->left)
+                return c->infinite ? UINT32_MAX : 0;
+        while (start > 0 && c->v[start - 1] != ',')
+                start--;
+        w = c->v + start;
+        len = c->pos - start;
+        c->left = start > 0;
+        c->pos = start ? start - 1 : 0;
+        if (len == 7 && memcmp(w, "0xf...f", 7) == 0) {
+                c->left = false;
+                return UINT32_MAX;
+        }
+        if (len >= 2 && w[0] == '0' && w[1] == 'x')
+                w += 2, len -= 2;
+        for (size_t i = 0; i < len; i++)
+                x = x << 4 | (uint32_t)(w[i] <= '9' ? w[i] - '0' : (w[i] | 0x20) - 'a' + 10);
+        return x;
+}
+
+/* Whether bitmap a[0..na) is within b[0..nb). */
+static bool
+xml_bitmap_within(const char *a, size_t na, const char *b, size_t nb)
+{
+        struct xml_bitmap_cursor ca, cb;
+
+        xml_bitmap_cursor_init(&ca, a, na);
+        xml_bitmap_cursor_init(&cb, b, nb);
+        while (ca.left || cb.left)
+                if (xml_bitmap_next_word(&ca) & ~xml_bitmap_next_word(&cb))
+                        return false;
+        return !ca.infinite || cb.infinite;
+}
+
 /* An <object> once all its attributes are read: a type, os_index where hwloc needs one,
- * and its sets all or none. */
+ * its sets all or none, and each set within its complete one (hwloc 2.9 dereferenced NULL
+ * in hwloc_bitmap_or on a cpuset outside its complete_cpuset: fuzzing, 2026-11-24). */
 static int
 xml_object_check(const struct xml_object_attrs *o, struct topo_error *err)
 {
@@ -664,6 +725,13 @@ xml_object_check(const struct xml_object_attrs *o, struct topo_error *err)
                                 return topo__error(err, -EINVAL, 0, 0,
                                                    "hwloc XML object has %s without %s.",
                                                    xml_set_names[i], xml_set_names[j]);
+        if (o->seen[XML_CPUSET] &&
+            (!xml_bitmap_within(o->set[XML_CPUSET], o->set_len[XML_CPUSET],
+                                o->set[XML_COMPLETE_CPUSET], o->set_len[XML_COMPLETE_CPUSET]) ||
+             !xml_bitmap_within(o->set[XML_NODESET], o->set_len[XML_NODESET],
+                                o->set[XML_COMPLETE_NODESET], o->set_len[XML_COMPLETE_NODESET])))
+                return topo__error(err, -EINVAL, 0, 0,
+                                   "hwloc XML object with a set outside its complete set.");
         return 0;
 }
 
