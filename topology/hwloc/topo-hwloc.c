@@ -609,7 +609,7 @@ struct xml_object_attrs {
         bool has_os_index, needs_os_index, has_type;
 };
 
-/* One attribute of an <object>: os_index in range, a known type, well-formed sets. */
+/* One attribute of an <object>: os_index in range, a known type, which sets it has. */
 static int
 xml_object_attr(const char *attr, size_t attr_len, const char *value, size_t n,
                 struct xml_object_attrs *o, struct topo_error *err)
@@ -639,10 +639,7 @@ xml_object_attr(const char *attr, size_t attr_len, const char *value, size_t n,
         for (size_t i = 0; i < _XML_SET_MAX; i++) {
                 if (!xml_is(attr, attr_len, xml_set_names[i]))
                         continue;
-                if (!xml_bitmap_ok(value, n))
-                        return topo__error(err, -EINVAL, 0, 0,
-                                           "hwloc XML object with a malformed %s.",
-                                           xml_set_names[i]);
+                /* Its syntax is checked with every other bitmap (xml_attr_is_bitmap). */
                 o->seen[i] = true;
                 o->set[i] = value;
                 o->set_len[i] = n;
