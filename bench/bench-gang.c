@@ -31,7 +31,27 @@ static const char *const gang_policy_names[_BENCH_GANG_POLICY_MAX] = {
         [BENCH_GANG_TOPOFIT] = "topofit",
 };
 
-DEFINE_STRING_TABLE_TO_STRING(bench_gang_policy, enum bench_gang_policy, gang_policy_names)
+DEFINE_STRING_TABLE(bench_gang_policy, enum bench_gang_policy, gang_policy_names)
+
+static const char *const gang_class_names[BENCH_GANG_CLASSES] = {
+        [BENCH_GANG_Q1] = "1",
+        [BENCH_GANG_Q2] = "2",
+        [BENCH_GANG_Q4] = "4",
+        [BENCH_GANG_Q8] = "8",
+        [BENCH_GANG_QGANG_SMALL] = "gang-small",
+        [BENCH_GANG_QGANG_BIG] = "gang-big",
+};
+
+DEFINE_STRING_TABLE_TO_STRING(bench_gang_class, enum bench_gang_class, gang_class_names)
+
+enum bench_gang_class
+bench_gang_class_of(unsigned pods, unsigned gpus)
+{
+        if (pods > 1)
+                return pods > 4 ? BENCH_GANG_QGANG_BIG : BENCH_GANG_QGANG_SMALL;
+        return gpus >= 8 ? BENCH_GANG_Q8 : gpus >= 4 ? BENCH_GANG_Q4 : gpus >= 2 ? BENCH_GANG_Q2
+                                                                                 : BENCH_GANG_Q1;
+}
 
 void
 bench_gang_config_default(struct bench_gang_config *c)
@@ -555,7 +575,7 @@ pct(double *v, size_t n, double p)
 int
 bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang_config *cfg,
                     const struct bench_gang_job *jobs, size_t n_jobs, enum bench_gang_policy policy,
-                    struct bench_gang_summary *ret)
+                    struct bench_gang_summary *ret, double *ret_wait)
 {
         struct gsim s = { .cl = cl, .cfg = cfg, .jobs = jobs };
         CLEANUP(freep) unsigned *queue = NULL;
@@ -591,10 +611,17 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
         for (unsigned c = 0; c < BENCH_GANG_CLASSES; c++)
                 qd[c] = calloc(MAX(n_jobs, (size_t)1), sizeof(*qd[c]));
         if (!s.nodes || !s.pod_node || !s.pod_set || !s.running || !s.finish || !queue ||
-            !start || !stretch || !gang_stretch || !qd[0] || !qd[1] || !qd[2] || !qd[3]) {
+            !start || !stretch || !gang_stretch) {
                 r = -ENOMEM;
                 goto out;
         }
+        for (unsigned c = 0; c < BENCH_GANG_CLASSES; c++)
+                if (!qd[c]) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+        for (size_t i = 0; ret_wait && i < n_jobs; i++)
+                ret_wait[i] = -1;
         for (unsigned i = 0, k = 0; i < cfg->n_domains * cfg->trays_per_domain; i++, k++) {
                 struct gnode *n = &s.nodes[k];
 
@@ -765,9 +792,11 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                         s.finish[job] = s.now + jobs[job].duration * stretch[job];
                         s.running[s.n_running++] = job;
                         {
-                                unsigned c = j->pods > 1 ? (j->pods > 4 ? 3 : 2) : j->gpus > 1 ? 1 : 0;
+                                enum bench_gang_class c = bench_gang_class_of(j->pods, j->gpus);
 
                                 qd[c][nqd[c]++] = (s.now - j->arrival) / 60;
+                                if (ret_wait)
+                                        ret_wait[job] = (s.now - j->arrival) / 60;
                         }
                 }
                 nq = kept;
@@ -835,14 +864,14 @@ bench_gang_report_markdown(const struct bench_gang_summary *s, size_t n, struct 
                                s[i].slowdown_mean, s[i].slowdown_p95, 100 * s[i].best_frac,
                                100 * s[i].stranded_sat, 100 * s[i].alloc_sat, s[i].makespan_h);
         if (r >= 0)
-                r = buf_printf(out, "\n| policy | queueing p50 / p95 (min): 1 GPU | 2-8 GPUs, one node | gangs of 2-4 pods | gangs of 6-18 pods |\n"
-                                    "|---|---:|---:|---:|---:|\n");
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = buf_printf(out, "| %s | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f |\n",
-                               bench_gang_policy_to_string(s[i].policy), s[i].qdelay_p50[0],
-                               s[i].qdelay_p95[0], s[i].qdelay_p50[1], s[i].qdelay_p95[1],
-                               s[i].qdelay_p50[2], s[i].qdelay_p95[2], s[i].qdelay_p50[3],
-                               s[i].qdelay_p95[3]);
+                r = buf_printf(out, "\n| policy | queueing p50 / p95 (min): 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | gangs of 2-4 pods | gangs of 6-18 pods |\n"
+                                    "|---|---:|---:|---:|---:|---:|---:|\n");
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                r = buf_printf(out, "| %s |", bench_gang_policy_to_string(s[i].policy));
+                for (unsigned c = 0; r >= 0 && c < BENCH_GANG_CLASSES; c++)
+                        r = buf_printf(out, " %.1f / %.1f |", s[i].qdelay_p50[c], s[i].qdelay_p95[c]);
+                r = r < 0 ? r : buf_puts(out, "\n");
+        }
         return r < 0 ? r : 0;
 }
 
@@ -851,18 +880,115 @@ bench_gang_report_csv(const struct bench_gang_summary *s, size_t n, struct buf *
 {
         int r = buf_printf(out, "policy,gangs_inside,gangs_could,gangs_inside_nvl,gangs_could_nvl,"
                                 "slowdown_mean,slowdown_p95,best_frac,stranded_sat,alloc_sat,"
-                                "qdelay1_p50,qdelay1_p95,qdelay_node_p50,qdelay_node_p95,"
-                                "qdelay_gang_small_p50,qdelay_gang_small_p95,qdelay_gang_big_p50,"
-                                "qdelay_gang_big_p95,makespan_h\n");
+                                "makespan_h");
 
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = buf_printf(out, "%s,%.4f,%u,%.4f,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+        for (unsigned c = 0; r >= 0 && c < BENCH_GANG_CLASSES; c++)
+                r = buf_printf(out, ",qdelay_%s_p50,qdelay_%s_p95", bench_gang_class_to_string(c),
+                               bench_gang_class_to_string(c));
+        r = r < 0 ? r : buf_puts(out, "\n");
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                r = buf_printf(out, "%s,%.4f,%u,%.4f,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f",
                                bench_gang_policy_to_string(s[i].policy), s[i].gangs_inside,
                                s[i].gangs_could, s[i].gangs_inside_nvl, s[i].gangs_could_nvl,
                                s[i].slowdown_mean, s[i].slowdown_p95, s[i].best_frac,
-                               s[i].stranded_sat, s[i].alloc_sat, s[i].qdelay_p50[0],
-                               s[i].qdelay_p95[0], s[i].qdelay_p50[1], s[i].qdelay_p95[1],
-                               s[i].qdelay_p50[2], s[i].qdelay_p95[2], s[i].qdelay_p50[3],
-                               s[i].qdelay_p95[3], s[i].makespan_h);
+                               s[i].stranded_sat, s[i].alloc_sat, s[i].makespan_h);
+                for (unsigned c = 0; r >= 0 && c < BENCH_GANG_CLASSES; c++)
+                        r = buf_printf(out, ",%.2f,%.2f", s[i].qdelay_p50[c], s[i].qdelay_p95[c]);
+                r = r < 0 ? r : buf_puts(out, "\n");
+        }
+        return r < 0 ? r : 0;
+}
+
+int
+bench_gang_report_cdf_csv(const struct bench_gang_summary *s, size_t n,
+                          const struct bench_gang_job *jobs, size_t n_jobs,
+                          double *const *wait, struct buf *out)
+{
+        CLEANUP(freep) double *v = calloc(MAX(n_jobs, (size_t)1), sizeof(*v));
+        int r;
+
+        if (!v)
+                return -ENOMEM;
+        r = buf_puts(out, "policy,class,minutes,fraction\n");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                for (unsigned c = 0; r >= 0 && c < BENCH_GANG_CLASSES; c++) {
+                        size_t m = 0;
+
+                        for (size_t k = 0; k < n_jobs; k++)
+                                if (wait[i][k] >= 0 &&
+                                    bench_gang_class_of(jobs[k].pods, jobs[k].gpus) == c)
+                                        v[m++] = wait[i][k];
+                        qsort(v, m, sizeof(*v), cmp_double);
+                        /* One point per distinct delay: the last job at that delay. */
+                        for (size_t k = 0; r >= 0 && k < m; k++)
+                                if (k + 1 == m || v[k + 1] != v[k])
+                                        r = buf_printf(out, "%s,%s,%.3f,%.5f\n",
+                                                       bench_gang_policy_to_string(s[i].policy),
+                                                       bench_gang_class_to_string(c), v[k],
+                                                       (double)(k + 1) / (double)m);
+                }
+        return r < 0 ? r : 0;
+}
+
+/* Bar charts of gang-summary.csv: output name, title, column (1-based), scale. */
+static const struct {
+        const char *file, *title;
+        unsigned col;
+        const char *scale;
+} gang_bars[] = {
+        { "gang-metric-inside-nvl", "gangs in one NVLink domain when one could hold them (%)", 4, "100*v" },
+        { "gang-metric-stranded", "GPUs stranded at saturation (%)", 9, "100*v" },
+        { "gang-metric-makespan", "makespan (h)", 11, "v" },
+        { "gang-metric-slowdown-mean", "gang slow-down, mean (run time / ideal)", 6, "v" },
+        { "gang-metric-qdelay8-p95", "8-GPU single-node jobs: queueing p95 (min)", 19, "v" },
+        { "gang-metric-qdelay-gang-small-p95", "gangs of 2-4 pods: queueing p95 (min)", 21, "v" },
+};
+
+int
+bench_gang_report_gnuplot(const struct bench_gang_summary *s, size_t n, struct buf *out)
+{
+        int r = buf_puts(out,
+                "# Generated by topofit bench gang: turns gang-summary.csv and gang-cdf.csv into SVG.\n"
+                "set datafile separator ','\n"
+                "set terminal svg size 800,480 dynamic font 'sans,12' background rgb 'white'\n"
+                "set grid\n"
+                "policies = '");
+
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = buf_printf(out, "%s%s", i ? " " : "", bench_gang_policy_to_string(s[i].policy));
+        r = r < 0 ? r : buf_puts(out,
+                "'\n"
+                "set key bottom right\n"
+                "set ylabel 'fraction of jobs'\n"
+                "set yrange [0:1.02]\n"
+                "set logscale x\n"
+                "set xrange [0.01:*]\n"
+                "set xlabel 'queueing delay (minutes, log scale; no wait drawn at 0.01)'\n"
+                "do for [c in '1 2 4 8 gang-small gang-big'] {\n"
+                "  set output 'gang-qdelay-cdf-'.c.'.svg'\n"
+                "  set title 'gang scenario: queueing delay CDF, '.(c eq 'gang-small' ? "
+                "'gangs of 2-4 pods' : c eq 'gang-big' ? 'gangs of 6-18 pods' : c.'-GPU single-node jobs')\n"
+                "  plot for [p in policies] 'gang-cdf.csv' using (strcol(1) eq p && strcol(2) eq c "
+                "? ($3 < 0.01 ? 0.01 : $3) : 1/0):4 with steps lw 2 title p\n"
+                "}\n"
+                "unset logscale x\n"
+                "set autoscale x\n"
+                "set style fill solid 0.6\n"
+                "set boxwidth 0.6\n"
+                "unset key\n"
+                "set xlabel ''\n"
+                "set ylabel ''\n"
+                "set yrange [0:*]\n"
+                "set offsets 0.5, 0.5, graph 0.12, 0\n");
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(gang_bars); k++)
+                r = buf_printf(out,
+                               "set output '%s.svg'\n"
+                               "set title \"%s\"\n"
+                               "plot 'gang-summary.csv' every ::1 using 0:(v=column(%u), %s):xtic(1) "
+                               "with boxes, '' every ::1 using 0:(v=column(%u), %s):(v=column(%u), "
+                               "sprintf('%%.3g', %s)) with labels offset 0,0.7\n",
+                               gang_bars[k].file, gang_bars[k].title, gang_bars[k].col,
+                               gang_bars[k].scale, gang_bars[k].col, gang_bars[k].scale,
+                               gang_bars[k].col, gang_bars[k].scale);
         return r < 0 ? r : 0;
 }

@@ -191,6 +191,8 @@ struct options {
         bool plots;
         bool have_policies;
         bool policies[_BENCH_POLICY_MAX];
+        bool gang;                                   /* the gang command: its own policies */
+        bool gang_policies[_BENCH_GANG_POLICY_MAX];
         struct bench_gen_config gen;
         bool gen_seed_set, gen_jobs_set, gen_load_set; /* given on the command line */
         struct bench_convert_opts conv;
@@ -205,7 +207,8 @@ usage(FILE *f)
               "       topofit bench convert --format FORMAT FILE\n"
               "       topofit bench generate [--jobs N] [--seed N] [--load X] [--gpus N]\n"
               "       topofit bench peer-besteffort --peer PATH [--random N] [TOPOLOGY...]\n"
-              "       topofit bench gang [--seed N] [--jobs N] [--load X] [--out DIR]\n"
+              "       topofit bench gang [--seed N] [--jobs N] [--load X] [--policies LIST]\n"
+              "                          [--out DIR] [--no-plots]\n"
               "\n"
               "Replays a job trace on a cluster of real node topologies under each placement\n"
               "policy and prints a markdown table of the results.  With no options: the\n"
@@ -220,7 +223,9 @@ usage(FILE *f)
               "  --load X           synthetic: offered load, fraction of GPU time (default 0.9)\n"
               "  --gpus N           generate: cluster GPUs that set the arrival rate\n"
               "  --policies LIST    comma-separated subset of k8s-default, k8s-besteffort,\n"
-              "                     binpack-besteffort, topofit, oracle (default: all)\n"
+              "                     binpack-besteffort, topofit, oracle (default: all); gang:\n"
+              "                     k8s-default, k8s-besteffort, binpack-besteffort,\n"
+              "                     rack-packing, topofit\n"
               "  --out DIR          write summary.csv, jobs.csv, series.csv, plots.gp there\n"
               "  --no-plots         with --out: do not run gnuplot\n"
               "  --peer PATH        peer-besteffort: bench/peer-gpuallocator's binary (its\n"
@@ -330,14 +335,19 @@ parse_options(int argc, char **argv, struct options *o)
                                 return -EINVAL;
                         o->have_policies = true;
                         memset(o->policies, 0, sizeof(o->policies));
+                        memset(o->gang_policies, 0, sizeof(o->gang_policies));
                         for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-                                enum bench_policy pol = bench_policy_from_string(p);
+                                int pol = o->gang ? (int)bench_gang_policy_from_string(p)
+                                                  : (int)bench_policy_from_string(p);
 
                                 if (pol < 0) {
                                         fprintf(stderr, "topofit bench: unknown policy '%s'\n", p);
                                         return -EINVAL;
                                 }
-                                o->policies[pol] = true;
+                                if (o->gang)
+                                        o->gang_policies[pol] = true;
+                                else
+                                        o->policies[pol] = true;
                         }
                         break;
                 }
@@ -402,9 +412,9 @@ load_trace(const struct options *o, unsigned gpus, struct bench_trace *t)
 }
 
 static int
-run_gnuplot(const char *dir)
+run_gnuplot(const char *dir, const char *script)
 {
-        char *argv[] = { (char *)"gnuplot", (char *)"plots.gp", NULL };
+        char *argv[] = { (char *)"gnuplot", (char *)script, NULL };
         posix_spawn_file_actions_t fa;
         char cwd[PATH_MAX];
         pid_t pid;
@@ -461,7 +471,7 @@ write_outputs(const char *dir, const struct bench_run *runs, const struct bench_
                 return r;
         }
         if (plots) {
-                r = run_gnuplot(dir);
+                r = run_gnuplot(dir, "plots.gp");
                 if (r < 0)
                         fprintf(stderr, "topofit bench: gnuplot failed (%s, see %s/plots.log); the "
                                         "CSVs and plots.gp are in %s\n", strerror(-r), dir, dir);
@@ -764,14 +774,16 @@ cmd_peer(const struct options *o, int argc, char **argv)
 #define BENCH_GANG_TRAY "test/data/topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt"
 #define BENCH_GANG_HGX "test/data/topologies/hgx-h100-13nic-mlx5ib-eth-penny.txt"
 
-/* `topofit bench gang [--seed N] [--jobs N] [--load X] [--out DIR]`: NVL72-style domains of
- * GB200 trays and HGX H100 nodes under leaves, every gang policy; prints the tables and,
- * with --out, writes gang-summary.csv. */
+/* `topofit bench gang [--seed N] [--jobs N] [--load X] [--policies LIST] [--out DIR]
+ * [--no-plots]`: NVL72-style domains of GB200 trays and HGX H100 nodes under leaves, each
+ * gang policy asked for; prints the tables and, with --out, writes gang-summary.csv,
+ * gang-cdf.csv, gang-plots.gp and (gnuplot) the gang-*.svg charts. */
 static int
 cmd_gang(struct options *o, int argc, char **argv)
 {
         const char *root = getenv("TOPOFIT_SOURCE_ROOT");
         struct bench_gang_summary sum[_BENCH_GANG_POLICY_MAX];
+        double *wait[_BENCH_GANG_POLICY_MAX] = { 0 };
         struct bench_gang_config cfg;
         struct bench_gang_cluster cl = { 0 };
         struct bench_gang_job *jobs = NULL;
@@ -814,33 +826,52 @@ cmd_gang(struct options *o, int argc, char **argv)
                "pods\n\n", cfg.n_domains, cfg.trays_per_domain, cfg.n_leaves, cfg.nodes_per_leaf,
                n_jobs, (unsigned long long)cfg.seed, cfg.load, 100 * cfg.gang_share);
         for (int p = 0; p < _BENCH_GANG_POLICY_MAX; p++) {
+                if (!o->gang_policies[p])
+                        continue;
+                wait[n_sum] = calloc(n_jobs, sizeof(*wait[n_sum]));
+                if (!wait[n_sum]) {
+                        fprintf(stderr, "topofit bench gang: out of memory\n");
+                        goto out;
+                }
                 r = bench_gang_simulate(&cl, &cfg, jobs, n_jobs, (enum bench_gang_policy)p,
-                                        &sum[n_sum]);
+                                        &sum[n_sum], wait[n_sum]);
                 if (r < 0) {
                         fprintf(stderr, "topofit bench gang: %s: %s\n",
                                 bench_gang_policy_to_string((enum bench_gang_policy)p), strerror(-r));
+                        n_sum++;
                         goto out;
                 }
                 n_sum++;
         }
-        buf_init(&table, 1u << 20);
+        buf_init(&table, (size_t)1 << 28);
         r = bench_gang_report_markdown(sum, n_sum, &table);
         if (r >= 0)
                 fwrite(table.data, 1, table.len, stdout);
         if (r >= 0 && o->out) {
-                buf_reset(&table);
                 if (mkdir(o->out, 0755) < 0 && errno != EEXIST)
                         r = -errno;
+                buf_reset(&table);
                 r = r < 0 ? r : bench_gang_report_csv(sum, n_sum, &table);
                 r = r < 0 ? r : write_file(o->out, "gang-summary.csv", &table);
+                buf_reset(&table);
+                r = r < 0 ? r : bench_gang_report_cdf_csv(sum, n_sum, jobs, n_jobs, wait, &table);
+                r = r < 0 ? r : write_file(o->out, "gang-cdf.csv", &table);
+                buf_reset(&table);
+                r = r < 0 ? r : bench_gang_report_gnuplot(sum, n_sum, &table);
+                r = r < 0 ? r : write_file(o->out, "gang-plots.gp", &table);
         }
         buf_release(&table);
         if (r < 0) {
                 fprintf(stderr, "topofit bench gang: %s\n", strerror(-r));
                 goto out;
         }
+        if (o->out && o->plots && run_gnuplot(o->out, "gang-plots.gp") < 0)
+                fprintf(stderr, "topofit bench gang: gnuplot failed (see %s/plots.log); the CSVs "
+                                "and gang-plots.gp are in %s\n", o->out, o->out);
         rc = 0;
 out:
+        for (size_t i = 0; i < n_sum; i++)
+                free(wait[i]);
         free(jobs);
         score_class_unref(cl.tray_cls);
         score_class_unref(cl.hgx_cls);
@@ -860,11 +891,14 @@ bench_main(int argc, char **argv)
         bench_convert_opts_default(&o.conv);
         for (int p = 0; p < _BENCH_POLICY_MAX; p++)
                 o.policies[p] = true;
+        for (int p = 0; p < _BENCH_GANG_POLICY_MAX; p++)
+                o.gang_policies[p] = true;
         if (argc > 1 && argv[1][0] != '-') {
                 cmd = argv[1];
                 argc--;
                 argv++;
         }
+        o.gang = strcmp(cmd, "gang") == 0;
         r = parse_options(argc, argv, &o);
         if (r != 0)
                 return r > 0 ? 0 : 2;

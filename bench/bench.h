@@ -384,6 +384,7 @@ enum bench_gang_policy {
         _BENCH_GANG_POLICY_INVALID = -EINVAL,
 };
 const char *bench_gang_policy_to_string(enum bench_gang_policy p);
+enum bench_gang_policy bench_gang_policy_from_string(const char *s);
 
 struct bench_gang_config {
         uint64_t seed;
@@ -416,7 +417,20 @@ struct bench_gang_cluster {
         struct score_class *hgx_cls;
 };
 
-#define BENCH_GANG_CLASSES 4 /* queueing columns: 1 GPU, 2-8 on one node, gangs <= 4, > 4 pods */
+/* Queueing classes: single-node jobs of 1, 2, 4 and 8 GPUs, gangs of 2-4 pods, of 6-18 pods. */
+enum bench_gang_class {
+        BENCH_GANG_Q1,
+        BENCH_GANG_Q2,
+        BENCH_GANG_Q4,
+        BENCH_GANG_Q8,
+        BENCH_GANG_QGANG_SMALL,
+        BENCH_GANG_QGANG_BIG,
+        BENCH_GANG_CLASSES,
+};
+/* The class of a job of pods pods of gpus GPUs each. */
+enum bench_gang_class bench_gang_class_of(unsigned pods, unsigned gpus);
+/* "1", "2", "4", "8", "gang-small", "gang-big": the class's name in the CSV files. */
+const char *bench_gang_class_to_string(enum bench_gang_class c);
 
 struct bench_gang_summary {
         enum bench_gang_policy policy;
@@ -436,12 +450,23 @@ struct bench_gang_summary {
 };
 
 /* Runs jobs (sorted by arrival) on the cluster cfg describes under policy.  0 and *ret,
- * -EINVAL, -ENOMEM, -EPROTO (a policy handed a GPU out twice). */
+ * -EINVAL, -ENOMEM, -EPROTO (a policy handed a GPU out twice).  ret_wait (may be NULL):
+ * n_jobs entries, each job's queueing delay in minutes (-1: never placed, or larger than
+ * every node). */
 int bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang_config *cfg,
                         const struct bench_gang_job *jobs, size_t n_jobs,
-                        enum bench_gang_policy policy, struct bench_gang_summary *ret);
+                        enum bench_gang_policy policy, struct bench_gang_summary *ret,
+                        double *ret_wait);
 int bench_gang_report_markdown(const struct bench_gang_summary *s, size_t n, struct buf *out);
 int bench_gang_report_csv(const struct bench_gang_summary *s, size_t n, struct buf *out);
+/* gang-cdf.csv: policy,class,minutes,fraction: the queueing delay CDF of each class per
+ * policy (wait[i]: n_jobs waits of policy s[i].policy, as bench_gang_simulate wrote them). */
+int bench_gang_report_cdf_csv(const struct bench_gang_summary *s, size_t n,
+                              const struct bench_gang_job *jobs, size_t n_jobs,
+                              double *const *wait, struct buf *out);
+/* A gnuplot script that turns gang-summary.csv and gang-cdf.csv (in the current directory)
+ * into the gang scenario's SVG charts (gang-*.svg). */
+int bench_gang_report_gnuplot(const struct bench_gang_summary *s, size_t n, struct buf *out);
 
 /* The `topofit bench` command line: argv[0] is the command name.  Returns an exit code. */
 int bench_main(int argc, char **argv);

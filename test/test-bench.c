@@ -909,8 +909,8 @@ gang_scenario_runs_every_policy_deterministically(void **state)
         for (int p = 0; p < _BENCH_GANG_POLICY_MAX; p++) {
                 struct bench_gang_summary a, b;
 
-                assert_int_equal(bench_gang_simulate(&cl, &cfg, jobs, n, p, &a), 0);
-                assert_int_equal(bench_gang_simulate(&cl, &cfg, jobs, n, p, &b), 0);
+                assert_int_equal(bench_gang_simulate(&cl, &cfg, jobs, n, p, &a, NULL), 0);
+                assert_int_equal(bench_gang_simulate(&cl, &cfg, jobs, n, p, &b, NULL), 0);
                 assert_int_equal(a.n_unplaced, 0);
                 assert_true(a.n_gangs > 0);
                 assert_memory_equal(&a, &b, sizeof(a));
