@@ -178,22 +178,78 @@ domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned coun
         return sets;
 }
 
-/* Chooses the domain for a group of size pods (0: unknown) of count GPUs: at the innermost
- * level where some domain holds them all, the one with the fewest sets to spare; when none
- * does at any level, the one with the most sets at level 0 (or the first level that has
- * domains).  Returns 1 and *ret, 0 when no level has domains, -ENOSPC when none has a set. */
+/* The state of one choice across levels: the fallback (the domain with the most sets at
+ * the first level that has domains) for a group that no domain holds whole. */
+struct choice_state {
+        struct place_group_domain most;
+        bool any_level, have_most;
+};
+
+/* At level l: the domain that holds the whole group with the fewest sets to spare (size
+ * unknown: the most room).  Returns 1 and *ret, 0 when none holds it, -ENOMEM. */
 static int
-choose(const struct place_groups *g, const struct place_view *v,
-       const struct place_group_request *req, const struct topo_mask *const *free_of,
-       uint64_t now_ns, struct place_group_domain *ret)
+choose_at_level(const struct place_groups *g, const struct place_view *v,
+                const struct place_group_request *req, const struct topo_mask *const *free_of,
+                uint64_t now_ns, unsigned l, struct choice_state *st,
+                struct place_group_domain *ret)
 {
-        struct place_group_domain most = { 0 };
-        bool any_level = false, have_most = false;
+        size_t n = place_view_n_domains(v, l);
+        unsigned need = MAX(req->size, 1u);
+        CLEANUP(freep) unsigned *sets = NULL;
+        ssize_t best = -1;
+
+        if (n == 0)
+                return 0;
+        sets = calloc(n, sizeof(*sets));
+        if (!sets)
+                return -ENOMEM;
+        /* One pass over the nodes for every domain of the level. */
+        for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+                ssize_t d = place_view_node_domain(v, i, l);
+                struct score_class *cls = place_view_node_class(v, i);
+
+                if (d >= 0 && cls)
+                        sets[d] += place_count_sets(cls, free_of && free_of[i]
+                                                                 ? free_of[i]
+                                                                 : place_view_node_free(v, i),
+                                                    req->count, req->require);
+        }
+        for (size_t d = 0; d < n && g->n_used > 0; d++)
+                sets[d] = minus(sets[d], held_locked(g, v, l, (ssize_t)d, req->id, now_ns));
+        for (size_t d = 0; d < n; d++) {
+                if (sets[d] >= need && req->size > 0 && (best < 0 || sets[d] < sets[best]))
+                        best = (ssize_t)d;
+                /* Size unknown: the domain with the most room. */
+                if (sets[d] >= need && req->size == 0 && (best < 0 || sets[d] > sets[best]))
+                        best = (ssize_t)d;
+                if (!st->any_level && sets[d] > 0 && (!st->have_most || sets[d] > st->most.sets)) {
+                        st->most = (struct place_group_domain){ .level = l, .sets = sets[d] };
+                        str_copy(st->most.name, sizeof(st->most.name),
+                                 place_view_domain(v, l, d)->name,
+                                 strlen(place_view_domain(v, l, d)->name));
+                        st->have_most = true;
+                }
+        }
+        st->any_level = true;
+        if (best < 0)
+                return 0;
+        *ret = (struct place_group_domain){ .level = l, .sets = sets[best], .whole = true };
+        str_copy(ret->name, sizeof(ret->name), place_view_domain(v, l, (size_t)best)->name,
+                 strlen(place_view_domain(v, l, (size_t)best)->name));
+        return 1;
+}
+
+/* One node that holds the whole group (its own NVLink domain), the one with the fewest
+ * sets to spare.  Returns 1 and *ret, 0 when none does. */
+static int
+choose_node(const struct place_groups *g, const struct place_view *v,
+            const struct place_group_request *req, const struct topo_mask *const *free_of,
+            uint64_t now_ns, struct place_group_domain *ret)
+{
         unsigned need = MAX(req->size, 1u), best_sets = UINT32_MAX;
         ssize_t best_node = -1;
+        const char *name;
 
-        /* Innermost of all: one node that holds the whole group (its own NVLink domain),
-         * the one with the fewest sets to spare. */
         for (size_t i = 0; req->size > 1 && i < place_view_n_nodes(v); i++) {
                 struct score_class *cls = place_view_node_class(v, i);
                 unsigned sets;
@@ -211,69 +267,48 @@ choose(const struct place_groups *g, const struct place_view *v,
                         best_node = (ssize_t)i;
                 }
         }
-        if (best_node >= 0) {
-                const char *name = place_view_node_name(v, (size_t)best_node);
-
-                *ret = (struct place_group_domain){ .level = PLACE_LEVEL_NODE, .sets = best_sets,
-                                                    .whole = true };
-                str_copy(ret->name, sizeof(ret->name), name, strlen(name));
-                return 1;
-        }
-
-        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
-                size_t n = place_view_n_domains(v, l);
-                CLEANUP(freep) unsigned *sets = NULL;
-                ssize_t best = -1;
-
-                if (n == 0)
-                        continue;
-                sets = calloc(n, sizeof(*sets));
-                if (!sets)
-                        return -ENOMEM;
-                /* One pass over the nodes for every domain of the level. */
-                for (size_t i = 0; i < place_view_n_nodes(v); i++) {
-                        ssize_t d = place_view_node_domain(v, i, l);
-                        struct score_class *cls = place_view_node_class(v, i);
-
-                        if (d >= 0 && cls)
-                                sets[d] += place_count_sets(cls, free_of && free_of[i]
-                                                                         ? free_of[i]
-                                                                         : place_view_node_free(v, i),
-                                                            req->count, req->require);
-                }
-                for (size_t d = 0; d < n && g->n_used > 0; d++)
-                        sets[d] = minus(sets[d], held_locked(g, v, l, (ssize_t)d, req->id, now_ns));
-                for (size_t d = 0; d < n; d++) {
-                        if (sets[d] >= need && req->size > 0 &&
-                            (best < 0 || sets[d] < sets[best]))
-                                best = (ssize_t)d;
-                        /* Size unknown: the domain with the most room. */
-                        if (sets[d] >= need && req->size == 0 &&
-                            (best < 0 || sets[d] > sets[best]))
-                                best = (ssize_t)d;
-                        if (!any_level && sets[d] > 0 && (!have_most || sets[d] > most.sets)) {
-                                most = (struct place_group_domain){ .level = l, .sets = sets[d] };
-                                str_copy(most.name, sizeof(most.name),
-                                         place_view_domain(v, l, d)->name,
-                                         strlen(place_view_domain(v, l, d)->name));
-                                have_most = true;
-                        }
-                }
-                any_level = true;
-                if (best >= 0) {
-                        const struct place_domain *pd = place_view_domain(v, l, (size_t)best);
-
-                        *ret = (struct place_group_domain){ .level = l, .sets = sets[best],
-                                                            .whole = true };
-                        str_copy(ret->name, sizeof(ret->name), pd->name, strlen(pd->name));
-                        return 1;
-                }
-        }
-        if (!any_level)
+        if (best_node < 0)
                 return 0;
-        if (!have_most)
+        name = place_view_node_name(v, (size_t)best_node);
+        *ret = (struct place_group_domain){ .level = PLACE_LEVEL_NODE, .sets = best_sets,
+                                            .whole = true };
+        str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+        return 1;
+}
+
+/* Chooses the domain for a group of size pods (0: unknown) of count GPUs: a multi-node
+ * NVLink domain (level 0) that holds them all, the one with the fewest sets to spare; else
+ * one node that holds them all (its NVSwitch is an NVLink domain too); else, at the
+ * innermost network tier where some domain holds them all, the one with the fewest sets to
+ * spare; when none does at any level, the one with the most sets at level 0 (or the first
+ * level that has domains).  Level 0 before one node: both are NVLink, and a whole node is
+ * the one thing a pod as large as the node can use, so a group that a multi-node domain
+ * holds as well leaves it whole.  Returns 1 and *ret, 0 when no level has domains,
+ * -ENOSPC when none has a set. */
+static int
+choose(const struct place_groups *g, const struct place_view *v,
+       const struct place_group_request *req, const struct topo_mask *const *free_of,
+       uint64_t now_ns, struct place_group_domain *ret)
+{
+        struct choice_state st = { 0 };
+        int x;
+
+        x = choose_at_level(g, v, req, free_of, now_ns, 0, &st, ret);
+        if (x != 0)
+                return x;
+        x = choose_node(g, v, req, free_of, now_ns, ret);
+        if (x != 0)
+                return x;
+        for (unsigned l = 1; l < PLACE_MAX_LEVELS; l++) {
+                x = choose_at_level(g, v, req, free_of, now_ns, l, &st, ret);
+                if (x != 0)
+                        return x;
+        }
+        if (!st.any_level)
+                return 0;
+        if (!st.have_most)
                 return -ENOSPC;
-        *ret = most;
+        *ret = st.most;
         return 1;
 }
 
@@ -385,6 +420,7 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                   uint64_t now_ns, char *ret_group)
 {
         struct score_class *cls = place_view_node_class(v, i);
+        bool backfill = false;
         int x = 0;
 
         if (!g || !v || !cls || !free || !set)
@@ -419,14 +455,22 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                     place_count_sets(cls, free, r->count, r->require))
                         continue;
                 have = domain_sets(v, r->domain.level, d, r->count, r->require, i, &left, free_of);
-                if (have < need) {
-                        x = -EBUSY;
-                        if (ret_group)
+                if (have >= need)
+                        continue;
+                /* A backfill hold (the group fits no domain whole) is soft for single pods:
+                 * the caller decides (place.h); a whole group's hold is not. */
+                if (gang_backfills(r)) {
+                        if (!backfill && ret_group)
                                 str_copy(ret_group, PLACE_NAME_MAX, r->id, strlen(r->id));
+                        backfill = true;
+                        continue;
                 }
+                x = -EBUSY;
+                if (ret_group)
+                        str_copy(ret_group, PLACE_NAME_MAX, r->id, strlen(r->id));
         }
         pthread_mutex_unlock(&g->lock);
-        return x;
+        return x < 0 ? x : backfill ? PLACE_HOLD_BACKFILL : 0;
 }
 
 unsigned

@@ -496,9 +496,106 @@ gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere(void **state)
         assert_string_equal(d.name, "nvl-b");
         assert_true(d.whole);
         assert_int_equal(place_group_check(g, v, 20, &all, &all, "ns/four", NULL, 2, NULL), 0);
-        /* A single pod is kept off nvl-b (held for both), not off nvl-a. */
-        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 2, NULL), -EBUSY);
+        /* A single pod: nvl-b is held for the huge gang (soft: backfill, the four's hold is
+         * kept with one tray less), nvl-a not. */
+        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 2, NULL),
+                         PLACE_HOLD_BACKFILL);
         assert_int_equal(place_group_check(g, v, 0, &all, &all, NULL, NULL, 2, NULL), 0);
+}
+
+/* Four NVL72-style trays in one domain ("nvl-a") beside HGX H100 nodes under a leaf
+ * ("leaf-1", no multi-node domain): free_trays of the trays free, the HGX nodes' free GPUs
+ * given.  Nodes 0..3 are the trays, 4.. the HGX nodes. */
+static struct place_view *
+trays_and_hgx(struct score_class *tray, struct score_class *h100, unsigned free_trays,
+              const char *const *hgx_free, unsigned n_hgx)
+{
+        struct place_node nodes[8];
+        static const char *const names[8] = { "tray-0", "tray-1", "tray-2", "tray-3",
+                                               "hgx-0", "hgx-1", "hgx-2", "hgx-3" };
+        struct place_view *v = NULL;
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (unsigned i = 0; i < 4 + n_hgx; i++) {
+                nodes[i] = (struct place_node){ .name = names[i], .cls = i < 4 ? tray : h100 };
+                if (i < free_trays)
+                        topo_mask_fill(&nodes[i].free, 4);
+                if (i >= 4)
+                        nodes[i].free = mask_of(hgx_free[i - 4], 8);
+                nodes[i].domain[0] = i < 4 ? "nvl-a" : NULL;
+                nodes[i].domain[1] = "leaf-1";
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 4 + n_hgx, NULL, 0, NULL, NULL, &v), 0);
+        return v;
+}
+
+/* A gang of two 4-GPU pods that an NVL72-style domain holds goes there rather than to an
+ * empty HGX node that holds it too (both are one NVLink domain; the whole 8-GPU node is
+ * what 8-GPU pods need); with no domain room left it gets the HGX node, and a gang of
+ * 8-GPU pods, which no tray serves, one node or the leaf. */
+static void
+group_prefers_a_multi_node_domain_to_a_whole_node(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        static const char *const empty[2] = { NULL, NULL };
+        CLEANUP(place_view_unrefp) struct place_view *v = trays_and_hgx(tray, h100, 4, empty, 2);
+        CLEANUP(place_view_unrefp) struct place_view *full = trays_and_hgx(tray, h100, 1, empty, 2);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        CLEANUP(place_groups_freep) struct place_groups *g2 = place_groups_new(0);
+        struct place_group_request pair = { .id = "ns/pair", .size = 2, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request pair2 = { .id = "ns/pair2", .size = 2, .count = 4,
+                                             .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request big = { .id = "ns/big", .size = 2, .count = 8,
+                                           .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_domain d;
+
+        assert_int_equal(place_group_domain(g, v, &pair, NULL, 0, &d), 1);
+        assert_int_equal(d.level, 0);
+        assert_string_equal(d.name, "nvl-a");
+        assert_true(d.whole);
+        assert_int_equal(place_group_domain(g, full, &pair2, NULL, 0, &d), 1);
+        assert_int_equal(d.level, PLACE_LEVEL_NODE);
+        assert_string_equal(d.name, "hgx-0");
+        /* Two 8-GPU pods: no tray, no single node: the leaf (two HGX nodes). */
+        assert_int_equal(place_group_domain(g2, v, &big, NULL, 0, &d), 1);
+        assert_int_equal(d.level, 1);
+        assert_string_equal(d.name, "leaf-1");
+}
+
+/* Room held for a gang that fits no domain whole is soft for a single pod
+ * (PLACE_HOLD_BACKFILL: the caller weighs it), room held for a gang given its domain whole
+ * is not (-EBUSY), and a pod of another gang is not held off backfill room at all. */
+static void
+backfill_hold_is_soft_for_single_pods(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 3);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request huge = { .id = "ns/huge", .size = 20, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        struct place_group_request three = { .id = "ns/three", .size = 3, .count = 4,
+                                             .mode = PLACE_DOMAIN_PREFERRED };
+        struct topo_mask all, one;
+        struct place_group_domain d;
+        char who[PLACE_NAME_MAX] = "";
+
+        topo_mask_fill(&all, 4);
+        topo_mask_fill(&one, 1);
+        assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_false(d.whole);
+        assert_int_equal(place_group_check(g, v, 20, &all, &one, NULL, NULL, 1, who),
+                         PLACE_HOLD_BACKFILL);
+        assert_string_equal(who, "ns/huge");
+        assert_int_equal(place_group_check(g, v, 20, &all, &one, "ns/other", NULL, 1, NULL), 0);
+        /* A gang of three given nvl-a (three trays, whole): its hold is hard. */
+        assert_int_equal(place_group_domain(g, v, &three, NULL, 1, &d), 1);
+        assert_string_equal(d.name, "nvl-a");
+        assert_true(d.whole);
+        assert_int_equal(place_group_check(g, v, 0, &all, &one, NULL, NULL, 2, NULL), -EBUSY);
 }
 
 int
@@ -517,6 +614,8 @@ main(void)
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
                 cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
                 cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),
+                cmocka_unit_test(group_prefers_a_multi_node_domain_to_a_whole_node),
+                cmocka_unit_test(backfill_hold_is_soft_for_single_pods),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
