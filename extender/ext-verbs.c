@@ -9,7 +9,6 @@
  */
 #include "ext-core-private.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -290,51 +289,6 @@ group_of(const struct ext_cluster *c, const struct ext_request *req,
         return buf;
 }
 
-static const char *const why_held =
-        "the node's GPUs are held for another pod group's pods that are not bound yet";
-
-/* Node i's largest class broken by its verdict's set (place_largest_broken), against the
- * snapshot's view; a node the view does not hold counts as breaking nothing. */
-static int
-node_largest_broken(const struct ext_cluster *c, const struct ext_node *node,
-                    const struct ext_verdict *v)
-{
-        size_t i = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
-                                                                   : PLACE_NO_NODE;
-        int k = place_largest_broken(c->place, i, node->cls, &v->free, &v->choice.set);
-
-        return k > 0 ? k : 0;
-}
-
-/* Room held for a gang that fits no domain whole (a backfill hold, place_group_check) is
- * soft for a pod of no group: it may take such a node only when every other node it fits
- * would break a larger set (place_largest_broken: the last whole 8-GPU node is worth more
- * to the cluster than a tray is to a gang that cannot start yet).  A pod that fits nowhere
- * else, or elsewhere at no larger cost, leaves the held room alone, so it still fills up
- * for the gang.  held[i] marks the fitting nodes only backfill holds stand on; those that
- * stay held are turned (-EAGAIN).  Returns how many it turned. */
-static int
-backfill_or_not(const struct ext_cluster *c, const struct ext_node *const *nodes, size_t n,
-                const bool *held, struct ext_verdict *ret)
-{
-        int cheapest_free = INT_MAX, turned = 0;
-
-        for (size_t i = 0; i < n; i++)
-                if (ret[i].r == 0 && !held[i])
-                        cheapest_free = MIN(cheapest_free, node_largest_broken(c, nodes[i], &ret[i]));
-        for (size_t i = 0; i < n; i++) {
-                if (ret[i].r != 0 || !held[i])
-                        continue;
-                if (cheapest_free < INT_MAX &&
-                    node_largest_broken(c, nodes[i], &ret[i]) < cheapest_free)
-                        continue;
-                ret[i].r = -EAGAIN;
-                ret[i].why = why_held;
-                turned++;
-        }
-        return turned;
-}
-
 /* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
  * gets its group's domain (chosen now for the group's first pod) and is kept in it
  * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
@@ -350,7 +304,6 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         const struct place_group_request *grp = group_of(c, req, &sized);
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
         CLEANUP(freep) struct topo_mask *others = NULL;
-        CLEANUP(freep) bool *backfill_held = NULL;
         struct place_group_domain d;
         bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
         ssize_t dom = -1;
@@ -410,24 +363,15 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                         } else
                                 ret[i].off_domain = true;
                 }
-                if (ret[i].r == 0 && live && idx != PLACE_NO_NODE) {
-                        int h = place_group_check(g, c->place, idx, &ret[i].free,
-                                                  &ret[i].choice.set, grp->id, free_of, now_ns,
-                                                  NULL);
-
-                        if (h == PLACE_HOLD_BACKFILL && !backfill_held)
-                                backfill_held = calloc(n, sizeof(*backfill_held));
-                        /* Out of memory, a backfill hold stands like any other. */
-                        if (h == -EBUSY || (h == PLACE_HOLD_BACKFILL && !backfill_held)) {
-                                ret[i].r = -EAGAIN;
-                                ret[i].why = why_held;
-                        } else if (h == PLACE_HOLD_BACKFILL)
-                                backfill_held[i] = true;
+                if (ret[i].r == 0 && live && idx != PLACE_NO_NODE &&
+                    place_group_check(g, c->place, idx, &ret[i].free, &ret[i].choice.set, grp->id,
+                                      free_of, now_ns, NULL) == -EBUSY) {
+                        ret[i].r = -EAGAIN;
+                        ret[i].why = "the node's GPUs are held for another pod group's pods that "
+                                     "are not bound yet";
                 }
                 turned += ret[i].r != 0;
         }
-        if (backfill_held)
-                turned += backfill_or_not(c, nodes, n, backfill_held, ret);
         return turned;
 }
 

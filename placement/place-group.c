@@ -420,7 +420,6 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                   uint64_t now_ns, char *ret_group)
 {
         struct score_class *cls = place_view_node_class(v, i);
-        bool backfill = false;
         int x = 0;
 
         if (!g || !v || !cls || !free || !set)
@@ -455,22 +454,14 @@ place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                     place_count_sets(cls, free, r->count, r->require))
                         continue;
                 have = domain_sets(v, r->domain.level, d, r->count, r->require, i, &left, free_of);
-                if (have >= need)
-                        continue;
-                /* A backfill hold (the group fits no domain whole) is soft for single pods:
-                 * the caller decides (place.h); a whole group's hold is not. */
-                if (gang_backfills(r)) {
-                        if (!backfill && ret_group)
+                if (have < need) {
+                        x = -EBUSY;
+                        if (ret_group)
                                 str_copy(ret_group, PLACE_NAME_MAX, r->id, strlen(r->id));
-                        backfill = true;
-                        continue;
                 }
-                x = -EBUSY;
-                if (ret_group)
-                        str_copy(ret_group, PLACE_NAME_MAX, r->id, strlen(r->id));
         }
         pthread_mutex_unlock(&g->lock);
-        return x < 0 ? x : backfill ? PLACE_HOLD_BACKFILL : 0;
+        return x;
 }
 
 unsigned

@@ -628,15 +628,14 @@ place_view_node_name(const struct place_view *v, size_t i)
 
 /* --- the cluster term ----------------------------------------------------------------- */
 
-/* Node i's (or, PLACE_NO_NODE, a foreign node's) capacity per class with free and with
- * free less set.  0, or -1 on a bad argument. */
-static int
-capacity_around(const struct place_view *v, size_t i, struct score_class *cls,
-                const struct topo_mask *free, const struct topo_mask *set,
-                uint16_t before[PLACE_MAX_CLASSES], uint16_t after[PLACE_MAX_CLASSES])
+double
+place_loss(const struct place_view *v, size_t i, struct score_class *cls,
+           const struct topo_mask *free, const struct topo_mask *set)
 {
+        uint16_t before[PLACE_MAX_CLASSES], after[PLACE_MAX_CLASSES];
         const struct view_node *vn = NULL;
         struct topo_mask f, left;
+        double loss = 0;
 
         if (!v || !cls || !free || !set)
                 return -1;
@@ -648,24 +647,12 @@ capacity_around(const struct place_view *v, size_t i, struct score_class *cls,
         f = *free;
         mask_in_node(&f, score_class_topo(cls));
         if (vn && topo_mask_equal(&f, &vn->free))
-                memcpy(before, vn->cap, sizeof(uint16_t) * PLACE_MAX_CLASSES);
+                memcpy(before, vn->cap, sizeof(before));
         else
                 capacity_memo(v->memo, &v->cfg, cls, &f, before);
         left = f;
         topo_mask_andnot(&left, set);
         capacity_memo(v->memo, &v->cfg, cls, &left, after);
-        return 0;
-}
-
-double
-place_loss(const struct place_view *v, size_t i, struct score_class *cls,
-           const struct topo_mask *free, const struct topo_mask *set)
-{
-        uint16_t before[PLACE_MAX_CLASSES], after[PLACE_MAX_CLASSES];
-        double loss = 0;
-
-        if (capacity_around(v, i, cls, free, set, before, after) < 0)
-                return -1;
         for (unsigned k = 0; k < v->cfg.n_classes; k++) {
                 /* The cluster's capacity as this request sees it: at least this node's. */
                 double total = (double)MAX(v->total[k], (uint64_t)before[k]);
@@ -674,21 +661,6 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
                         loss += v->weight[k] * (before[k] - after[k]) / total;
         }
         return loss;
-}
-
-int
-place_largest_broken(const struct place_view *v, size_t i, struct score_class *cls,
-                     const struct topo_mask *free, const struct topo_mask *set)
-{
-        uint16_t before[PLACE_MAX_CLASSES], after[PLACE_MAX_CLASSES];
-        unsigned largest = 0;
-
-        if (capacity_around(v, i, cls, free, set, before, after) < 0)
-                return -EINVAL;
-        for (unsigned k = 0; k < v->cfg.n_classes; k++)
-                if (before[k] > after[k])
-                        largest = MAX(largest, v->cfg.classes[k].size);
-        return (int)largest;
 }
 
 unsigned

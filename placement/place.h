@@ -167,12 +167,6 @@ ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const
 double place_loss(const struct place_view *v, size_t i, struct score_class *cls,
                   const struct topo_mask *free, const struct topo_mask *set);
 
-/* The size of the largest request class of whose best-quality sets placing set on node i
- * (as for place_loss) leaves fewer: 8 when it breaks a whole 8-GPU all-NVLink set, 0 when
- * it breaks none.  -EINVAL on the arguments place_loss answers -1 for. */
-int place_largest_broken(const struct place_view *v, size_t i, struct score_class *cls,
-                         const struct topo_mask *free, const struct topo_mask *set);
-
 /* A candidate of one request, for place_rank(). */
 struct place_candidate {
         bool fits;        /* false: left at priority 0 */
@@ -199,7 +193,8 @@ void place_rank(const struct place_config *cfg, struct place_candidate *c, size_
  * extender's codec names it) should land in one domain.  The first pod of a group to be
  * decided chooses, at the innermost level where some domain can hold the whole group, the
  * domain that holds it with the least to spare (best fit: larger domains stay whole for
- * larger groups), ties by name.  The choice is recorded with a TTL; while it lives, the
+ * larger groups), ties by name; a multi-node NVLink domain (level 0) comes before one node
+ * (both NVLink; a whole node is what pods as large as the node need).  The choice is recorded with a TTL; while it lives, the
  * domain's sets for the group's pods not yet bound are held: a pod of another group, or of
  * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
  * group still needs.  A group given a domain that could not hold it whole (none could)
@@ -265,16 +260,10 @@ int place_group_bound(struct place_groups *g, const struct place_group_request *
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
  * be left fewer sets than that group still needs.  group_id is the requesting pod's own
  * group ("" or NULL: none), which its own hold never blocks; a grouped pod is not blocked
- * by a group whose domain was not whole either (backfill, docs/placement.md).  An
- * ungrouped pod that would break only such backfill holds gets PLACE_HOLD_BACKFILL (with
- * *ret_group, the first such group) rather than -EBUSY: the hold is soft for it, and the
- * caller lets it in only where every other node it fits would break a larger set
- * (place_largest_broken: breaking the last whole 8-GPU node hurts more than delaying a gang
- * that cannot start yet; docs/placement.md, "What topofit does for a group").  free_of
+ * by a group whose domain was not whole either (backfill, docs/placement.md).  free_of
  * (may be NULL) gives, per node of v, the free GPUs to count instead of the view's (NULL
  * entries: the view's): the caller's fresher knowledge, such as GPUs bound since the view
  * was built. */
-#define PLACE_HOLD_BACKFILL 1 /* place_group_check: only backfill holds would break */
 int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                       const struct topo_mask *free, const struct topo_mask *set,
                       const char *group_id, const struct topo_mask *const *free_of,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The charts in docs/img are checked, not just committed: every image is referenced from
 # the docs and every image the docs reference exists; and the generator (scripts/doc-charts:
-# `topofit bench` on the default scenario, seed 1) run now reproduces every committed chart
-# byte for byte, except decisions/s, which measures the machine (only its presence is
-# checked).  A chart that differs means the scenario or the simulator changed without
+# `topofit bench` on the default scenario and `topofit bench gang`, seed 1) run now
+# reproduces every committed chart byte for byte, except decisions/s, which measures the
+# machine (only its presence is checked).  A chart that differs means the scenario or the simulator changed without
 # scripts/doc-charts being run.  Without gnuplot the regeneration is skipped (said so).
 # Prints TAP.  Usage: test-doc-charts.sh TOPOFIT
 set -uo pipefail
@@ -46,6 +46,14 @@ else
                 notok "the generator (topofit bench, default scenario) runs and draws charts"
                 sed 's/^/# /' "$tmp/log" | head -20
                 mkdir -p "$tmp/out"
+        fi
+        if "$topofit" bench gang --out "$tmp/out" >"$tmp/log" 2>&1 &&
+                ls "$tmp"/out/gang-*.svg >/dev/null 2>&1
+        then
+                ok "the generator (topofit bench gang, seed 1) runs and draws charts"
+        else
+                notok "the generator (topofit bench gang, seed 1) runs and draws charts"
+                sed 's/^/# /' "$tmp/log" | head -20
         fi
         for f in "${imgs[@]}"; do
                 g="$tmp/out/${f#bench-}"

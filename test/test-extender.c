@@ -1456,101 +1456,6 @@ gang_that_fails_releases_its_hold(void **state)
         ext_cluster_unref(c);
 }
 
-/* Four GB200 trays in one NVLink domain ("cluster-uuid.1", all free) beside an empty HGX
- * H100 ("hgx-whole") and, with half, an HGX H100 with GPUs 0-3 busy ("hgx-half"). */
-static struct ext_cluster *
-trays_beside_hgx(const struct ext_config *cfg, bool half)
-{
-        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
-        char *h100 = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
-        struct ext_cluster *c = NULL;
-        struct topo *t = NULL;
-        char *text, *json;
-        size_t len, jlen;
-
-        text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
-        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
-        free(text);
-        snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "cluster-uuid.1");
-        assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
-        topo_unref(t);
-        for (unsigned i = 0; i < 4; i++) {
-                char name[32];
-
-                snprintf(name, sizeof(name), "tray-a%u", i);
-                assert_int_equal(ext_cluster_builder_add_node(b, name, json, jlen, 4, NULL), 0);
-        }
-        free(json);
-        assert_int_equal(ext_cluster_builder_add_node(b, "hgx-whole", h100, strlen(h100), 8, NULL),
-                         0);
-        if (half) {
-                struct topo_mask busy = { 0 };
-
-                for (unsigned g = 0; g < 4; g++)
-                        topo_mask_set(&busy, g);
-                assert_int_equal(ext_cluster_builder_add_node(b, "hgx-half", h100, strlen(h100), 8,
-                                                              NULL), 0);
-                assert_int_equal(ext_cluster_builder_add_pod(b, "busy", "ns", "busy", "hgx-half",
-                                                             &busy), 0);
-        }
-        free(h100);
-        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
-        return c;
-}
-
-/* Room held for a gang that fits no domain whole (a gang of 20 trays waiting on a domain
- * of four) is soft for a single pod: a lone 4-GPU pod takes a held tray rather than break
- * the only whole 8-GPU node (the cluster term says which costs more), but not where a node
- * outside the hold costs no more (a half-used HGX node), and it waits rather than take a
- * held tray when nothing else fits. */
-static void
-single_pod_backfills_a_held_tray_rather_than_break_a_whole_node(void **state)
-{
-        struct ext_config cfg;
-        struct ext_request huge = { .uid = "huge-0", .count = 4, .n_containers = 1,
-                                    .group = { .id = "podgroup/ns/huge", .size = 20, .count = 4,
-                                               .mode = PLACE_DOMAIN_PREFERRED } };
-        struct ext_request lone = { .uid = "lone", .count = 4, .n_containers = 1 };
-        static const char *const names[6] = { "tray-a0", "tray-a1", "tray-a2", "tray-a3",
-                                               "hgx-whole", "hgx-half" };
-        struct ext_verdict v[6];
-
-        ext_config_default(&cfg);
-        for (int half = 0; half < 2; half++) {
-                struct ext_cluster *c = trays_beside_hgx(&cfg, half);
-                struct ext_ledger *l = ext_ledger_new(&cfg);
-                const struct ext_node *nodes[6];
-                size_t n = c->n_nodes;
-                int best = -1;
-
-                for (size_t i = 0; i < n; i++)
-                        nodes[i] = ext_cluster_find_node(c, names[i]);
-                /* The gang's first pod: the domain with the most room, not whole. */
-                assert_true(ext_prioritize(c, l, &cfg, &huge, nodes, n, 1, v) > 0);
-                /* Only the held trays fit: the lone pod waits. */
-                assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 4, 2, v), 0);
-                for (int i = 0; i < 4; i++)
-                        assert_non_null(strstr(v[i].why, "held for another pod group"));
-                assert_true(ext_prioritize(c, l, &cfg, &lone, nodes, n, 3, v) > 0);
-                for (size_t i = 0; i < n; i++)
-                        if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
-                                best = (int)i;
-                if (!half) {
-                        /* Trays (held, soft) and the whole node fit; a tray ranks first. */
-                        for (int i = 0; i < 4; i++)
-                                assert_int_equal(v[i].r, 0);
-                        assert_true(best >= 0 && best < 4);
-                } else {
-                        /* The half node costs no more than a tray: the hold stands. */
-                        for (int i = 0; i < 4; i++)
-                                assert_int_equal(v[i].r, -EAGAIN);
-                        assert_int_equal(best, 5);
-                }
-                ext_ledger_free(l);
-                ext_cluster_unref(c);
-        }
-}
-
 static void
 preempt_keeps_only_the_victims_it_needs(void **state)
 {
@@ -2056,7 +1961,6 @@ main(void)
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
-                cmocka_unit_test(single_pod_backfills_a_held_tray_rather_than_break_a_whole_node),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),

@@ -496,10 +496,8 @@ gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere(void **state)
         assert_string_equal(d.name, "nvl-b");
         assert_true(d.whole);
         assert_int_equal(place_group_check(g, v, 20, &all, &all, "ns/four", NULL, 2, NULL), 0);
-        /* A single pod: nvl-b is held for the huge gang (soft: backfill, the four's hold is
-         * kept with one tray less), nvl-a not. */
-        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 2, NULL),
-                         PLACE_HOLD_BACKFILL);
+        /* A single pod is kept off nvl-b (held for both), not off nvl-a. */
+        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 2, NULL), -EBUSY);
         assert_int_equal(place_group_check(g, v, 0, &all, &all, NULL, NULL, 2, NULL), 0);
 }
 
@@ -565,39 +563,6 @@ group_prefers_a_multi_node_domain_to_a_whole_node(void **state)
         assert_string_equal(d.name, "leaf-1");
 }
 
-/* Room held for a gang that fits no domain whole is soft for a single pod
- * (PLACE_HOLD_BACKFILL: the caller weighs it), room held for a gang given its domain whole
- * is not (-EBUSY), and a pod of another gang is not held off backfill room at all. */
-static void
-backfill_hold_is_soft_for_single_pods(void **state)
-{
-        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
-        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 3);
-        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
-        struct place_group_request huge = { .id = "ns/huge", .size = 20, .count = 4,
-                                            .mode = PLACE_DOMAIN_PREFERRED };
-        struct place_group_request three = { .id = "ns/three", .size = 3, .count = 4,
-                                             .mode = PLACE_DOMAIN_PREFERRED };
-        struct topo_mask all, one;
-        struct place_group_domain d;
-        char who[PLACE_NAME_MAX] = "";
-
-        topo_mask_fill(&all, 4);
-        topo_mask_fill(&one, 1);
-        assert_int_equal(place_group_domain(g, v, &huge, NULL, 0, &d), 1);
-        assert_string_equal(d.name, "nvl-b");
-        assert_false(d.whole);
-        assert_int_equal(place_group_check(g, v, 20, &all, &one, NULL, NULL, 1, who),
-                         PLACE_HOLD_BACKFILL);
-        assert_string_equal(who, "ns/huge");
-        assert_int_equal(place_group_check(g, v, 20, &all, &one, "ns/other", NULL, 1, NULL), 0);
-        /* A gang of three given nvl-a (three trays, whole): its hold is hard. */
-        assert_int_equal(place_group_domain(g, v, &three, NULL, 1, &d), 1);
-        assert_string_equal(d.name, "nvl-a");
-        assert_true(d.whole);
-        assert_int_equal(place_group_check(g, v, 0, &all, &one, NULL, NULL, 2, NULL), -EBUSY);
-}
-
 int
 main(void)
 {
@@ -615,7 +580,6 @@ main(void)
                 cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
                 cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),
                 cmocka_unit_test(group_prefers_a_multi_node_domain_to_a_whole_node),
-                cmocka_unit_test(backfill_hold_is_soft_for_single_pods),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
