@@ -1133,7 +1133,8 @@ memoised_verdicts_equal_deciding_each_node_alone(void **state)
                         assert_true(topo_mask_equal(&v[i].free, &one.free));
                         if (one.r == 0) {
                                 assert_true(topo_mask_equal(&v[i].choice.set, &one.choice.set));
-                                assert_float_equal(v[i].choice.busbw_gbps, one.choice.busbw_gbps, 0);
+                                assert_float_equal(v[i].choice.busbw_gbps,
+                                                   one.choice.busbw_gbps, 0);
                         }
                 }
                 assert_int_equal(fits, alone);
