@@ -1070,35 +1070,24 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
         return fits;
 }
 
-/* The per-request memo (one decision per distinct class and free set) answers as deciding
- * each node alone does, also once it has grown: 1,200 nodes of three real 8-GPU topologies
- * with seeded random GPUs in use give some 600 distinct free sets, past the memo's first
- * 256 slots (so it doubles twice while the request is decided).  A single-node request is
- * below the memo's minimum and decides directly: the oracle. */
-static void
-memoised_verdicts_equal_deciding_each_node_alone(void **state)
+/* 1,200 nodes of three real 8-GPU topologies (400 each, "n-F-NNNN"), each with seeded random
+ * GPUs in use by one pod: some 600 distinct free sets.  nodes[] gets them in that order. */
+enum { MANY_PER_FILE = 400, MANY_NODES = 3 * MANY_PER_FILE };
+
+static struct ext_cluster *
+many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
 {
         static const char *const files[] = { "dgx1-v100-sxm2-oneflow.txt",
                                               "hgx-h100-13nic-mlx5ib-eth-penny.txt",
                                               "aws-p4d-24xlarge-a100-nv12.txt" };
-        enum { PER_FILE = 400, N = 3 * PER_FILE };
-        static const unsigned counts[] = { 1, 2, 4, 8 };
-        const struct ext_node **nodes = calloc(N, sizeof(*nodes));
-        struct ext_verdict *v = calloc(N, sizeof(*v)), one;
-        struct ext_cluster_builder *b;
+        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
         struct ext_cluster *c = NULL;
-        struct ext_config cfg;
-        struct ext_ledger *l;
         uint64_t x = 0x2545f4914f6cdd1dull;
 
-        assert_non_null(nodes);
-        assert_non_null(v);
-        ext_config_default(&cfg);
-        b = ext_cluster_builder_new(&cfg, NULL);
         for (size_t f = 0; f < ELEMENTSOF(files); f++) {
                 char *json = annotation_of(files[f]);
 
-                for (unsigned i = 0; i < PER_FILE; i++) {
+                for (unsigned i = 0; i < MANY_PER_FILE; i++) {
                         char name[32], uid[40];
                         struct topo_mask used = { 0 };
 
@@ -1114,36 +1103,118 @@ memoised_verdicts_equal_deciding_each_node_alone(void **state)
                 free(json);
         }
         assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
-        l = ext_ledger_new(&cfg);
-        for (size_t i = 0; i < N; i++) {
+        for (size_t i = 0; i < MANY_NODES; i++) {
                 char name[32];
 
-                snprintf(name, sizeof(name), "n-%zu-%04zu", i / PER_FILE, i % PER_FILE);
+                snprintf(name, sizeof(name), "n-%zu-%04zu", i / MANY_PER_FILE, i % MANY_PER_FILE);
                 nodes[i] = ext_cluster_find_node(c, name);
                 assert_non_null(nodes[i]);
         }
+        return c;
+}
+
+/* ext_filter over all MANY_NODES nodes at now_ns against the same node asked alone (below
+ * the memo's and the holds gathering's minimum: each decided directly, each node's holds
+ * looked up in the ledger): the same verdicts and free GPUs.  Returns how many fit. */
+static int
+filter_many_equals_each_alone(const struct ext_cluster *c, struct ext_ledger *l,
+                              const struct ext_config *cfg, const struct ext_request *req,
+                              const struct ext_node **nodes, uint64_t now_ns)
+{
+        struct ext_verdict *v = calloc(MANY_NODES, sizeof(*v)), one;
+        int fits = ext_filter(c, l, cfg, req, nodes, MANY_NODES, now_ns, v), alone = 0;
+
+        assert_non_null(v);
+        for (size_t i = 0; i < MANY_NODES; i++) {
+                alone += ext_filter(c, l, cfg, req, &nodes[i], 1, now_ns, &one);
+                assert_int_equal(v[i].r, one.r);
+                assert_ptr_equal(v[i].why, one.why);
+                assert_true(topo_mask_equal(&v[i].free, &one.free));
+                if (one.r == 0) {
+                        assert_true(topo_mask_equal(&v[i].choice.set, &one.choice.set));
+                        assert_float_equal(v[i].choice.busbw_gbps, one.choice.busbw_gbps, 0);
+                }
+        }
+        assert_int_equal(fits, alone);
+        free(v);
+        return fits;
+}
+
+/* The per-request memo (one decision per distinct class and free set) answers as deciding
+ * each node alone does, also once it has grown: the 600 distinct free sets are past the
+ * memo's first 256 slots, so it doubles twice while the request is decided. */
+static void
+memoised_verdicts_equal_deciding_each_node_alone(void **state)
+{
+        static const unsigned counts[] = { 1, 2, 4, 8 };
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+
+        assert_non_null(nodes);
+        ext_config_default(&cfg);
+        c = many_node_cluster(&cfg, nodes);
+        l = ext_ledger_new(&cfg);
         for (size_t k = 0; k < ELEMENTSOF(counts); k++) {
                 struct ext_request req = { .uid = "asker", .count = counts[k] };
-                int fits = ext_filter(c, l, &cfg, &req, nodes, N, 0, v), alone = 0;
+                int fits = filter_many_equals_each_alone(c, l, &cfg, &req, nodes, 0);
 
-                for (size_t i = 0; i < N; i++) {
-                        alone += ext_filter(c, l, &cfg, &req, &nodes[i], 1, 0, &one);
-                        assert_int_equal(v[i].r, one.r);
-                        assert_ptr_equal(v[i].why, one.why);
-                        assert_true(topo_mask_equal(&v[i].free, &one.free));
-                        if (one.r == 0) {
-                                assert_true(topo_mask_equal(&v[i].choice.set, &one.choice.set));
-                                assert_float_equal(v[i].choice.busbw_gbps,
-                                                   one.choice.busbw_gbps, 0);
-                        }
-                }
-                assert_int_equal(fits, alone);
-                assert_true(fits > 0 && fits < N); /* both outcomes are compared */
+                assert_true(fits > 0 && fits < MANY_NODES); /* both outcomes are compared */
         }
         ext_ledger_free(l);
         ext_cluster_unref(c);
         free(nodes);
-        free(v);
+}
+
+/* Holds gathered once per large request count as the per-node lookup does: other pods'
+ * live reservations and bindings the view does not show yet count, the asker's own
+ * reservation and expired ones do not; with more holds than the gathering takes, the
+ * per-node lookup answers, the same. */
+static void
+gathered_holds_equal_each_nodes_own(void **state)
+{
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_request asker = { .uid = "asker", .count = 2 };
+        struct ext_verdict one;
+        struct score_choice got;
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        uint64_t ttl, t1;
+        int fits_empty, fits_held;
+
+        assert_non_null(nodes);
+        ext_config_default(&cfg);
+        ttl = cfg.reservation_ttl_ns;
+        t1 = ttl / 2;
+        c = many_node_cluster(&cfg, nodes);
+        l = ext_ledger_new(&cfg);
+        fits_empty = filter_many_equals_each_alone(c, l, &cfg, &asker, nodes, 0);
+        /* 25 reservations at 0 and 10 at t1 by other pods, each on one node (its best set
+         * there), 2 bindings at t1, and the asker's own reservation. */
+        for (unsigned k = 0; k < 37; k++) {
+                struct ext_request other = { .count = 1 + k % 4 };
+                const struct ext_node **at = &nodes[(k * 37 + 5) % MANY_NODES];
+
+                snprintf(other.uid, sizeof(other.uid), "other-%u", k);
+                if (k < 25)
+                        (void)ext_prioritize(c, l, &cfg, &other, at, 1, 0, &one);
+                else if (k < 35)
+                        (void)ext_prioritize(c, l, &cfg, &other, at, 1, t1, &one);
+                else
+                        (void)ext_bind(c, l, &cfg, &other, (*at)->name, t1, &got, NULL);
+        }
+        (void)ext_prioritize(c, l, &cfg, &asker, &nodes[7], 1, t1, &one);
+        /* At t1 all 37 count: past the gathering's 32, the per-node lookup answers. */
+        fits_held = filter_many_equals_each_alone(c, l, &cfg, &asker, nodes, t1);
+        assert_true(fits_held <= fits_empty);
+        /* Past the first 25's TTL: 12 count, gathered. */
+        fits_held = filter_many_equals_each_alone(c, l, &cfg, &asker, nodes, ttl + t1 / 2);
+        assert_true(fits_held <= fits_empty);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        free(nodes);
 }
 
 static void
@@ -2034,6 +2105,7 @@ main(void)
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
+                cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
                 cmocka_unit_test(gang_size_comes_from_the_podgroup_min_count),
