@@ -330,6 +330,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 n->used = (struct topo_mask){ 0 };
                 /* Labels come again after the node: they may have changed. */
                 memset(n->label_domain, 0, sizeof(n->label_domain));
+                n->closed = false; /* and so may its state */
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
                 return 0;
@@ -431,6 +432,15 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
                 n->label_rank[l] = (uint8_t)k;
                 return 0;
         }
+        return 0;
+}
+
+int
+ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed)
+{
+        if (b->n_nodes == 0)
+                return -ENOENT;
+        b->nodes[b->n_nodes - 1].closed = closed;
         return 0;
 }
 

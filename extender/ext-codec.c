@@ -469,6 +469,25 @@ ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
         return r;
 }
 
+/* Whether a Node is closed to new groups (ext_node.closed): spec.unschedulable, or a Ready
+ * condition whose status is not "True".  A file without conditions (written by hand) counts
+ * as ready; the live cache, which sees the API server's objects, counts that as not Ready. */
+static bool
+node_closed(const cJSON *node)
+{
+        const cJSON *cond;
+
+        if (cJSON_IsTrue(get(get(node, "spec"), "unschedulable")))
+                return true;
+        cJSON_ArrayForEach(cond, get(get(node, "status"), "conditions")) {
+                const char *type = string_at(cond, "type"), *st = string_at(cond, "status");
+
+                if (type && strcmp(type, "Ready") == 0)
+                        return !st || strcmp(st, "True") != 0;
+        }
+        return false;
+}
+
 /* One Node object: its name, topology annotation and GPU capacity. */
 static int
 node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_name,
@@ -1199,6 +1218,8 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
                         if (r >= 0)
                                 r = ext_cluster_builder_add_node(b, name, topo, topo_len, gpus,
                                                                  NULL);
+                        if (r >= 0)
+                                r = ext_cluster_builder_node_closed(b, node_closed(item));
                 }
                 if (r == -EEXIST)
                         set_why(ret_why, "the cluster file lists a node or pod twice");

@@ -166,6 +166,11 @@ struct ext_node {
          * cfg->domain_labels of the key that set each (lower wins). */
         char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
         uint8_t label_rank[PLACE_MAX_LEVELS];
+        /* Closed to new groups: cordoned (spec.unschedulable) or, in live mode, not Ready.
+         * It holds no free room for a group's domain choice or holds (docs/placement.md,
+         * "Groups"); pods bound there still count, and filter still answers for it (a pod
+         * that tolerates the taint may be placed there by the scheduler). */
+        bool closed;
         uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
 };
 
@@ -245,6 +250,9 @@ int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name
  * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
 int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
                                    const char *value);
+/* Marks the node added last closed to new groups (ext_node.closed): cordoned, or not
+ * Ready.  Returns 0 or -ENOENT (no node added yet). */
+int ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed);
 /* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
  * namespace and name are checked but not kept (the snapshot stays small).
  * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */

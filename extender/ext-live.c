@@ -83,6 +83,10 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                 r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
                                                  (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
+                /* Cordoned or not Ready: no room for new groups (kube-scheduler keeps pods
+                 * off it unless they tolerate the taint, so a gang could not start there). */
+                if (r >= 0)
+                        (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
                 /* The cache keeps only the domain label keys (ext_live_start asks for them). */
                 for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++)
                         (void)ext_cluster_builder_node_label(b, n->labels[k].key,

@@ -304,6 +304,7 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         const struct place_group_request *grp = group_of(c, req, &sized);
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
         CLEANUP(freep) struct topo_mask *others = NULL;
+        static const struct topo_mask no_gpus;
         struct place_group_domain d;
         bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
         ssize_t dom = -1;
@@ -335,6 +336,12 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                         }
                 ext__ledger_unlock(l);
         }
+        /* A closed node (cordoned, not Ready) has no room for a group: a domain is not chosen
+         * for, nor held on, GPUs that kube-scheduler will not hand to the gang.  Pods bound
+         * there still count (they are in the view's used GPUs). */
+        for (size_t i = 0; free_of && i < c->n_nodes; i++)
+                if (c->nodes[i].closed)
+                        free_of[i] = &no_gpus;
         if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
                 x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
                 if (x == 1)

@@ -1085,15 +1085,13 @@ prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
  * annotation): in "nvl-b" two trays are busy.  A gang of two 4-GPU pods goes to nvl-b (it
  * holds them with nothing to spare), its hold keeps a lone pod off nvl-b's free trays, and a
  * domain-required gang of three that only nvl-a can hold is kept to nvl-a. */
-static struct ext_cluster *
-tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, const char *pg_name,
-                           unsigned min_count)
+static struct ext_cluster_builder *
+tray_builder(const struct ext_config *cfg)
 {
         char *text, *json;
         size_t len, jlen;
         struct topo *t = NULL;
         struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
-        struct ext_cluster *c = NULL;
 
         text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
         assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
@@ -1117,6 +1115,16 @@ tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, cons
                 }
         }
         topo_unref(t);
+        return b;
+}
+
+static struct ext_cluster *
+tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, const char *pg_name,
+                           unsigned min_count)
+{
+        struct ext_cluster_builder *b = tray_builder(cfg);
+        struct ext_cluster *c = NULL;
+
         if (pg_name)
                 assert_int_equal(ext_cluster_builder_add_group_size(b, pg_ns, pg_name, min_count),
                                  0);
@@ -1277,6 +1285,104 @@ gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
         /* After the TTLs the holds are gone. */
         assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 5 + 2 * cfg.group_ttl_ns, v), 6);
         ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* issue 11, found by the e2e t_gang_podgroup_size: the trays of tray_domains plus an empty
+ * 8-GPU HGX H100 ("hgx", cordoned when closed).  A domain-required pair of 4-GPU pods takes
+ * the one node that holds it whole when it can; a cordoned node is not one (kube-scheduler
+ * never sends it: the pair was given it and bound nowhere), so the pair goes to nvl-b, the
+ * domain it fits with nothing to spare.  Returns the pair's first pod's filter count over the
+ * nodes the scheduler sends (the trays, and the HGX unless cordoned) and the node its best
+ * priority went to. */
+static int
+pair_beside_an_hgx(bool closed, char *ret_best, size_t size)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        char *h100 = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        const struct ext_node *nodes[9];
+        struct ext_verdict v[9];
+        struct ext_request pair = { .uid = "pair-0", .count = 4, .n_containers = 1,
+                                    .group = { .id = "podgroup/ns/pair", .size = 2, .count = 4,
+                                               .mode = PLACE_DOMAIN_REQUIRED } };
+        size_t n = 0;
+        int fits, best = -1;
+
+        ext_config_default(&cfg);
+        b = tray_builder(&cfg);
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_closed(b, closed), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < c->n_nodes; i++)
+                if (!c->nodes[i].closed)
+                        nodes[n++] = &c->nodes[i];
+        assert_int_equal(n, closed ? 8 : 9);
+        fits = ext_prioritize(c, l, &cfg, &pair, nodes, n, 1, v);
+        for (size_t i = 0; i < n; i++)
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = (int)i;
+        snprintf(ret_best, size, "%s", best >= 0 ? nodes[best]->name : "");
+        free(h100);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        return fits;
+}
+
+static void
+gang_domain_is_never_a_cordoned_node(void **state)
+{
+        char best[EXT_NAME_MAX];
+
+        /* Cordoned: nvl-b's two free trays (b0, b1), nowhere else. */
+        assert_int_equal(pair_beside_an_hgx(true, best, sizeof(best)), 2);
+        assert_memory_equal(best, "tray-b", 6);
+        /* Open: the HGX holds the pair whole, and only it passes (the control half: the
+         * same cluster but for the cordon picks the HGX). */
+        assert_int_equal(pair_beside_an_hgx(false, best, sizeof(best)), 1);
+        assert_string_equal(best, "hgx");
+}
+
+/* A closed node's bound pods still count, and a pod may still be placed there (filter
+ * answers for it: a pod that tolerates the cordon): only groups skip its room. */
+static void
+closed_node_keeps_its_pods_and_still_filters(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c, *next;
+        struct ext_ledger *l;
+        char *h100 = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        struct topo_mask four;
+        const struct ext_node *nodes[1];
+        struct ext_verdict v[1];
+        struct ext_request lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_node_closed(b, true), -ENOENT);
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_closed(b, true), 0);
+        topo_mask_fill(&four, 4);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "busy", "ns", "busy", "hgx", &four), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_true(c->nodes[0].closed);
+        assert_int_equal(topo_mask_count(&c->nodes[0].used), 4);
+        l = ext_ledger_new(&cfg);
+        nodes[0] = &c->nodes[0];
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 1, 1, v), 1);
+        assert_int_equal(topo_mask_count(&v[0].free), 4);
+        /* A rebuild on this view as its base: the node is reused, its state comes anew. */
+        b = ext_cluster_builder_new(&cfg, c);
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 2, &next), 0);
+        assert_false(next->nodes[0].closed);
+        free(h100);
+        ext_ledger_free(l);
+        ext_cluster_unref(next);
         ext_cluster_unref(c);
 }
 
@@ -1540,6 +1646,41 @@ cluster_decode_skips_finished_pods_and_counts_used_gpus(void **state)
 
         assert_int_equal(ext_cluster_decode("{\"items\":5}", 11, &cfg, NULL, 1, &c, &why), -EINVAL);
         assert_non_null(why);
+}
+
+/* Static mode: a node is closed to new groups when cordoned or its Ready condition is not
+ * True; one without conditions (a hand-written file) is open. */
+static void
+cluster_decode_closes_cordoned_and_not_ready_nodes(void **state)
+{
+        static const struct {
+                const char *node_tail; /* after the metadata */
+                bool closed;
+        } cases[] = {
+                { "", false },
+                { ",\"spec\":{\"unschedulable\":true}", true },
+                { ",\"spec\":{\"unschedulable\":false}", false },
+                { ",\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}", false },
+                { ",\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}", true },
+                { ",\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\"},"
+                  "{\"type\":\"Ready\",\"status\":\"Unknown\"}]}", true },
+                { ",\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"True\"}]}", false },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char json[512];
+                struct ext_cluster *c = NULL;
+                const char *why = NULL;
+
+                snprintf(json, sizeof(json), "{\"kind\":\"List\",\"items\":[{\"kind\":\"Node\","
+                         "\"metadata\":{\"name\":\"n1\"}%s}]}", cases[i].node_tail);
+                assert_int_equal(ext_cluster_decode(json, strlen(json), &cfg, NULL, 1, &c, &why), 0);
+                assert_int_equal(c->n_nodes, 1);
+                assert_int_equal(c->nodes[0].closed, cases[i].closed);
+                ext_cluster_unref(c);
+        }
 }
 
 /* --- concurrency ---------------------------------------------------------------------------- */
@@ -1950,6 +2091,7 @@ main(void)
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(codec_refuses_pdb_violations_outside_int64),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
+                cmocka_unit_test(cluster_decode_closes_cordoned_and_not_ready_nodes),
                 cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
@@ -1957,6 +2099,8 @@ main(void)
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
                 cmocka_unit_test(gang_size_comes_from_the_podgroup_min_count),
+                cmocka_unit_test(gang_domain_is_never_a_cordoned_node),
+                cmocka_unit_test(closed_node_keeps_its_pods_and_still_filters),
                 cmocka_unit_test(podgroup_ids_match_the_request_decode),
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
