@@ -203,11 +203,15 @@ struct ext_cluster {
         struct ext_group_size *group_sizes;
 };
 
-/* A PodGroup's gang size (minCount), keyed like place_group_request.id. */
+/* A PodGroup's gang size (minCount) and topology constraint, keyed like
+ * place_group_request.id. */
 struct ext_group_size {
         char id[PLACE_NAME_MAX];
-        unsigned size;
+        unsigned size;      /* 0: not a gang (the size stays unknown) */
+        bool has_within;    /* its topology key names a level (ext_config_key_level) */
+        unsigned within;
 };
+#define EXT_HOSTNAME_LABEL "kubernetes.io/hostname" /* a topology key meaning one node */
 #define EXT_MAX_GROUP_SIZES EXT_MAX_PODS /* PodGroups kept in the cluster view */
 
 /* The id a pod's group gets from source (the request decode's "podgroup", "topofit"...),
@@ -218,6 +222,13 @@ void ext_group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, c
 
 /* The size of group id from the view's PodGroups, 0 when unknown.  c may be NULL. */
 unsigned ext_cluster_group_size(const struct ext_cluster *c, const char *id);
+/* The view's PodGroup entry of group id, NULL when none (borrowed from c; c may be NULL). */
+const struct ext_group_size *ext_cluster_group(const struct ext_cluster *c, const char *id);
+
+/* The domain level a node label key names for a group's topology constraint:
+ * EXT_HOSTNAME_LABEL is one node (PLACE_LEVEL_NODE), a key of cfg->domain_labels its level.
+ * 0 and *ret_level, or -ENOENT (a key the extender does not read: no constraint). */
+int ext_config_key_level(const struct ext_config *cfg, const char *key, unsigned *ret_level);
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
 struct ext_cluster *ext_cluster_unref(struct ext_cluster *c); /* accepts NULL, returns NULL */
@@ -265,6 +276,13 @@ int ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
  * -ENOMEM. */
 int ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
                                        const char *name, unsigned min_count);
+/* The same with the PodGroup's topology constraint key (NULL or "": none).  A key that
+ * ext_config_key_level() maps makes the group land within one domain of that level; such a
+ * PodGroup is kept even when it is not a gang (size unknown).  A key it does not map is
+ * ignored.  Same returns. */
+int ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
+                                     const char *name, unsigned min_count,
+                                     const char *topology_key);
 /* Sorts, resolves pods to nodes, computes each node's used mask (GPUs beyond a node's
  * count are dropped), and hands out the snapshot with generation gen.  Frees b either way.
  * Returns 0 or -ENOMEM. */

@@ -146,7 +146,8 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         for (size_t i = 0; r >= 0 && i < ks->n_podgroups; i++) {
                 const struct kube_podgroup *g = ks->podgroups[i];
 
-                r = ext_cluster_builder_add_group_size(b, g->ns, g->name, g->min_count);
+                r = ext_cluster_builder_add_podgroup(b, g->ns, g->name, g->min_count,
+                                                     g->topology_key);
                 if (r == -E2BIG || r == -EINVAL) {
                         left_out++;
                         r = 0;

@@ -276,16 +276,30 @@ node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct
 
 /* The pod's group with its size: the request's (topofit.io/group-size, or a source that
  * puts the size on the pod) when known, else the PodGroup's gang minCount from the view
- * (a group from spec.schedulingGroup; docs/placement.md, "Groups").  Returns req's own
- * group or buf, filled. */
+ * (a group from spec.schedulingGroup; docs/placement.md, "Groups"); and the PodGroup's
+ * topology constraint, a requirement (as kube-scheduler's Topology-Aware Workload
+ * Scheduling takes it): the group's domain lies within one domain of its level, and its
+ * pods keep to it (domain-required).  Returns req's own group or buf, filled. */
 static const struct place_group_request *
 group_of(const struct ext_cluster *c, const struct ext_request *req,
          struct place_group_request *buf)
 {
-        if (!req->group.id[0] || req->group.size > 0)
+        const struct ext_group_size *pg;
+
+        if (!req->group.id[0])
+                return &req->group;
+        pg = ext_cluster_group(c, req->group.id);
+        if (!pg || (req->group.size > 0 && !pg->has_within))
                 return &req->group;
         *buf = req->group;
-        buf->size = ext_cluster_group_size(c, req->group.id);
+        if (buf->size == 0)
+                buf->size = pg->size;
+        if (pg->has_within) {
+                buf->has_within = true;
+                buf->within = pg->within;
+                if (buf->mode != PLACE_DOMAIN_OFF)
+                        buf->mode = PLACE_DOMAIN_REQUIRED;
+        }
         return buf;
 }
 

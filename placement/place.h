@@ -221,6 +221,13 @@ struct place_group_request {
         unsigned count;          /* GPUs per pod */
         unsigned require;        /* enum score_require bits of its pods */
         enum place_domain_mode mode;
+        /* A topology constraint (a PodGroup's spec.schedulingConstraints.topology key, which
+         * the extender maps to a level): the group lands within one domain of level within
+         * (PLACE_LEVEL_NODE: one node).  A domain inside one (a node, or an inner level's
+         * domain whose nodes all lie in one domain of that level) may be chosen; none of an
+         * outer level, nor a node or inner domain outside every domain of that level. */
+        bool has_within;
+        unsigned within;
 };
 
 /* The domain a group was given. */
@@ -242,7 +249,7 @@ DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
  * there, others took the room) is chosen afresh.  free_of (may be NULL) as in
  * place_group_check: the free GPUs to count instead of the view's.  Returns 1 and *ret when
  * the group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in
- * any domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
+ * any domain (nothing to choose; with req->has_within: none at that level); -ENOSPC when no domain has room for even one pod of the
  * group; -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
 int place_group_domain(struct place_groups *g, const struct place_view *v,
                        const struct place_group_request *req,

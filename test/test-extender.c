@@ -1085,8 +1085,10 @@ prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
  * annotation): in "nvl-b" two trays are busy.  A gang of two 4-GPU pods goes to nvl-b (it
  * holds them with nothing to spare), its hold keeps a lone pod off nvl-b's free trays, and a
  * domain-required gang of three that only nvl-a can hold is kept to nvl-a. */
+/* leaf (may be NULL): per tray (a0..a3, b0..b3) its network.topology.nvidia.com/leaf label
+ * (NULL: none). */
 static struct ext_cluster_builder *
-tray_builder(const struct ext_config *cfg)
+tray_builder_leaves(const struct ext_config *cfg, const char *const *leaf)
 {
         char *text, *json;
         size_t len, jlen;
@@ -1105,6 +1107,10 @@ tray_builder(const struct ext_config *cfg)
                 snprintf(name, sizeof(name), "tray-%c%u", i < 4 ? 'a' : 'b', i % 4);
                 assert_int_equal(ext_cluster_builder_add_node(b, name, json, jlen, 4, NULL), 0);
                 free(json);
+                if (leaf && leaf[i])
+                        assert_int_equal(ext_cluster_builder_node_label(
+                                                 b, "network.topology.nvidia.com/leaf", leaf[i]),
+                                         0);
                 if (i >= 6) {
                         struct topo_mask all;
                         char uid[32];
@@ -1116,6 +1122,12 @@ tray_builder(const struct ext_config *cfg)
         }
         topo_unref(t);
         return b;
+}
+
+static struct ext_cluster_builder *
+tray_builder(const struct ext_config *cfg)
+{
+        return tray_builder_leaves(cfg, NULL);
 }
 
 static struct ext_cluster *
@@ -1384,6 +1396,98 @@ closed_node_keeps_its_pods_and_still_filters(void **state)
         ext_ledger_free(l);
         ext_cluster_unref(next);
         ext_cluster_unref(c);
+}
+
+/* A PodGroup's topology key (spec.schedulingConstraints.topology[0].key) as the group's
+ * domain level: the trays of tray_domains under leaf switches a0,a1: leaf-1; a2,a3: leaf-2;
+ * b0: leaf-3; b1: leaf-4 (both NVLink domains span two leaves).  The pair's PodGroup names
+ * key (NULL: none); returns the nodes its first pod may go to (filter) as a string of tray
+ * names. */
+static void
+podgroup_pair_nodes(const char *key, char *ret, size_t size)
+{
+        static const char *const leaf[8] = { "leaf-1", "leaf-1", "leaf-2", "leaf-2",
+                                             "leaf-3", "leaf-4", "leaf-3", "leaf-4" };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request req;
+        const char *body = "{\"metadata\":{\"name\":\"pair-0\",\"namespace\":\"ml\","
+                           "\"uid\":\"u-pair-0\"},\"spec\":{\"schedulingGroup\":{"
+                           "\"podGroupName\":\"pair\"},\"containers\":[{\"name\":\"c\","
+                           "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}";
+        size_t at = 0;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_request_decode(body, strlen(body), &cfg, &req, NULL), 0);
+        assert_int_equal(req.group.mode, PLACE_DOMAIN_PREFERRED); /* the pod asks no more */
+        b = tray_builder_leaves(&cfg, leaf);
+        assert_int_equal(ext_cluster_builder_add_podgroup(b, "ml", "pair", 2, key), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        (void)ext_filter(c, l, &cfg, &req, nodes, 8, 1, v);
+        ret[0] = 0;
+        for (unsigned i = 0; i < 8; i++)
+                if (v[i].r == 0 && !v[i].off_domain)
+                        at += (size_t)snprintf(ret + at, size - at, "%s%s", at ? " " : "",
+                                               nodes[i]->name);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+static void
+podgroup_topology_key_keeps_the_gang_within_one_label_value(void **state)
+{
+        static const struct {
+                const char *key;
+                const char *nodes;
+        } cases[] = {
+                /* No key: nvl-b, the NVLink domain that holds the pair with nothing to spare
+                 * (its trays under two leaves). */
+                { NULL, "tray-b0 tray-b1" },
+                /* The leaf key: no NVLink domain lies under one leaf; of the leaves, leaf-1
+                 * holds the pair with nothing to spare (leaf-2 ties, names break it), and
+                 * the pod keeps to it (the constraint is required). */
+                { "network.topology.nvidia.com/leaf", "tray-a0 tray-a1" },
+                /* A key the extender does not read: no constraint. */
+                { "topology.kubernetes.io/zone", "tray-b0 tray-b1" },
+                /* The NVLink-domain label: level 0, as without a key here. */
+                { "nvidia.com/gpu.clique", "tray-b0 tray-b1" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char got[256];
+
+                podgroup_pair_nodes(cases[i].key, got, sizeof(got));
+                assert_string_equal(got, cases[i].nodes);
+        }
+}
+
+/* Which keys name which level. */
+static void
+topology_keys_map_to_domain_levels(void **state)
+{
+        struct ext_config cfg;
+        unsigned level = 99;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_config_key_level(&cfg, "kubernetes.io/hostname", &level), 0);
+        assert_int_equal(level, PLACE_LEVEL_NODE);
+        assert_int_equal(ext_config_key_level(&cfg, "nvidia.com/gpu.clique", &level), 0);
+        assert_int_equal(level, 0);
+        assert_int_equal(ext_config_key_level(&cfg, "fabric.topograph.run/tier-1", &level), 0);
+        assert_int_equal(level, 2);
+        level = 99;
+        assert_int_equal(ext_config_key_level(&cfg, "topology.kubernetes.io/zone", &level),
+                         -ENOENT);
+        assert_int_equal(ext_config_key_level(&cfg, "", &level), -ENOENT);
+        assert_int_equal(ext_config_key_level(&cfg, NULL, &level), -ENOENT);
+        assert_int_equal(level, 99);
 }
 
 /* The nodes of c but those named in skip (kube-scheduler's own filter: it assumed a gang
@@ -2100,6 +2204,8 @@ main(void)
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
                 cmocka_unit_test(gang_size_comes_from_the_podgroup_min_count),
                 cmocka_unit_test(gang_domain_is_never_a_cordoned_node),
+                cmocka_unit_test(podgroup_topology_key_keeps_the_gang_within_one_label_value),
+                cmocka_unit_test(topology_keys_map_to_domain_levels),
                 cmocka_unit_test(closed_node_keeps_its_pods_and_still_filters),
                 cmocka_unit_test(podgroup_ids_match_the_request_decode),
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
