@@ -1235,3 +1235,91 @@ out:
         json_doc_free(jd);
         return r;
 }
+
+/* --- the group record (EXT_GROUP_RECORD_ANNOTATION) ------------------------------------- */
+
+int
+ext_group_record_encode(const struct ext_group_record *rec, char **ret_json)
+{
+        struct buf b;
+        int r;
+
+        if (!rec->group.id[0] || !rec->domain.name[0] ||
+            (rec->domain.level >= PLACE_MAX_LEVELS && rec->domain.level != PLACE_LEVEL_NODE))
+                return -EINVAL;
+        buf_init(&b, EXT_GROUP_RECORD_MAX);
+        r = buf_puts(&b, "{\"version\":1,\"group\":");
+        if (r >= 0)
+                r = buf_put_json_string(&b, rec->group.id);
+        if (r >= 0)
+                r = buf_printf(&b, ",\"level\":%u,\"domain\":", rec->domain.level);
+        if (r >= 0)
+                r = buf_put_json_string(&b, rec->domain.name);
+        if (r >= 0)
+                r = buf_printf(&b, ",\"size\":%u,\"count\":%u,\"require\":%u,\"whole\":%s}",
+                               rec->group.size, rec->group.count, rec->group.require,
+                               rec->domain.whole ? "true" : "false");
+        if (r < 0) {
+                buf_release(&b);
+                return r == -ENOMEM ? r : -EINVAL;
+        }
+        *ret_json = buf_steal(&b, NULL);
+        return *ret_json ? 0 : -ENOMEM;
+}
+
+/* A whole number in min..max from a JSON number; -EINVAL else. */
+static int
+record_uint(const cJSON *j, unsigned max, unsigned *ret)
+{
+        int64_t x;
+
+        if (json_get_int64(j, 0, max, &x) < 0)
+                return -EINVAL;
+        *ret = (unsigned)x;
+        return 0;
+}
+
+int
+ext_group_record_decode(const char *json, size_t len, struct ext_group_record *ret,
+                        const char **ret_why)
+{
+        struct ext_group_record rec = { 0 };
+        struct json_doc *jd = NULL;
+        const cJSON *doc, *whole;
+        unsigned version = 0;
+        int r;
+
+        if (len > EXT_GROUP_RECORD_MAX)
+                return set_why(ret_why, "the group record is larger than the limit"), -EMSGSIZE;
+        tl_repeated = false;
+        r = parse_doc(json, len, &jd, ret_why);
+        if (r < 0)
+                return r;
+        doc = jd->root;
+        whole = get(doc, "whole");
+        if (!cJSON_IsObject(doc))
+                r = why_err(ret_why, "the group record is not a JSON object", -EINVAL);
+        else if (record_uint(get(doc, "version"), 1000, &version) < 0 || version != 1)
+                r = why_err(ret_why, "the group record is not version 1", -EINVAL);
+        else if (copy_string(get(doc, "group"), rec.group.id, sizeof(rec.group.id), true) < 0 ||
+                 !rec.group.id[0] ||
+                 copy_string(get(doc, "domain"), rec.domain.name, sizeof(rec.domain.name),
+                             true) < 0 ||
+                 !rec.domain.name[0])
+                r = why_err(ret_why, "the group record's group or domain is not a valid string",
+                            -EINVAL);
+        else if (record_uint(get(doc, "level"), PLACE_LEVEL_NODE, &rec.domain.level) < 0 ||
+                 record_uint(get(doc, "size"), PLACE_MAX_GROUP_PODS, &rec.group.size) < 0 ||
+                 record_uint(get(doc, "count"), TOPO_MAX_GPUS, &rec.group.count) < 0 ||
+                 record_uint(get(doc, "require"), 0xffff, &rec.group.require) < 0 ||
+                 !cJSON_IsBool(whole))
+                r = why_err(ret_why, "the group record's level, size, count, require or whole is "
+                                     "missing or out of range", -EINVAL);
+        rec.domain.whole = cJSON_IsTrue(whole);
+        json_doc_free(jd);
+        r = refuse_repeats(r, ret_why);
+        if (r < 0)
+                return r;
+        *ret = rec;
+        return 0;
+}

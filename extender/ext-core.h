@@ -394,6 +394,33 @@ int ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
              const struct ext_request *req, const char *node, uint64_t now_ns,
              struct score_choice *ret, const char **ret_why);
 
+/* The group record to bind req's pod with (EXT_GROUP_RECORD_ANNOTATION): the domain its
+ * group has in l's group table at now_ns (call it after ext_bind, which counts the pod
+ * bound).  0 with *ret_json malloc()ed, or NULL when the pod is not grouped or its group has
+ * no live record; -ENOMEM. */
+int ext_group_record_for(const struct ext_cluster *c, struct ext_ledger *l,
+                         const struct ext_request *req, uint64_t now_ns, char **ret_json);
+
+/* A bound pod carrying a group record, as the API server shows it (borrowed). */
+struct ext_group_member {
+        const char *uid;
+        const char *ns;
+        const char *record;  /* the annotation's value */
+        size_t record_len;
+};
+/* After a restart: rebuilds the domains and holds of the groups whose pods m[0..n) are
+ * already bound, so the rest of a gang lands in the same domain and others stay out of its
+ * room.  A member counts when its record decodes, names a group of its own namespace and a
+ * domain of c's view that holds its node, and c shows it bound with as many recorded GPUs
+ * (topofit.io/gpus) as the record's count.  Per group (members agreeing with the first one's
+ * domain): the size is its PodGroup's minCount when c knows it, else the record's; a group
+ * of unknown size or with every pod bound is left out; a group l already has a live record of
+ * gets its bound pods added.  Returns how many groups were restored, or -ENOMEM; *ret_refused
+ * (may be NULL) counts members left out. */
+int ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
+                       const struct ext_group_member *m, size_t n, uint64_t now_ns,
+                       unsigned *ret_refused);
+
 /* Preempt, for one candidate node: whether evicting (some of) the n victims (pod UIDs)
  * frees a set that satisfies req.  On 0 sets needed[i] for the victims to keep in the
  * answer: victims holding GPUs of the chosen set, and victims holding no recorded GPUs
@@ -504,6 +531,28 @@ int ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_n
  * the containers' GPUs, below n_gpus.  Error codes and *ret_why as topo_gpus_decode. */
 int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
                                struct topo_mask *ret, const char **ret_why);
+
+/* The group record a grouped pod is bound with (annotation EXT_GROUP_RECORD_ANNOTATION,
+ * beside topofit.io/gpus in the Binding), so an extender that restarts rebuilds its groups'
+ * domains and holds from the pods already bound (ext_groups_restore):
+ *   {"version":1,"group":ID,"level":L,"domain":NAME,"size":N,"count":C,"require":R,
+ *    "whole":B}
+ * level 0..PLACE_MAX_LEVELS-1, or PLACE_LEVEL_NODE (one node, named by domain).  At most
+ * EXT_GROUP_RECORD_MAX bytes. */
+#define EXT_GROUP_RECORD_ANNOTATION "topofit.io/group-domain"
+#define EXT_GROUP_RECORD_MAX 1024
+struct ext_group_record {
+        struct place_group_request group; /* id, size, count, require; mode and within unset */
+        struct place_group_domain domain; /* level, name, whole (sets 0) */
+};
+/* Writes a malloc()ed record; 0 or -ENOMEM, -EINVAL (a level out of range, an empty id or
+ * domain). */
+int ext_group_record_encode(const struct ext_group_record *rec, char **ret_json);
+/* 0, or -EINVAL / -EMSGSIZE / -ENOMEM with *ret_why: not JSON, another version, a field
+ * missing or out of range (size and count 0..PLACE_MAX_GROUP_PODS / TOPO_MAX_GPUS, names
+ * under PLACE_NAME_MAX bytes), over EXT_GROUP_RECORD_MAX bytes. */
+int ext_group_record_decode(const char *json, size_t len, struct ext_group_record *ret,
+                            const char **ret_why);
 
 /* A `kubectl get nodes,pods -o json` List (or a NodeList / PodList) into a snapshot.
  * Pods in phase Succeeded or Failed are not live and are skipped. */

@@ -428,6 +428,60 @@ place_group_bound(struct place_groups *g, const struct place_group_request *req,
 }
 
 int
+place_group_get(struct place_groups *g, const char *id, uint64_t now_ns,
+                struct place_group_domain *ret, unsigned *ret_size)
+{
+        struct group_record *r;
+
+        if (!g || !id)
+                return -EINVAL;
+        if (!id[0])
+                return 0;
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, id, now_ns);
+        if (r && ret)
+                *ret = r->domain;
+        if (r && ret_size)
+                *ret_size = r->size;
+        pthread_mutex_unlock(&g->lock);
+        return r != NULL;
+}
+
+int
+place_group_restore(struct place_groups *g, const struct place_group_request *req,
+                    const struct place_group_domain *d, const char *const *uids, size_t n,
+                    uint64_t now_ns)
+{
+        struct group_record *r, *slot = NULL;
+        int x = 0, made = 0;
+
+        if (!g || !req || !d || (n > 0 && !uids) || !req->id[0] || n > PLACE_MAX_GROUP_PODS)
+                return -EINVAL;
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, req->id, now_ns);
+        if (!r) {
+                for (size_t k = 0; k < PLACE_MAX_GROUPS && !slot; k++)
+                        if (!g->rec[k].id[0])
+                                slot = &g->rec[k];
+                if (!slot) {
+                        pthread_mutex_unlock(&g->lock);
+                        return -E2BIG;
+                }
+                g->n_used++;
+                *slot = (struct group_record){ .domain = *d, .size = req->size,
+                                               .count = req->count, .require = req->require,
+                                               .expires_ns = now_ns + g->ttl_ns };
+                str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
+                r = slot;
+                made = 1;
+        }
+        for (size_t k = 0; k < n && x == 0; k++)
+                x = list_add(&r->bound, &r->n_bound, uids[k]);
+        pthread_mutex_unlock(&g->lock);
+        return x < 0 ? x : made;
+}
+
+int
 place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                   const struct topo_mask *free, const struct topo_mask *set,
                   const char *group_id, const struct topo_mask *const *free_of,

@@ -261,6 +261,20 @@ int place_group_domain(struct place_groups *g, const struct place_view *v,
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
                       const char *uid, uint64_t now_ns);
 
+/* The live record of group id at now_ns: its domain and size (either out-pointer may be
+ * NULL).  1 when there is one, 0 when not; -EINVAL. */
+int place_group_get(struct place_groups *g, const char *id, uint64_t now_ns,
+                    struct place_group_domain *ret, unsigned *ret_size);
+
+/* Restores a group's record after a restart of its owner (the table lives in memory): req's
+ * group was given domain d and its pods uids[0..n) are bound.  Without a live record, one is
+ * made (TTL from now_ns) and returns 1; with one, the uids are added to it (its domain is
+ * kept) and returns 0.  -EINVAL (req not grouped, n over PLACE_MAX_GROUP_PODS), -E2BIG (the
+ * table is full), -ENOMEM. */
+int place_group_restore(struct place_groups *g, const struct place_group_request *req,
+                        const struct place_group_domain *d, const char *const *uids, size_t n,
+                        uint64_t now_ns);
+
 /* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would

@@ -1490,6 +1490,142 @@ topology_keys_map_to_domain_levels(void **state)
         assert_int_equal(level, 99);
 }
 
+/* The group record a grouped pod is bound with: round trip, and what is refused. */
+static void
+codec_round_trips_the_group_record(void **state)
+{
+        static const char *const bad[] = {
+                "",
+                "[]",
+                "{\"version\":2,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":5,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":1025,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":-1,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":1}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"level\":1,\"domain\":\"d\","
+                "\"size\":2,\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0.5,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+        };
+        struct ext_group_record rec = { .group = { .id = "podgroup/ns/\"odd\\name", .size = 4,
+                                                   .count = 8, .require = 1 },
+                                        .domain = { .level = PLACE_LEVEL_NODE, .name = "node-1",
+                                                    .whole = true } };
+        struct ext_group_record got;
+        char *json = NULL, big[EXT_GROUP_RECORD_MAX + 2];
+        const char *why = NULL;
+
+        assert_int_equal(ext_group_record_encode(&rec, &json), 0);
+        assert_int_equal(ext_group_record_decode(json, strlen(json), &got, NULL), 0);
+        assert_string_equal(got.group.id, rec.group.id);
+        assert_string_equal(got.domain.name, "node-1");
+        assert_int_equal(got.domain.level, PLACE_LEVEL_NODE);
+        assert_int_equal(got.group.size, 4);
+        assert_int_equal(got.group.count, 8);
+        assert_int_equal(got.group.require, 1);
+        assert_true(got.domain.whole);
+        free(json);
+        rec.domain.level = PLACE_LEVEL_NODE + 1; /* neither a level nor one node */
+        assert_int_equal(ext_group_record_encode(&rec, &json), -EINVAL);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                why = NULL;
+                assert_int_not_equal(ext_group_record_decode(bad[i], strlen(bad[i]), &got, &why), 0);
+                assert_non_null(why);
+        }
+        memset(big, ' ', sizeof(big));
+        assert_int_equal(ext_group_record_decode(big, sizeof(big), &got, &why), -EMSGSIZE);
+}
+
+/* issue 11: group holds after an extender restart.  tray_domains' busy-6 and busy-7 (trays
+ * b2, b3 of nvl-b) are taken as two bound pods of a gang of four given nvl-b; the restarted
+ * extender (a fresh ledger) has no record of it.  Without the restore a lone pod takes nvl-b's
+ * free trays and the gang's third pod is given nvl-a (the only domain with four free trays):
+ * the gang splits.  With it, nvl-b's two free trays are held and the third pod keeps to
+ * them.  Members that do not check out are refused. */
+static void
+gang_domain_and_hold_survive_a_restart(void **state)
+{
+        static const char rec_b[] = "{\"version\":1,\"group\":\"podgroup/ns/gang\",\"level\":0,"
+                                    "\"domain\":\"cluster-uuid.2\",\"size\":4,\"count\":4,"
+                                    "\"require\":0,\"whole\":true}";
+        static const char rec_a[] = "{\"version\":1,\"group\":\"podgroup/ns/gang\",\"level\":0,"
+                                    "\"domain\":\"cluster-uuid.1\",\"size\":4,\"count\":4,"
+                                    "\"require\":0,\"whole\":true}";
+        static const char rec_2[] = "{\"version\":1,\"group\":\"podgroup/ns/gang\",\"level\":0,"
+                                    "\"domain\":\"cluster-uuid.2\",\"size\":4,\"count\":2,"
+                                    "\"require\":0,\"whole\":true}";
+        const struct ext_group_member members[] = {
+                { "busy-6", "ns", rec_b, sizeof(rec_b) - 1 },
+                { "busy-7", "ns", rec_b, sizeof(rec_b) - 1 },
+                /* Refused: another namespace's group; a pod the view does not show bound; a
+                 * domain that does not hold its node; a count other than its GPUs; not JSON. */
+                { "busy-7", "other", rec_b, sizeof(rec_b) - 1 },
+                { "gone", "ns", rec_b, sizeof(rec_b) - 1 },
+                { "busy-6", "ns", rec_a, sizeof(rec_a) - 1 },
+                { "busy-6", "ns", rec_2, sizeof(rec_2) - 1 },
+                { "busy-6", "ns", "{", 1 },
+        };
+        struct ext_request third = { .uid = "gang-2", .count = 4, .n_containers = 1,
+                                     .group = { .id = "podgroup/ns/gang", .size = 4, .count = 4,
+                                                .mode = PLACE_DOMAIN_REQUIRED } };
+        struct ext_request lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+
+        for (int restore = 0; restore < 2; restore++) {
+                struct ext_config cfg;
+                struct ext_cluster *c;
+                struct ext_ledger *l;
+                const struct ext_node *nodes[8];
+                struct ext_verdict v[8];
+                unsigned refused = 99;
+                char *json = NULL;
+
+                ext_config_default(&cfg);
+                c = tray_domains(&cfg); /* a0..a3, b0, b1 free; b2, b3 busy-6, busy-7 */
+                l = ext_ledger_new(&cfg);
+                for (unsigned i = 0; i < 8; i++)
+                        nodes[i] = &c->nodes[i];
+                if (restore) {
+                        assert_int_equal(ext_groups_restore(c, l, members, ELEMENTSOF(members),
+                                                            1, &refused), 1);
+                        assert_int_equal(refused, 5);
+                        /* Once is enough: a second call adds nothing new. */
+                        assert_int_equal(ext_groups_restore(c, l, members, 2, 1, NULL), 0);
+                }
+                /* The lone pod: every free tray, or nvl-a's only (nvl-b's two are held). */
+                assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 2, v), restore ? 4 : 6);
+                /* The third pod: nvl-b's two free trays, or nvl-a's four (the split). */
+                assert_int_equal(ext_filter(c, l, &cfg, &third, nodes, 8, 3, v), restore ? 2 : 4);
+                for (unsigned i = 0; i < 8; i++)
+                        if (v[i].r == 0)
+                                assert_memory_equal(nodes[i]->name, restore ? "tray-b" : "tray-a", 6);
+                /* Its bind carries the record of the domain it keeps to. */
+                if (restore) {
+                        struct score_choice got;
+                        struct ext_group_record rec;
+
+                        assert_int_equal(ext_bind(c, l, &cfg, &third, "tray-b0", 4, &got, NULL), 0);
+                        assert_int_equal(ext_group_record_for(c, l, &third, 5, &json), 0);
+                        assert_non_null(json);
+                        assert_int_equal(ext_group_record_decode(json, strlen(json), &rec, NULL), 0);
+                        assert_string_equal(rec.domain.name, "cluster-uuid.2");
+                        assert_int_equal(rec.group.size, 4);
+                        free(json);
+                        /* Not grouped: no record. */
+                        assert_int_equal(ext_group_record_for(c, l, &lone, 5, &json), 0);
+                        assert_null(json);
+                }
+                ext_ledger_free(l);
+                ext_cluster_unref(c);
+        }
+}
+
 /* The nodes of c but those named in skip (kube-scheduler's own filter: it assumed a gang
  * member there, the node's GPUs are all counted). */
 static size_t
@@ -2206,6 +2342,8 @@ main(void)
                 cmocka_unit_test(gang_domain_is_never_a_cordoned_node),
                 cmocka_unit_test(podgroup_topology_key_keeps_the_gang_within_one_label_value),
                 cmocka_unit_test(topology_keys_map_to_domain_levels),
+                cmocka_unit_test(codec_round_trips_the_group_record),
+                cmocka_unit_test(gang_domain_and_hold_survive_a_restart),
                 cmocka_unit_test(closed_node_keeps_its_pods_and_still_filters),
                 cmocka_unit_test(podgroup_ids_match_the_request_decode),
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
