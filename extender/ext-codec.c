@@ -1141,6 +1141,61 @@ item_is_pod(const cJSON *item, const char *list_kind)
         return get(get(item, "spec"), "containers") != NULL;
 }
 
+static bool
+item_is_podgroup(const cJSON *item, const char *list_kind)
+{
+        const cJSON *kind = get(item, "kind");
+
+        if (cJSON_IsString(kind))
+                return strcmp(kind->valuestring, "PodGroup") == 0;
+        return list_kind && strcmp(list_kind, "PodGroupList") == 0;
+}
+
+/* A PodGroup (scheduling.k8s.io, as `kubectl get podgroups -o json` lists it): its gang
+ * minCount and first topology key, as the live cache reads them (kube-client's decoder).  A
+ * minCount that is not a whole number in 1..PLACE_MAX_GROUP_PODS leaves the size unknown. */
+static int
+add_podgroup_item(struct ext_cluster_builder *b, const cJSON *pg, const char **ret_why)
+{
+        const cJSON *meta = get(pg, "metadata"), *spec = get(pg, "spec"), *topo;
+        char ns[EXT_NAME_MAX], name[EXT_NAME_MAX];
+        const char *key = NULL;
+        int64_t min = 0;
+
+        if (copy_string(get(meta, "namespace"), ns, sizeof(ns), true) < 0 ||
+            copy_string(get(meta, "name"), name, sizeof(name), true) < 0)
+                return set_why(ret_why, "a PodGroup's metadata name or namespace is not a valid "
+                                        "string"),
+                       -EINVAL;
+        if (json_get_int64(get(get(get(spec, "schedulingPolicy"), "gang"), "minCount"), 1,
+                           PLACE_MAX_GROUP_PODS, &min) < 0)
+                min = 0;
+        topo = get(get(spec, "schedulingConstraints"), "topology");
+        if (cJSON_IsArray(topo) && cJSON_GetArraySize(topo) > 0)
+                key = string_at(cJSON_GetArrayItem(topo, 0), "key");
+        return ext_cluster_builder_add_podgroup(b, ns, name, (unsigned)min, key);
+}
+
+/* The node added last gets its domain labels (cfg->domain_labels), as the live cache keeps
+ * them. */
+static int
+add_node_labels(struct ext_cluster_builder *b, const struct ext_config *cfg, const cJSON *node)
+{
+        const cJSON *labels = get(get(node, "metadata"), "labels");
+
+        for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
+                const char *v = string_at(labels, cfg->domain_labels[k].key);
+
+                if (v && strlen(v) < PLACE_NAME_MAX) {
+                        int r = ext_cluster_builder_node_label(b, cfg->domain_labels[k].key, v);
+
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
 static int
 add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_why)
 {
@@ -1207,7 +1262,9 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
                         r = why_err(ret_why, "a List item is not an object", -EINVAL);
                         goto out;
                 }
-                if (item_is_pod(item, list_kind)) {
+                if (item_is_podgroup(item, list_kind)) {
+                        r = add_podgroup_item(b, item, ret_why);
+                } else if (item_is_pod(item, list_kind)) {
                         r = add_pod_item(b, item, ret_why);
                 } else {
                         const char *name, *topo;
@@ -1220,6 +1277,8 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
                                                                  NULL);
                         if (r >= 0)
                                 r = ext_cluster_builder_node_closed(b, node_closed(item));
+                        if (r >= 0)
+                                r = add_node_labels(b, cfg, item);
                 }
                 if (r == -EEXIST)
                         set_why(ret_why, "the cluster file lists a node or pod twice");

@@ -736,6 +736,28 @@ ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
         return restored;
 }
 
+/* Preempt's check for a gang member: false when the pod's group is domain-required, has a
+ * live domain, and node lies outside it (evicting pods there would free room the member may
+ * not take).  No record yet (the group's first pod), or domain-preferred: true; preempt does
+ * not choose a domain. */
+static bool
+in_group_domain(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+                const struct ext_node *node, uint64_t now_ns)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct place_group_domain d;
+        ssize_t dom;
+
+        if (!grp->id[0] || grp->mode != PLACE_DOMAIN_REQUIRED || !c || !c->place ||
+            place_group_get(ext__ledger_groups(l), grp->id, now_ns, &d, NULL) != 1)
+                return true;
+        dom = place_view_find_domain(c->place, d.level, d.name);
+        if (node < c->nodes || node >= c->nodes + c->n_nodes || dom < 0)
+                return false;
+        return place_view_node_domain(c->place, (size_t)(node - c->nodes), d.level) == dom;
+}
+
 int
 ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
             const struct ext_request *req, const struct ext_node *node,
@@ -748,6 +770,12 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
         if (!node) {
                 *ret = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                 return -ENOENT;
+        }
+        if (!in_group_domain(c, l, req, node, now_ns)) {
+                *ret = (struct ext_verdict){ .r = -EAGAIN,
+                                             .why = "the node is outside the domain the pod's "
+                                                    "group was given (domain-required)" };
+                return -EAGAIN;
         }
         ext__ledger_lock(l);
         free_gpus_locked(c, l, req, node, now_ns, &free);

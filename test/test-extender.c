@@ -1626,6 +1626,104 @@ gang_domain_and_hold_survive_a_restart(void **state)
         }
 }
 
+/* A gang member preempts only inside its group's domain (domain-required): the pair of
+ * tray_domains is given nvl-b by its first pod's prioritize; its second pod's preemption of
+ * busy-7 on tray-b3 stands, of a pod on nvl-a's tray-a0 is dropped.  Before any record (a
+ * group's first pod) and for a domain-preferred group, preempt does not judge domains. */
+static void
+preempt_for_a_gang_member_stays_in_its_domain(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request pair[2];
+        struct topo_mask all;
+        const char *on_b3[] = { "busy-7" }, *on_a0[] = { "busy-a0" };
+        bool needed[1];
+
+        ext_config_default(&cfg);
+        b = tray_builder(&cfg);
+        topo_mask_fill(&all, 4);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "busy-a0", "ns", "busy-a0", "tray-a0", &all), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        for (unsigned k = 0; k < 2; k++) {
+                pair[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "podgroup/ns/pair", .size = 2,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_REQUIRED } };
+                snprintf(pair[k].uid, sizeof(pair[k].uid), "pair-%u", k);
+        }
+        /* No record yet: both nodes are judged on their GPUs alone. */
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-a0"),
+                                     on_a0, 1, 1, needed, v), 0);
+        /* nvl-b: two free trays (b0, b1) hold the pair with nothing to spare; nvl-a three. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &pair[0], nodes, 8, 2, v), 2);
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-b3"),
+                                     on_b3, 1, 3, needed, v), 0);
+        assert_true(needed[0]);
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-a0"),
+                                     on_a0, 1, 3, needed, v), -EAGAIN);
+        assert_non_null(v[0].why);
+        /* domain-preferred: not dropped. */
+        pair[1].group.mode = PLACE_DOMAIN_PREFERRED;
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-a0"),
+                                     on_a0, 1, 3, needed, v), 0);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* Static mode reads PodGroups (minCount, the first topology key) and the nodes' domain
+ * labels from the cluster file, as live mode does from the API server. */
+static void
+cluster_decode_reads_podgroups_and_domain_labels(void **state)
+{
+        static const char json[] =
+                "{\"kind\":\"List\",\"items\":["
+                "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                "\"network.topology.nvidia.com/leaf\":\"leaf-7\",\"nvidia.com/gpu.clique\":\"c.1\","
+                "\"other\":\"x\"}},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"4\"}}},"
+                "{\"kind\":\"PodGroup\",\"apiVersion\":\"scheduling.k8s.io/v1beta1\","
+                "\"metadata\":{\"name\":\"train\",\"namespace\":\"ml\"},\"spec\":{"
+                "\"schedulingPolicy\":{\"gang\":{\"minCount\":4}},\"schedulingConstraints\":{"
+                "\"topology\":[{\"key\":\"network.topology.nvidia.com/leaf\"}]}}},"
+                "{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"basic\",\"namespace\":\"ml\"},"
+                "\"spec\":{\"schedulingPolicy\":{\"basic\":{}}}},"
+                "{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"huge\",\"namespace\":\"ml\"},"
+                "\"spec\":{\"schedulingPolicy\":{\"gang\":{\"minCount\":5000}},"
+                "\"schedulingConstraints\":{\"topology\":[{\"key\":\"kubernetes.io/hostname\"}]}}}"
+                "]}";
+        static const char bad[] = "{\"kind\":\"List\",\"items\":[{\"kind\":\"PodGroup\","
+                                  "\"metadata\":{\"name\":7,\"namespace\":\"ml\"}}]}";
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL;
+        const struct ext_group_size *g;
+        const char *why = NULL;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_cluster_decode(json, strlen(json), &cfg, NULL, 1, &c, &why), 0);
+        assert_string_equal(c->nodes[0].label_domain[0], "c.1");
+        assert_string_equal(c->nodes[0].label_domain[1], "leaf-7");
+        g = ext_cluster_group(c, "podgroup/ml/train");
+        assert_non_null(g);
+        assert_int_equal(g->size, 4);
+        assert_true(g->has_within);
+        assert_int_equal(g->within, 1);
+        assert_null(ext_cluster_group(c, "podgroup/ml/basic")); /* no gang, no key */
+        g = ext_cluster_group(c, "podgroup/ml/huge"); /* size unknown, the key kept */
+        assert_non_null(g);
+        assert_int_equal(g->size, 0);
+        assert_int_equal(g->within, PLACE_LEVEL_NODE);
+        ext_cluster_unref(c);
+        assert_int_equal(ext_cluster_decode(bad, strlen(bad), &cfg, NULL, 1, &c, &why), -EINVAL);
+        assert_non_null(why);
+}
+
 /* The nodes of c but those named in skip (kube-scheduler's own filter: it assumed a gang
  * member there, the node's GPUs are all counted). */
 static size_t
@@ -2344,6 +2442,8 @@ main(void)
                 cmocka_unit_test(topology_keys_map_to_domain_levels),
                 cmocka_unit_test(codec_round_trips_the_group_record),
                 cmocka_unit_test(gang_domain_and_hold_survive_a_restart),
+                cmocka_unit_test(preempt_for_a_gang_member_stays_in_its_domain),
+                cmocka_unit_test(cluster_decode_reads_podgroups_and_domain_labels),
                 cmocka_unit_test(closed_node_keeps_its_pods_and_still_filters),
                 cmocka_unit_test(podgroup_ids_match_the_request_decode),
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
