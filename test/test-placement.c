@@ -589,6 +589,61 @@ group_within_a_level_never_spans_its_domains(void **state)
         assert_int_equal(place_group_domain(g, v, &outer, NULL, 0, &d), 0);
 }
 
+/* A group's record made again after its owner restarted: the domain given, the pods bound
+ * (they stop counting against the hold), a fresh TTL; a live record only gains the pods. */
+static void
+group_restored_after_a_restart_holds_the_rest(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 18);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(1000);
+        struct place_group_request gang = { .id = "ns/gang", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct place_group_request lone = { .count = 4 };
+        struct place_group_domain nvl_b = { .level = 0, .name = "nvl-b", .whole = true }, d;
+        const char *const bound[] = { "u-1", "u-2" };
+        struct topo_mask all;
+        unsigned size = 0;
+
+        topo_mask_fill(&all, 4);
+        assert_int_equal(place_group_get(g, "ns/gang", 0, &d, &size), 0);
+        assert_int_equal(place_group_restore(g, &lone, &nvl_b, bound, 2, 0), -EINVAL);
+        assert_int_equal(place_group_restore(g, &gang, &nvl_b, bound, 2, 10), 1);
+        assert_int_equal(place_group_get(g, "ns/gang", 11, &d, &size), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_int_equal(size, 4);
+        /* The group keeps nvl-b though nvl-a (18 free trays, so does nvl-b) ties on room. */
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 12, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        /* Two of four bound: two sets held in nvl-b, of its 18 free trays; a pod there may
+         * take one (17 left), not on a view where nvl-b has only two free. */
+        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 13, NULL), 0);
+        {
+                CLEANUP(place_view_unrefp) struct place_view *tight = NULL;
+                struct place_node nodes[36];
+                struct place_config cfg;
+
+                place_config_default(&cfg);
+                for (unsigned i = 0; i < 36; i++) {
+                        nodes[i] = (struct place_node){ .cls = tray };
+                        if (i < 18 || i >= 34)
+                                topo_mask_fill(&nodes[i].free, 4);
+                        nodes[i].domain[0] = i < 18 ? "nvl-a" : "nvl-b";
+                }
+                assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &tight), 0);
+                assert_int_equal(place_group_check(g, tight, 34, &all, &all, NULL, NULL, 13, NULL),
+                                 -EBUSY);
+                /* Restored again (a second restore, or a record that lived): the pods are
+                 * added, nothing else changes; all four bound, nothing is held. */
+                assert_int_equal(place_group_restore(g, &gang, &nvl_b, (const char *const[]){
+                                                             "u-2", "u-3", "u-4" }, 3, 14), 0);
+                assert_int_equal(place_group_check(g, tight, 34, &all, &all, NULL, NULL, 15, NULL),
+                                 0);
+        }
+        /* The TTL runs from the restore (1000 ns here). */
+        assert_int_equal(place_group_get(g, "ns/gang", 10 + 1000, &d, NULL), 0);
+}
+
 int
 main(void)
 {
@@ -603,6 +658,7 @@ main(void)
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
                 cmocka_unit_test(group_within_a_level_never_spans_its_domains),
+                cmocka_unit_test(group_restored_after_a_restart_holds_the_rest),
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
                 cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
                 cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),
