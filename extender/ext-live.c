@@ -5,8 +5,10 @@
  * generation into a new ext_cluster (nodes whose annotation did not change are copied, not
  * parsed again) and installs it whole; the binding carries the topofit.io/gpus annotation,
  * which the API server copies onto the pod in the same write, so the binding and the GPU
- * record land together or not at all.  Nothing else is kept: a restart rebuilds all state
- * from node and pod annotations (reservations are soft and simply expire).
+ * record land together or not at all (a gang member's also carries its group's record).
+ * Nothing else is kept: a restart rebuilds all state from node and pod annotations, the
+ * groups' domains and holds included, once, at the first synced view (reservations are soft
+ * and simply expire).
  */
 #include "ext-server.h"
 
