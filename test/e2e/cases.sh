@@ -971,15 +971,15 @@ t_gang_restart() {
                 { fail "gang-r-0 carries no group record naming e2e-cluster.1"; return; }
         before=$(grep -c "group holds restored" "$log" 2>/dev/null)
         e2e_extender || { fail "the extender did not come back"; return; }
-        after=$(grep -c "group holds restored" "$log" 2>/dev/null)
-        [ "${after:-0}" -gt "${before:-0}" ] && grep "group holds restored" "$log" | tail -1 | grep -q "groups=1" ||
-                { fail "the restarted extender restored no group: $(grep "group holds restored" "$log" | tail -1)"; return; }
         e2e_group_pods gang-r 3 1 2 || { fail "creating gang-r-1, gang-r-2 failed"; return; }
         e2e_wait 60 "gang-r bound" e2e_bound_at_least 3 gang-r ||
                 { fail "gang-r: $(e2e_bound_count gang-r) of 3 pods bound in 60 s"; return; }
         dom=$(e2e_gang_domains gang-r)
         [ "$dom" = e2e-cluster.1 ] ||
                 { fail "gang-r split after the restart: '$(echo $dom)' on $(e2e_nodes_of gang-r | sort | tr '\n' ' ')"; return; }
+        after=$(grep -c "group holds restored" "$log" 2>/dev/null)
+        [ "${after:-0}" -gt "${before:-0}" ] && grep "group holds restored" "$log" | tail -1 | grep -q "groups=1" ||
+                { fail "the restarted extender logged no restored group: $(grep "group holds restored" "$log" | tail -1)"; return; }
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
         E2E_NOTE="gang-r-0 on $first before the restart; all on $(e2e_nodes_of gang-r | sort | tr '\n' ' ')"
