@@ -79,9 +79,9 @@ cluster_free(struct ext_cluster *c)
 
 /* Every node name of every request is hashed once to find it, so 8 bytes a step. */
 uint32_t
-ext__name_hash(const char *s)
+ext__name_hash_n(const char *s, size_t n)
 {
-        size_t n = strlen(s), i = 0;
+        size_t i = 0;
         uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
 
         for (; i + 8 <= n; i += 8) {
@@ -105,7 +105,15 @@ ext__name_hash(const char *s)
         return (uint32_t)(h ^ (h >> 32));
 }
 
-/* Open addressing, load at most 1/2: slot = node index + 1, 0 = empty. */
+uint32_t
+ext__name_hash(const char *s)
+{
+        return ext__name_hash_n(s, strlen(s));
+}
+
+/* Open addressing, load at most 1/2.  An entry is the node's name hash in the high half
+ * and its index + 1 in the low half, 0 = empty: a probe reads a node only when the whole
+ * hash matches (a node is a few cache lines away; the index is one array). */
 static int
 build_index(struct ext_cluster *c)
 {
@@ -122,7 +130,7 @@ build_index(struct ext_cluster *c)
 
                 while (c->index[k])
                         k = (k + 1) & (size - 1);
-                c->index[k] = (uint32_t)i + 1;
+                c->index[k] = (uint64_t)c->nodes[i].name_hash << 32 | ((uint32_t)i + 1);
         }
         return 0;
 }
@@ -148,20 +156,29 @@ pod_cmp(const void *a, const void *b)
 }
 
 const struct ext_node *
-ext_cluster_find_node(const struct ext_cluster *c, const char *name)
+ext_cluster_find_node_n(const struct ext_cluster *c, const char *name, size_t len)
 {
-        size_t k;
+        uint32_t h;
 
-        if (!c || !name || !c->index)
+        if (!c || !name || !c->index || len >= EXT_NAME_MAX)
                 return NULL;
-        for (k = ext__name_hash(name) & (c->index_size - 1); c->index[k];
-             k = (k + 1) & (c->index_size - 1)) {
-                const struct ext_node *n = &c->nodes[c->index[k] - 1];
+        h = ext__name_hash_n(name, len);
+        for (size_t k = h & (c->index_size - 1); c->index[k]; k = (k + 1) & (c->index_size - 1)) {
+                const struct ext_node *n;
 
-                if (strcmp(n->name, name) == 0)
+                if ((uint32_t)(c->index[k] >> 32) != h)
+                        continue;
+                n = &c->nodes[(uint32_t)c->index[k] - 1];
+                if (n->name_len == len && memcmp(n->name, name, len) == 0)
                         return n;
         }
         return NULL;
+}
+
+const struct ext_node *
+ext_cluster_find_node(const struct ext_cluster *c, const char *name)
+{
+        return name ? ext_cluster_find_node_n(c, name, strlen(name)) : NULL;
 }
 
 const struct ext_pod *
@@ -335,8 +352,9 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 set_why(ret_why, n->why_unannotated);
                 return 0;
         }
-        memcpy(node.name, name, strlen(name) + 1);
-        node.name_hash = ext__name_hash(node.name);
+        node.name_len = (uint8_t)strlen(name); /* name_ok(): shorter than EXT_NAME_MAX */
+        memcpy(node.name, name, node.name_len + 1u);
+        node.name_hash = ext__name_hash_n(node.name, node.name_len);
         if (topo_json) {
                 struct topo_error err = { 0 };
                 int r = topo_parse_annotation(topo_json, len, &t, &err);
@@ -805,7 +823,7 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
         if (!ret->nodes)
                 return -ENOMEM;
         for (size_t i = 0; i < a->n; i++) {
-                ret->nodes[i] = ext_cluster_find_node(c, a->names[i]);
+                ret->nodes[i] = ext_cluster_find_node_n(c, a->names[i], ext_args_name_len(a, i));
                 if (ret->nodes[i] || a->node_names)
                         continue;
                 /* Allocated at the first such node: usually never, the view has them all. */

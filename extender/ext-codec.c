@@ -736,13 +736,23 @@ stage_put(struct stage *st, const char *s, size_t n)
         st->n += n;
 }
 
+/* About the bytes an answer takes to name every node of a, with per more bytes each: an
+ * encoder reserves them once (growing by doubling copied the answer five times over). */
+static size_t
+names_bytes(const struct ext_args *a, size_t per)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < a->n; i++)
+                n += ext_args_name_len(a, i) + per;
+        return n;
+}
+
 /* A JSON string literal, as put_string() writes it. */
 static void
-stage_put_string(struct stage *st, const char *s)
+stage_put_string(struct stage *st, const char *s, size_t n, bool known_plain)
 {
-        size_t n = strlen(s);
-
-        if (n + 2 <= sizeof(st->d) && plain(s, n)) {
+        if (n + 2 <= sizeof(st->d) && (known_plain || plain(s, n))) {
                 char *p = stage_room(st, n + 2);
 
                 *p++ = '"';
@@ -793,6 +803,7 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         if (a->node_names) {
                 struct stage st = { .out = out };
 
+                (void)buf_reserve(out, names_bytes(a, 3) + 256); /* an error shows below */
                 static const char head[] = "{\"Nodes\":null,\"NodeNames\":[";
 
                 stage_put(&st, head, sizeof(head) - 1);
@@ -802,7 +813,8 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                         if (!first)
                                 stage_put(&st, ",", 1);
                         first = false;
-                        stage_put_string(&st, a->names[i]);
+                        stage_put_string(&st, a->names[i], ext_args_name_len(a, i),
+                                 a->name_plain && a->name_plain[i]);
                 }
                 stage_put(&st, "]", 1);
                 stage_flush(&st);
@@ -845,6 +857,7 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
         static const char host[] = "{\"Host\":", mid[] = ",\"Score\":";
         struct stage st = { .out = out };
 
+        (void)buf_reserve(out, names_bytes(a, sizeof(host) + sizeof(mid) + 4) + 16);
         stage_put(&st, "[", 1);
         for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
                 unsigned score = v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0;
@@ -853,7 +866,8 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                 if (i > 0)
                         stage_put(&st, ",", 1);
                 stage_put(&st, host, sizeof(host) - 1);
-                stage_put_string(&st, a->names[i]);
+                stage_put_string(&st, a->names[i], ext_args_name_len(a, i),
+                                 a->name_plain && a->name_plain[i]);
                 /* The score and the closing brace, assembled without printf. */
                 p = stage_room(&st, sizeof(mid) - 1 + STR_UINT_DIGITS + 1);
                 p = mempcpy(p, mid, sizeof(mid) - 1);
@@ -1090,10 +1104,14 @@ ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node 
                            const struct score_choice *set, char **ret_json)
 {
         struct topo_gpus_out out[EXT_MAX_CONTAINERS];
-        unsigned next = 0;
+        uint8_t gpus[TOPO_MAX_GPUS];
+        unsigned next = 0, n = 0;
 
         if (req->n_containers > EXT_MAX_CONTAINERS)
                 return -E2BIG;
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++) /* the set's GPUs, ascending */
+                if (topo_mask_test(&set->set, i))
+                        gpus[n++] = (uint8_t)i;
         for (unsigned c = 0; c < req->n_containers; c++) {
                 const struct ext_container *ct = &req->containers[c];
                 /* Init containers run before the others and reuse the set's first GPUs. */
@@ -1101,10 +1119,10 @@ ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node 
 
                 if (!ct->init)
                         next += ct->count;
-                if (from + ct->count > set->n)
+                if (from + ct->count > n)
                         return -EINVAL;
                 out[c] = (struct topo_gpus_out){ .name = ct->name, .init = ct->init,
-                                                 .count = ct->count, .gpus = set->gpus + from };
+                                                 .count = ct->count, .gpus = gpus + from };
         }
         return topo_gpus_encode(node->name, out, req->n_containers,
                                 node->cls ? score_class_topo(node->cls) : NULL, ret_json);

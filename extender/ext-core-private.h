@@ -30,6 +30,7 @@ void ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *n
                                   struct topo_mask *ret);
 /* The hash of a node name that the snapshot's index and the ledger's buckets use. */
 uint32_t ext__name_hash(const char *s);
+uint32_t ext__name_hash_n(const char *s, size_t n);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
                                                 const char *node, enum ext_hold hold,

@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../common/buf.h"
 #include "../common/macro.h"
@@ -152,12 +153,17 @@ struct ext_request {
 /* --- the cluster view ------------------------------------------------------------------- */
 
 struct ext_node {
-        char name[EXT_NAME_MAX];
-        struct score_class *cls; /* owned reference; shared by nodes of one topology class */
+        /* What every request reads of every node it names comes first, so that the name
+         * lookup's compare and the free-GPU sum touch one or two cache lines of the node
+         * rather than three (the name is 254 bytes; its first bytes share this line). */
+        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
+        uint8_t name_len;         /* strlen(name) */
         bool annotated;          /* topology from topofit.io/topology, not synthesized */
         unsigned n_gpus;
+        struct score_class *cls; /* owned reference; shared by nodes of one topology class */
         struct topo_mask healthy; /* GPUs that may be handed out */
         struct topo_mask used;    /* GPUs recorded on live pods bound here */
+        char name[EXT_NAME_MAX];
         const char *why_unannotated; /* static string when !annotated: missing or bad */
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
@@ -171,7 +177,6 @@ struct ext_node {
          * "Groups"); pods bound there still count, and filter still answers for it (a pod
          * that tolerates the taint may be placed there by the scheduler). */
         bool closed;
-        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
@@ -192,7 +197,7 @@ struct ext_cluster {
         size_t n_classes;
         struct score_class **classes; /* distinct classes, for metrics and reuse */
         size_t index_size;            /* private: open-addressing name index of nodes */
-        uint32_t *index;
+        uint64_t *index;
         /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
          * when the term is off (cluster_share 0) or could not be built (then prioritize
          * goes without it). */
@@ -237,6 +242,9 @@ DEFINE_CLEANUP_FUNC(struct ext_cluster, ext_cluster_unref)
 /* Lookups (nodes by a hash index, pods by binary search); NULL when absent.  Borrowed
  * from c. */
 const struct ext_node *ext_cluster_find_node(const struct ext_cluster *c, const char *name);
+/* The same for a name of len bytes (no NUL needed). */
+const struct ext_node *ext_cluster_find_node_n(const struct ext_cluster *c, const char *name,
+                                              size_t len);
 const struct ext_pod *ext_cluster_find_pod(const struct ext_cluster *c, const char *uid);
 
 /* Builds a snapshot.  base (may be NULL) lends its topology classes, so a rebuild keeps
@@ -352,13 +360,13 @@ struct ext_verdict {
         int r;               /* 0 fits; -ENOSPC / -EAGAIN not now; -ENOEXEC never on this
                               * node; -ENOENT unknown node; -EMEDIUMTYPE no topology and the
                               * policy rejects; -EINVAL bad request */
-        const char *why;     /* static string, NULL when r == 0 */
         int priority;        /* 0..EXT_PRIORITY_MAX, prioritize only */
-        struct topo_mask free; /* GPUs free for this pod when decided */
-        struct score_choice choice; /* the set; valid when r == 0 */
-        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        const char *why;     /* static string, NULL when r == 0 */
         bool off_domain;     /* a grouped pod (domain-preferred): the node is outside its
                               * group's domain; prioritize ranks it last */
+        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        struct topo_mask free; /* GPUs free for this pod when decided */
+        struct score_choice choice; /* the set; valid when r == 0 */
 };
 
 /* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */
@@ -451,8 +459,17 @@ struct ext_args {
         size_t n;          /* nodes named or sent */
         char **names;      /* n node names, unescaped (owned by the args) */
         struct ext_args_node *nodes; /* Nodes mode: n entries; NULL in NodeNames mode */
+        uint8_t *name_lens; /* strlen(names[i]) (names are shorter than EXT_NAME_MAX); NULL:
+                            * not known, ext_args_name_len() measures */
+        bool *name_plain;  /* names[i] is ASCII and was not escaped: JSON as it stands (NULL:
+                            * not known, the encoder checks) */
         char *strings;     /* private: the names' bytes */
 };
+static inline size_t
+ext_args_name_len(const struct ext_args *a, size_t i)
+{
+        return a->name_lens ? a->name_lens[i] : strlen(a->names[i]);
+}
 /* ExtenderArgs from a request body, read by common/json.h's scanner without a tree
  * (extender/ext-args.c).  The result points into json (the Nodes' annotations and spans):
  * keep json alive and unchanged until the answer is encoded. */

@@ -204,10 +204,13 @@ static const char *const why_unknown_node = "the node is not in the extender's c
 
 /* Nodes of one topology class with the same free GPUs get the same verdict: one request
  * decides each distinct (class, annotated, free) once.  An open-addressing table of a power
- * of two slots, about twice the request's nodes and at most EXT_REQUEST_MEMO_SLOTS, so its
- * memory is bounded and a small request does not clear a large table; when it is full the
- * rest is decided node by node. */
+ * of two slots kept at most half full: it starts at EXT_REQUEST_MEMO_START slots and
+ * doubles, up to about twice the request's nodes and at most EXT_REQUEST_MEMO_SLOTS, so its
+ * memory is bounded and a request clears only what its distinct verdicts need (a 5,000-node
+ * request over one 8-GPU class has at most 256; clearing 4,096 slots up front was a tenth
+ * of its decision); when it is full the rest is decided node by node. */
 #define EXT_REQUEST_MEMO_SLOTS 4096
+#define EXT_REQUEST_MEMO_START 256
 #define EXT_REQUEST_MEMO_MIN_NODES 9 /* below this, deciding each node costs less */
 
 struct memo_slot {
@@ -219,30 +222,74 @@ struct memo_slot {
 
 struct memo {
         struct memo_slot *slots;
-        size_t mask; /* slots - 1 */
+        size_t mask;  /* slots - 1 */
+        size_t used;  /* slots filled */
+        size_t limit; /* the most slots it may grow to */
 };
 
-/* A table sized for n nodes; .slots NULL when n is small or memory is short. */
+/* A table for n nodes; .slots NULL when n is small or memory is short. */
 static struct memo
 memo_new(size_t n)
 {
-        size_t size = 16;
+        size_t size = 16, limit = 16;
 
         if (n < EXT_REQUEST_MEMO_MIN_NODES)
                 return (struct memo){ 0 };
-        while (size < 2 * n && size < EXT_REQUEST_MEMO_SLOTS)
-                size *= 2;
-        return (struct memo){ .slots = calloc(size, sizeof(struct memo_slot)), .mask = size - 1 };
+        while (limit < 2 * n && limit < EXT_REQUEST_MEMO_SLOTS)
+                limit *= 2;
+        size = MIN(limit, (size_t)EXT_REQUEST_MEMO_START);
+        return (struct memo){ .slots = calloc(size, sizeof(struct memo_slot)), .mask = size - 1,
+                              .limit = limit };
+}
+
+static uint64_t
+memo_key_hash(const struct score_class *cls, bool annotated, const struct topo_mask *free)
+{
+        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull ^ annotated;
+
+        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                h = (h ^ free->w[k]) * 0x100000001b3ull;
+        return h ^ (h >> 29);
 }
 
 static uint64_t
 memo_hash(const struct ext_node *node, const struct topo_mask *free)
 {
-        uint64_t h = (uint64_t)(uintptr_t)node->cls * 0x9e3779b97f4a7c15ull ^ node->annotated;
+        return memo_key_hash(node->cls, node->annotated, free);
+}
 
-        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
-                h = (h ^ free->w[k]) * 0x100000001b3ull;
-        return h ^ (h >> 29);
+static uint64_t
+memo_slot_hash(const struct memo_slot *m)
+{
+        return memo_key_hash(m->cls, m->annotated, &m->free);
+}
+
+/* Twice the slots, when the table is half full and may grow; on a failed allocation it
+ * stays as it is (a full table only decides more nodes directly). */
+static void
+memo_grow(struct memo *memo)
+{
+        size_t size = 2 * (memo->mask + 1);
+        struct memo_slot *slots;
+
+        if (!memo->slots || 2 * memo->used < memo->mask + 1 || size > memo->limit)
+                return;
+        slots = calloc(size, sizeof(*slots));
+        if (!slots)
+                return;
+        for (size_t i = 0; i <= memo->mask; i++) {
+                size_t k;
+
+                if (!memo->slots[i].cls)
+                        continue;
+                k = memo_slot_hash(&memo->slots[i]) & (size - 1);
+                while (slots[k].cls)
+                        k = (k + 1) & (size - 1);
+                slots[k] = memo->slots[i];
+        }
+        free(memo->slots);
+        memo->slots = slots;
+        memo->mask = size - 1;
 }
 
 /* The slot for (node, free): a match, an empty slot to fill, or NULL when the probe
@@ -434,18 +481,22 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         continue;
                 }
                 free = ret[i].free;
-                if (memo.slots && nodes[i]->cls)
+                if (memo.slots && nodes[i]->cls) {
+                        memo_grow(&memo);
                         m = memo_find(&memo, nodes[i], &free);
+                }
                 if (m && m->cls)
                         ret[i] = ret[m->verdict];
                 else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
                         if (with_priority && ret[i].r == 0 && c && c->place)
                                 ret[i].loss = node_loss(c, nodes[i], &ret[i]);
-                        if (m)
+                        if (m) {
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
                                                          .free = free, .verdict = i };
+                                memo.used++;
+                        }
                 }
                 if (ret[i].r == 0)
                         fits++;
@@ -474,7 +525,7 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
         if (!c || !c->place || cfg->place.cluster_share <= 0 ||
             req->placement == EXT_PLACEMENT_NONE)
                 return;
-        cand = calloc(MAX(n, (size_t)1), sizeof(*cand));
+        cand = malloc(MAX(n, (size_t)1) * sizeof(*cand)); /* every entry is written below */
         if (!cand)
                 return; /* the per-node priorities stand */
         for (size_t i = 0; i < n; i++)
