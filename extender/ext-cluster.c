@@ -347,6 +347,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 n->used = (struct topo_mask){ 0 };
                 /* Labels come again after the node: they may have changed. */
                 memset(n->label_domain, 0, sizeof(n->label_domain));
+                n->closed = false; /* and so may its state */
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
                 return 0;
@@ -449,6 +450,15 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
                 n->label_rank[l] = (uint8_t)k;
                 return 0;
         }
+        return 0;
+}
+
+int
+ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed)
+{
+        if (b->n_nodes == 0)
+                return -ENOENT;
+        b->nodes[b->n_nodes - 1].closed = closed;
         return 0;
 }
 
@@ -562,15 +572,38 @@ group_size_cmp(const void *a, const void *b)
 }
 
 int
-ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
-                                   const char *name, unsigned min_count)
+ext_config_key_level(const struct ext_config *cfg, const char *key, unsigned *ret_level)
+{
+        if (!key || !key[0])
+                return -ENOENT;
+        if (strcmp(key, EXT_HOSTNAME_LABEL) == 0) {
+                *ret_level = PLACE_LEVEL_NODE;
+                return 0;
+        }
+        for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++)
+                if (cfg->domain_labels[k].level < PLACE_MAX_LEVELS &&
+                    strcmp(cfg->domain_labels[k].key, key) == 0) {
+                        *ret_level = cfg->domain_labels[k].level;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+int
+ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
+                                 const char *name, unsigned min_count, const char *topology_key)
 {
         struct ext_group_size *g;
+        unsigned level = 0;
+        bool within;
 
         if (!ns || !name || !ns[0] || !name[0] || strnlen(ns, EXT_NAME_MAX) >= EXT_NAME_MAX ||
             strnlen(name, EXT_NAME_MAX) >= EXT_NAME_MAX)
                 return -EINVAL;
-        if (min_count == 0 || min_count > PLACE_MAX_GROUP_PODS)
+        if (min_count > PLACE_MAX_GROUP_PODS)
+                min_count = 0; /* as a foreign size that does not parse: unknown */
+        within = ext_config_key_level(b->cfg, topology_key, &level) == 0;
+        if (min_count == 0 && !within)
                 return 0;
         if (b->n_group_sizes >= EXT_MAX_GROUP_SIZES)
                 return -E2BIG;
@@ -578,22 +611,35 @@ ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns
                  sizeof(*b->group_sizes)) < 0)
                 return -ENOMEM;
         g = &b->group_sizes[b->n_group_sizes++];
+        *g = (struct ext_group_size){ .size = min_count, .has_within = within, .within = level };
         ext_group_id(g->id, "podgroup", ns, name, NULL);
-        g->size = min_count;
         return 0;
+}
+
+int
+ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
+                                   const char *name, unsigned min_count)
+{
+        return ext_cluster_builder_add_podgroup(b, ns, name, min_count, NULL);
+}
+
+const struct ext_group_size *
+ext_cluster_group(const struct ext_cluster *c, const char *id)
+{
+        struct ext_group_size key;
+
+        if (!c || c->n_group_sizes == 0 || !id || strnlen(id, PLACE_NAME_MAX) >= PLACE_NAME_MAX)
+                return NULL;
+        memcpy(key.id, id, strlen(id) + 1);
+        return bsearch(&key, c->group_sizes, c->n_group_sizes, sizeof(*c->group_sizes),
+                       group_size_cmp);
 }
 
 unsigned
 ext_cluster_group_size(const struct ext_cluster *c, const char *id)
 {
-        struct ext_group_size key;
-        const struct ext_group_size *hit;
+        const struct ext_group_size *hit = ext_cluster_group(c, id);
 
-        if (!c || c->n_group_sizes == 0 || !id || strnlen(id, PLACE_NAME_MAX) >= PLACE_NAME_MAX)
-                return 0;
-        memcpy(key.id, id, strlen(id) + 1);
-        hit = bsearch(&key, c->group_sizes, c->n_group_sizes, sizeof(*c->group_sizes),
-                      group_size_cmp);
         return hit ? hit->size : 0;
 }
 

@@ -328,16 +328,30 @@ node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct
 
 /* The pod's group with its size: the request's (topofit.io/group-size, or a source that
  * puts the size on the pod) when known, else the PodGroup's gang minCount from the view
- * (a group from spec.schedulingGroup; docs/placement.md, "Groups").  Returns req's own
- * group or buf, filled. */
+ * (a group from spec.schedulingGroup; docs/placement.md, "Groups"); and the PodGroup's
+ * topology constraint, a requirement (as kube-scheduler's Topology-Aware Workload
+ * Scheduling takes it): the group's domain lies within one domain of its level, and its
+ * pods keep to it (domain-required).  Returns req's own group or buf, filled. */
 static const struct place_group_request *
 group_of(const struct ext_cluster *c, const struct ext_request *req,
          struct place_group_request *buf)
 {
-        if (!req->group.id[0] || req->group.size > 0)
+        const struct ext_group_size *pg;
+
+        if (!req->group.id[0])
+                return &req->group;
+        pg = ext_cluster_group(c, req->group.id);
+        if (!pg || (req->group.size > 0 && !pg->has_within))
                 return &req->group;
         *buf = req->group;
-        buf->size = ext_cluster_group_size(c, req->group.id);
+        if (buf->size == 0)
+                buf->size = pg->size;
+        if (pg->has_within) {
+                buf->has_within = true;
+                buf->within = pg->within;
+                if (buf->mode != PLACE_DOMAIN_OFF)
+                        buf->mode = PLACE_DOMAIN_REQUIRED;
+        }
         return buf;
 }
 
@@ -356,6 +370,7 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         const struct place_group_request *grp = group_of(c, req, &sized);
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
         CLEANUP(freep) struct topo_mask *others = NULL;
+        static const struct topo_mask no_gpus;
         struct place_group_domain d;
         bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
         ssize_t dom = -1;
@@ -387,6 +402,12 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                         }
                 ext__ledger_unlock(l);
         }
+        /* A closed node (cordoned, not Ready) has no room for a group: a domain is not chosen
+         * for, nor held on, GPUs that kube-scheduler will not hand to the gang.  Pods bound
+         * there still count (they are in the view's used GPUs). */
+        for (size_t i = 0; free_of && i < c->n_nodes; i++)
+                if (c->nodes[i].closed)
+                        free_of[i] = &no_gpus;
         if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
                 x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
                 if (x == 1)
@@ -660,6 +681,152 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
 }
 
 int
+ext_group_record_for(const struct ext_cluster *c, struct ext_ledger *l,
+                     const struct ext_request *req, uint64_t now_ns, char **ret_json)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct ext_group_record rec = { 0 };
+        unsigned size = 0;
+        int r;
+
+        *ret_json = NULL;
+        if (!grp->id[0] || grp->mode == PLACE_DOMAIN_OFF)
+                return 0;
+        r = place_group_get(ext__ledger_groups(l), grp->id, now_ns, &rec.domain, &size);
+        if (r <= 0)
+                return 0;
+        rec.group = *grp;
+        rec.group.size = size;
+        rec.domain.sets = 0;
+        r = ext_group_record_encode(&rec, ret_json);
+        return r == -ENOMEM ? r : 0;
+}
+
+/* One member of ext_groups_restore, decoded and checked. */
+struct restored {
+        struct ext_group_record rec;
+        const char *uid;
+};
+
+static int
+restored_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct restored *)a)->rec.group.id,
+                      ((const struct restored *)b)->rec.group.id);
+}
+
+/* Whether group id (ext_group_id: "source/ns/...") belongs to namespace ns. */
+static bool
+id_in_namespace(const char *id, const char *ns)
+{
+        const char *p = strchr(id, '/');
+        size_t n = ns ? strlen(ns) : 0;
+
+        return p && n > 0 && strncmp(p + 1, ns, n) == 0 && p[1 + n] == '/';
+}
+
+/* Checks member m against c's view: 0 and *ret, or -EINVAL. */
+static int
+restore_member(const struct ext_cluster *c, const struct ext_group_member *m,
+               struct restored *ret)
+{
+        const struct ext_pod *p = m->uid ? ext_cluster_find_pod(c, m->uid) : NULL;
+        ssize_t d;
+
+        if (!p || p->node < 0 || !m->record ||
+            ext_group_record_decode(m->record, m->record_len, &ret->rec, NULL) < 0 ||
+            !id_in_namespace(ret->rec.group.id, m->ns) ||
+            topo_mask_count(&p->gpus) != ret->rec.group.count || ret->rec.group.count == 0)
+                return -EINVAL;
+        d = place_view_find_domain(c->place, ret->rec.domain.level, ret->rec.domain.name);
+        if (d < 0 || place_view_node_domain(c->place, (size_t)p->node, ret->rec.domain.level) != d)
+                return -EINVAL;
+        ret->uid = m->uid;
+        return 0;
+}
+
+int
+ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
+                   const struct ext_group_member *m, size_t n, uint64_t now_ns,
+                   unsigned *ret_refused)
+{
+        CLEANUP(freep) struct restored *ok = NULL;
+        CLEANUP(freep) const char **uids = NULL;
+        size_t n_ok = 0;
+        unsigned refused = 0;
+        int restored = 0;
+
+        if (ret_refused)
+                *ret_refused = 0;
+        if (!c || !c->place || n == 0)
+                return 0;
+        ok = calloc(n, sizeof(*ok));
+        uids = calloc(MIN(n, (size_t)PLACE_MAX_GROUP_PODS), sizeof(*uids));
+        if (!ok || !uids)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (restore_member(c, &m[i], &ok[n_ok]) < 0)
+                        refused++;
+                else
+                        n_ok++;
+        }
+        qsort(ok, n_ok, sizeof(*ok), restored_cmp);
+        for (size_t i = 0, j; i < n_ok; i = j) {
+                const struct ext_group_record *first = &ok[i].rec;
+                struct place_group_request req = first->group;
+                const struct ext_group_size *pg = ext_cluster_group(c, req.id);
+                size_t k = 0;
+                int x;
+
+                for (j = i; j < n_ok && strcmp(ok[j].rec.group.id, req.id) == 0; j++) {
+                        if (ok[j].rec.domain.level != first->domain.level ||
+                            strcmp(ok[j].rec.domain.name, first->domain.name) != 0 ||
+                            k >= PLACE_MAX_GROUP_PODS) {
+                                refused++; /* another domain: not this group's now */
+                                continue;
+                        }
+                        uids[k++] = ok[j].uid;
+                }
+                if (pg && pg->size > 0)
+                        req.size = pg->size;
+                if (req.size == 0 || k >= req.size)
+                        continue; /* nothing known to hold, or nothing left to hold */
+                req.mode = PLACE_DOMAIN_REQUIRED; /* a record: only the table reads it */
+                x = place_group_restore(ext__ledger_groups(l), &req, &first->domain, uids, k,
+                                        now_ns);
+                if (x == -ENOMEM)
+                        return x;
+                restored += x == 1;
+        }
+        if (ret_refused)
+                *ret_refused = refused;
+        return restored;
+}
+
+/* Preempt's check for a gang member: false when the pod's group is domain-required, has a
+ * live domain, and node lies outside it (evicting pods there would free room the member may
+ * not take).  No record yet (the group's first pod), or domain-preferred: true; preempt does
+ * not choose a domain. */
+static bool
+in_group_domain(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+                const struct ext_node *node, uint64_t now_ns)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct place_group_domain d;
+        ssize_t dom;
+
+        if (!grp->id[0] || grp->mode != PLACE_DOMAIN_REQUIRED || !c || !c->place ||
+            place_group_get(ext__ledger_groups(l), grp->id, now_ns, &d, NULL) != 1)
+                return true;
+        dom = place_view_find_domain(c->place, d.level, d.name);
+        if (node < c->nodes || node >= c->nodes + c->n_nodes || dom < 0)
+                return false;
+        return place_view_node_domain(c->place, (size_t)(node - c->nodes), d.level) == dom;
+}
+
+int
 ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
             const struct ext_request *req, const struct ext_node *node,
             const char *const *victims, size_t n, uint64_t now_ns, bool *needed,
@@ -671,6 +838,12 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
         if (!node) {
                 *ret = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                 return -ENOENT;
+        }
+        if (!in_group_domain(c, l, req, node, now_ns)) {
+                *ret = (struct ext_verdict){ .r = -EAGAIN,
+                                             .why = "the node is outside the domain the pod's "
+                                                    "group was given (domain-required)" };
+                return -EAGAIN;
         }
         ext__ledger_lock(l);
         free_gpus_locked(c, l, req, node, now_ns, &free);
