@@ -117,8 +117,13 @@ parse_place(int argc, char **argv, const char *cmd, struct place_args *a)
 static void
 print_gpus(const struct score_choice *x, const char *sep)
 {
-        for (unsigned i = 0; i < x->n; i++)
-                printf("%s%u", i ? sep : "", x->gpus[i]);
+        const char *before = "";
+
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+                if (topo_mask_test(&x->set, i)) {
+                        printf("%s%u", before, i);
+                        before = sep;
+                }
 }
 
 struct placed {

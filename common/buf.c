@@ -35,7 +35,7 @@ buf_reset(struct buf *b)
                 b->data[0] = '\0';
 }
 
-static int
+int
 buf_reserve(struct buf *b, size_t n)
 {
         size_t want, a;

@@ -23,6 +23,10 @@ void buf_init(struct buf *b, size_t cap);
 void buf_release(struct buf *b);
 void buf_reset(struct buf *b); /* len = 0, memory kept */
 
+/* Room for n more bytes without another allocation (an encoder that knows its size asks
+ * once instead of growing by doubling); -E2BIG past the cap, -ENOMEM. */
+int buf_reserve(struct buf *b, size_t n);
+
 /* Appends; -E2BIG when the cap would be passed (nothing appended), -ENOMEM. */
 int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);

@@ -35,6 +35,7 @@ struct node_list {
         const char *why;
         size_t n, alloc;
         size_t *name_at;        /* each name's offset in strings */
+        bool *plain;            /* each name: ASCII and not escaped, so JSON as it stands */
         struct ext_args_node *nodes; /* Nodes.items only */
         char *strings;          /* the names, each with its NUL */
         size_t strings_len, strings_alloc;
@@ -62,6 +63,7 @@ static void
 list_release(struct node_list *l)
 {
         free(l->name_at);
+        free(l->plain);
         free(l->nodes);
         free(l->strings);
 }
@@ -100,6 +102,10 @@ list_grow(struct node_list *l, bool nodes)
         if (!p)
                 return -ENOMEM;
         l->name_at = p;
+        p = realloc(l->plain, alloc * sizeof(*l->plain));
+        if (!p)
+                return -ENOMEM;
+        l->plain = p;
         if (nodes) {
                 p = realloc(l->nodes, alloc * sizeof(*l->nodes));
                 if (!p)
@@ -108,6 +114,48 @@ list_grow(struct node_list *l, bool nodes)
         }
         l->alloc = alloc;
         return 0;
+}
+
+/* Room at once for the names of an array within the rest bytes of the body: their bytes
+ * unescaped, each with its NUL, take no more than the rest (a name takes its two quotes
+ * there), and a name takes at least 4 bytes ("a",) there, so rest / 4 of them at most;
+ * rest / 12 entries to begin with (node names run 10-40 bytes), then doubling.  Growing
+ * both by doubling from small copied them 13 times for 5,000 names. */
+static int
+list_presize(struct node_list *l, size_t rest)
+{
+        size_t entries = MIN(MAX(rest / 12, (size_t)64), (size_t)EXT_MAX_NODES);
+
+        if (l->strings || l->name_at)
+                return 0;
+        l->strings = malloc(rest + EXT_NAME_MAX);
+        l->name_at = malloc(entries * sizeof(*l->name_at));
+        l->plain = malloc(entries * sizeof(*l->plain));
+        if (!l->strings || !l->name_at || !l->plain)
+                return -ENOMEM;
+        l->strings_alloc = rest + EXT_NAME_MAX;
+        l->alloc = entries;
+        return 0;
+}
+
+/* true when the n bytes at s are ASCII.  With the scanner's rules (a string holds no raw
+ * control byte, and one that is not escaped holds no quote or backslash) such a name is
+ * JSON as it stands, and an answer copies it without checking it again. */
+static bool
+ascii(const char *s, size_t n)
+{
+        uint64_t any = 0;
+        size_t i = 0;
+
+        for (; i + 8 <= n; i += 8) {
+                uint64_t w;
+
+                memcpy(&w, s + i, 8);
+                any |= w;
+        }
+        for (; i < n; i++)
+                any |= (unsigned char)s[i];
+        return (any & 0x8080808080808080ull) == 0;
 }
 
 /* The name of entry l->n: a non-empty string shorter than EXT_NAME_MAX, unescaped into
@@ -134,8 +182,11 @@ list_put_name(struct node_list *l, const struct json_str *str, const char *why)
                 memcpy(l->strings + l->strings_len, str->raw, str->len);
                 l->strings[l->strings_len + str->len] = 0;
                 n = str->len;
+                l->plain[l->n] = ascii(str->raw, str->len);
         } else if (json_str_decode(str, l->strings + l->strings_len, EXT_NAME_MAX, &n) < 0)
                 return list_fail(l, -EINVAL, why);
+        else
+                l->plain[l->n] = false;
         l->name_at[l->n] = l->strings_len;
         l->strings_len += n + 1;
         return 0;
@@ -162,6 +213,9 @@ names_decode(struct args_scan *as, struct node_list *l, int kind)
 
         if (kind != JSON_KIND_ARRAY)
                 return list_fail(l, -EINVAL, "NodeNames is not an array");
+        r = list_presize(l, (size_t)(as->s.end - as->s.p));
+        if (r < 0)
+                return r;
         r = json_scan_enter(&as->s);
         while (r >= 0) {
                 struct json_str str;
@@ -438,12 +492,19 @@ static int
 args_take(struct node_list *l, bool names, struct ext_args *a)
 {
         a->names = malloc(MAX(l->n, (size_t)1) * sizeof(*a->names));
-        if (!a->names)
+        a->name_lens = malloc(MAX(l->n, (size_t)1));
+        if (!a->names || !a->name_lens)
                 return -ENOMEM;
         a->strings = l->strings;
         l->strings = NULL;
-        for (size_t i = 0; i < l->n; i++)
+        a->name_plain = l->plain;
+        l->plain = NULL;
+        for (size_t i = 0; i < l->n; i++) {
+                size_t end = i + 1 < l->n ? l->name_at[i + 1] : l->strings_len;
+
                 a->names[i] = a->strings + l->name_at[i];
+                a->name_lens[i] = (uint8_t)(end - l->name_at[i] - 1);
+        }
         a->n = l->n;
         a->node_names = names;
         if (!names) {
@@ -511,6 +572,8 @@ ext_args_release(struct ext_args *a)
         if (!a)
                 return;
         free(a->names);
+        free(a->name_lens);
+        free(a->name_plain);
         free(a->nodes);
         free(a->strings);
         *a = (struct ext_args){ 0 };

@@ -79,9 +79,9 @@ cluster_free(struct ext_cluster *c)
 
 /* Every node name of every request is hashed once to find it, so 8 bytes a step. */
 uint32_t
-ext__name_hash(const char *s)
+ext__name_hash_n(const char *s, size_t n)
 {
-        size_t n = strlen(s), i = 0;
+        size_t i = 0;
         uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
 
         for (; i + 8 <= n; i += 8) {
@@ -105,7 +105,15 @@ ext__name_hash(const char *s)
         return (uint32_t)(h ^ (h >> 32));
 }
 
-/* Open addressing, load at most 1/2: slot = node index + 1, 0 = empty. */
+uint32_t
+ext__name_hash(const char *s)
+{
+        return ext__name_hash_n(s, strlen(s));
+}
+
+/* Open addressing, load at most 1/2.  An entry is the node's name hash in the high half
+ * and its index + 1 in the low half, 0 = empty: a probe reads a node only when the whole
+ * hash matches (a node is a few cache lines away; the index is one array). */
 static int
 build_index(struct ext_cluster *c)
 {
@@ -122,7 +130,7 @@ build_index(struct ext_cluster *c)
 
                 while (c->index[k])
                         k = (k + 1) & (size - 1);
-                c->index[k] = (uint32_t)i + 1;
+                c->index[k] = (uint64_t)c->nodes[i].name_hash << 32 | ((uint32_t)i + 1);
         }
         return 0;
 }
@@ -148,20 +156,29 @@ pod_cmp(const void *a, const void *b)
 }
 
 const struct ext_node *
-ext_cluster_find_node(const struct ext_cluster *c, const char *name)
+ext_cluster_find_node_n(const struct ext_cluster *c, const char *name, size_t len)
 {
-        size_t k;
+        uint32_t h;
 
-        if (!c || !name || !c->index)
+        if (!c || !name || !c->index || len >= EXT_NAME_MAX)
                 return NULL;
-        for (k = ext__name_hash(name) & (c->index_size - 1); c->index[k];
-             k = (k + 1) & (c->index_size - 1)) {
-                const struct ext_node *n = &c->nodes[c->index[k] - 1];
+        h = ext__name_hash_n(name, len);
+        for (size_t k = h & (c->index_size - 1); c->index[k]; k = (k + 1) & (c->index_size - 1)) {
+                const struct ext_node *n;
 
-                if (strcmp(n->name, name) == 0)
+                if ((uint32_t)(c->index[k] >> 32) != h)
+                        continue;
+                n = &c->nodes[(uint32_t)c->index[k] - 1];
+                if (n->name_len == len && memcmp(n->name, name, len) == 0)
                         return n;
         }
         return NULL;
+}
+
+const struct ext_node *
+ext_cluster_find_node(const struct ext_cluster *c, const char *name)
+{
+        return name ? ext_cluster_find_node_n(c, name, strlen(name)) : NULL;
 }
 
 const struct ext_pod *
@@ -330,12 +347,14 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 n->used = (struct topo_mask){ 0 };
                 /* Labels come again after the node: they may have changed. */
                 memset(n->label_domain, 0, sizeof(n->label_domain));
+                n->closed = false; /* and so may its state */
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
                 return 0;
         }
-        memcpy(node.name, name, strlen(name) + 1);
-        node.name_hash = ext__name_hash(node.name);
+        node.name_len = (uint8_t)strlen(name); /* name_ok(): shorter than EXT_NAME_MAX */
+        memcpy(node.name, name, node.name_len + 1u);
+        node.name_hash = ext__name_hash_n(node.name, node.name_len);
         if (topo_json) {
                 struct topo_error err = { 0 };
                 int r = topo_parse_annotation(topo_json, len, &t, &err);
@@ -431,6 +450,15 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
                 n->label_rank[l] = (uint8_t)k;
                 return 0;
         }
+        return 0;
+}
+
+int
+ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed)
+{
+        if (b->n_nodes == 0)
+                return -ENOENT;
+        b->nodes[b->n_nodes - 1].closed = closed;
         return 0;
 }
 
@@ -544,15 +572,38 @@ group_size_cmp(const void *a, const void *b)
 }
 
 int
-ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
-                                   const char *name, unsigned min_count)
+ext_config_key_level(const struct ext_config *cfg, const char *key, unsigned *ret_level)
+{
+        if (!key || !key[0])
+                return -ENOENT;
+        if (strcmp(key, EXT_HOSTNAME_LABEL) == 0) {
+                *ret_level = PLACE_LEVEL_NODE;
+                return 0;
+        }
+        for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++)
+                if (cfg->domain_labels[k].level < PLACE_MAX_LEVELS &&
+                    strcmp(cfg->domain_labels[k].key, key) == 0) {
+                        *ret_level = cfg->domain_labels[k].level;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+int
+ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
+                                 const char *name, unsigned min_count, const char *topology_key)
 {
         struct ext_group_size *g;
+        unsigned level = 0;
+        bool within;
 
         if (!ns || !name || !ns[0] || !name[0] || strnlen(ns, EXT_NAME_MAX) >= EXT_NAME_MAX ||
             strnlen(name, EXT_NAME_MAX) >= EXT_NAME_MAX)
                 return -EINVAL;
-        if (min_count == 0 || min_count > PLACE_MAX_GROUP_PODS)
+        if (min_count > PLACE_MAX_GROUP_PODS)
+                min_count = 0; /* as a foreign size that does not parse: unknown */
+        within = ext_config_key_level(b->cfg, topology_key, &level) == 0;
+        if (min_count == 0 && !within)
                 return 0;
         if (b->n_group_sizes >= EXT_MAX_GROUP_SIZES)
                 return -E2BIG;
@@ -560,22 +611,35 @@ ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns
                  sizeof(*b->group_sizes)) < 0)
                 return -ENOMEM;
         g = &b->group_sizes[b->n_group_sizes++];
+        *g = (struct ext_group_size){ .size = min_count, .has_within = within, .within = level };
         ext_group_id(g->id, "podgroup", ns, name, NULL);
-        g->size = min_count;
         return 0;
+}
+
+int
+ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
+                                   const char *name, unsigned min_count)
+{
+        return ext_cluster_builder_add_podgroup(b, ns, name, min_count, NULL);
+}
+
+const struct ext_group_size *
+ext_cluster_group(const struct ext_cluster *c, const char *id)
+{
+        struct ext_group_size key;
+
+        if (!c || c->n_group_sizes == 0 || !id || strnlen(id, PLACE_NAME_MAX) >= PLACE_NAME_MAX)
+                return NULL;
+        memcpy(key.id, id, strlen(id) + 1);
+        return bsearch(&key, c->group_sizes, c->n_group_sizes, sizeof(*c->group_sizes),
+                       group_size_cmp);
 }
 
 unsigned
 ext_cluster_group_size(const struct ext_cluster *c, const char *id)
 {
-        struct ext_group_size key;
-        const struct ext_group_size *hit;
+        const struct ext_group_size *hit = ext_cluster_group(c, id);
 
-        if (!c || c->n_group_sizes == 0 || !id || strnlen(id, PLACE_NAME_MAX) >= PLACE_NAME_MAX)
-                return 0;
-        memcpy(key.id, id, strlen(id) + 1);
-        hit = bsearch(&key, c->group_sizes, c->n_group_sizes, sizeof(*c->group_sizes),
-                      group_size_cmp);
         return hit ? hit->size : 0;
 }
 
@@ -759,7 +823,7 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
         if (!ret->nodes)
                 return -ENOMEM;
         for (size_t i = 0; i < a->n; i++) {
-                ret->nodes[i] = ext_cluster_find_node(c, a->names[i]);
+                ret->nodes[i] = ext_cluster_find_node_n(c, a->names[i], ext_args_name_len(a, i));
                 if (ret->nodes[i] || a->node_names)
                         continue;
                 /* Allocated at the first such node: usually never, the view has them all. */

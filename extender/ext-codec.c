@@ -469,6 +469,25 @@ ext_request_decode(const char *json, size_t len, const struct ext_config *cfg,
         return r;
 }
 
+/* Whether a Node is closed to new groups (ext_node.closed): spec.unschedulable, or a Ready
+ * condition whose status is not "True".  A file without conditions (written by hand) counts
+ * as ready; the live cache, which sees the API server's objects, counts that as not Ready. */
+static bool
+node_closed(const cJSON *node)
+{
+        const cJSON *cond;
+
+        if (cJSON_IsTrue(get(get(node, "spec"), "unschedulable")))
+                return true;
+        cJSON_ArrayForEach(cond, get(get(node, "status"), "conditions")) {
+                const char *type = string_at(cond, "type"), *st = string_at(cond, "status");
+
+                if (type && strcmp(type, "Ready") == 0)
+                        return !st || strcmp(st, "True") != 0;
+        }
+        return false;
+}
+
 /* One Node object: its name, topology annotation and GPU capacity. */
 static int
 node_fields(const cJSON *node, const struct ext_config *cfg, const char **ret_name,
@@ -717,13 +736,23 @@ stage_put(struct stage *st, const char *s, size_t n)
         st->n += n;
 }
 
+/* About the bytes an answer takes to name every node of a, with per more bytes each: an
+ * encoder reserves them once (growing by doubling copied the answer five times over). */
+static size_t
+names_bytes(const struct ext_args *a, size_t per)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < a->n; i++)
+                n += ext_args_name_len(a, i) + per;
+        return n;
+}
+
 /* A JSON string literal, as put_string() writes it. */
 static void
-stage_put_string(struct stage *st, const char *s)
+stage_put_string(struct stage *st, const char *s, size_t n, bool known_plain)
 {
-        size_t n = strlen(s);
-
-        if (n + 2 <= sizeof(st->d) && plain(s, n)) {
+        if (n + 2 <= sizeof(st->d) && (known_plain || plain(s, n))) {
                 char *p = stage_room(st, n + 2);
 
                 *p++ = '"';
@@ -774,6 +803,7 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         if (a->node_names) {
                 struct stage st = { .out = out };
 
+                (void)buf_reserve(out, names_bytes(a, 3) + 256); /* an error shows below */
                 static const char head[] = "{\"Nodes\":null,\"NodeNames\":[";
 
                 stage_put(&st, head, sizeof(head) - 1);
@@ -783,7 +813,8 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                         if (!first)
                                 stage_put(&st, ",", 1);
                         first = false;
-                        stage_put_string(&st, a->names[i]);
+                        stage_put_string(&st, a->names[i], ext_args_name_len(a, i),
+                                 a->name_plain && a->name_plain[i]);
                 }
                 stage_put(&st, "]", 1);
                 stage_flush(&st);
@@ -826,6 +857,7 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
         static const char host[] = "{\"Host\":", mid[] = ",\"Score\":";
         struct stage st = { .out = out };
 
+        (void)buf_reserve(out, names_bytes(a, sizeof(host) + sizeof(mid) + 4) + 16);
         stage_put(&st, "[", 1);
         for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
                 unsigned score = v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0;
@@ -834,11 +866,15 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                 if (i > 0)
                         stage_put(&st, ",", 1);
                 stage_put(&st, host, sizeof(host) - 1);
-                stage_put_string(&st, a->names[i]);
+                stage_put_string(&st, a->names[i], ext_args_name_len(a, i),
+                                 a->name_plain && a->name_plain[i]);
                 /* The score and the closing brace, assembled without printf. */
                 p = stage_room(&st, sizeof(mid) - 1 + STR_UINT_DIGITS + 1);
                 p = mempcpy(p, mid, sizeof(mid) - 1);
-                p += str_format_uint(p, score);
+                if (score < 10)
+                        *p++ = (char)('0' + score); /* most scores: one digit */
+                else
+                        p += str_format_uint(p, score);
                 *p++ = '}';
                 st.n = (size_t)(p - st.d);
         }
@@ -1071,10 +1107,14 @@ ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node 
                            const struct score_choice *set, char **ret_json)
 {
         struct topo_gpus_out out[EXT_MAX_CONTAINERS];
-        unsigned next = 0;
+        uint8_t gpus[TOPO_MAX_GPUS];
+        unsigned next = 0, n = 0;
 
         if (req->n_containers > EXT_MAX_CONTAINERS)
                 return -E2BIG;
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++) /* the set's GPUs, ascending */
+                if (topo_mask_test(&set->set, i))
+                        gpus[n++] = (uint8_t)i;
         for (unsigned c = 0; c < req->n_containers; c++) {
                 const struct ext_container *ct = &req->containers[c];
                 /* Init containers run before the others and reuse the set's first GPUs. */
@@ -1082,10 +1122,10 @@ ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_node 
 
                 if (!ct->init)
                         next += ct->count;
-                if (from + ct->count > set->n)
+                if (from + ct->count > n)
                         return -EINVAL;
                 out[c] = (struct topo_gpus_out){ .name = ct->name, .init = ct->init,
-                                                 .count = ct->count, .gpus = set->gpus + from };
+                                                 .count = ct->count, .gpus = gpus + from };
         }
         return topo_gpus_encode(node->name, out, req->n_containers,
                                 node->cls ? score_class_topo(node->cls) : NULL, ret_json);
@@ -1120,6 +1160,61 @@ item_is_pod(const cJSON *item, const char *list_kind)
         if (list_kind && strcmp(list_kind, "NodeList") == 0)
                 return false;
         return get(get(item, "spec"), "containers") != NULL;
+}
+
+static bool
+item_is_podgroup(const cJSON *item, const char *list_kind)
+{
+        const cJSON *kind = get(item, "kind");
+
+        if (cJSON_IsString(kind))
+                return strcmp(kind->valuestring, "PodGroup") == 0;
+        return list_kind && strcmp(list_kind, "PodGroupList") == 0;
+}
+
+/* A PodGroup (scheduling.k8s.io, as `kubectl get podgroups -o json` lists it): its gang
+ * minCount and first topology key, as the live cache reads them (kube-client's decoder).  A
+ * minCount that is not a whole number in 1..PLACE_MAX_GROUP_PODS leaves the size unknown. */
+static int
+add_podgroup_item(struct ext_cluster_builder *b, const cJSON *pg, const char **ret_why)
+{
+        const cJSON *meta = get(pg, "metadata"), *spec = get(pg, "spec"), *topo;
+        char ns[EXT_NAME_MAX], name[EXT_NAME_MAX];
+        const char *key = NULL;
+        int64_t min = 0;
+
+        if (copy_string(get(meta, "namespace"), ns, sizeof(ns), true) < 0 ||
+            copy_string(get(meta, "name"), name, sizeof(name), true) < 0)
+                return set_why(ret_why, "a PodGroup's metadata name or namespace is not a valid "
+                                        "string"),
+                       -EINVAL;
+        if (json_get_int64(get(get(get(spec, "schedulingPolicy"), "gang"), "minCount"), 1,
+                           PLACE_MAX_GROUP_PODS, &min) < 0)
+                min = 0;
+        topo = get(get(spec, "schedulingConstraints"), "topology");
+        if (cJSON_IsArray(topo) && cJSON_GetArraySize(topo) > 0)
+                key = string_at(cJSON_GetArrayItem(topo, 0), "key");
+        return ext_cluster_builder_add_podgroup(b, ns, name, (unsigned)min, key);
+}
+
+/* The node added last gets its domain labels (cfg->domain_labels), as the live cache keeps
+ * them. */
+static int
+add_node_labels(struct ext_cluster_builder *b, const struct ext_config *cfg, const cJSON *node)
+{
+        const cJSON *labels = get(get(node, "metadata"), "labels");
+
+        for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
+                const char *v = string_at(labels, cfg->domain_labels[k].key);
+
+                if (v && strlen(v) < PLACE_NAME_MAX) {
+                        int r = ext_cluster_builder_node_label(b, cfg->domain_labels[k].key, v);
+
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
 }
 
 static int
@@ -1188,7 +1283,9 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
                         r = why_err(ret_why, "a List item is not an object", -EINVAL);
                         goto out;
                 }
-                if (item_is_pod(item, list_kind)) {
+                if (item_is_podgroup(item, list_kind)) {
+                        r = add_podgroup_item(b, item, ret_why);
+                } else if (item_is_pod(item, list_kind)) {
                         r = add_pod_item(b, item, ret_why);
                 } else {
                         const char *name, *topo;
@@ -1199,6 +1296,10 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
                         if (r >= 0)
                                 r = ext_cluster_builder_add_node(b, name, topo, topo_len, gpus,
                                                                  NULL);
+                        if (r >= 0)
+                                r = ext_cluster_builder_node_closed(b, node_closed(item));
+                        if (r >= 0)
+                                r = add_node_labels(b, cfg, item);
                 }
                 if (r == -EEXIST)
                         set_why(ret_why, "the cluster file lists a node or pod twice");
@@ -1213,4 +1314,92 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
 out:
         json_doc_free(jd);
         return r;
+}
+
+/* --- the group record (EXT_GROUP_RECORD_ANNOTATION) ------------------------------------- */
+
+int
+ext_group_record_encode(const struct ext_group_record *rec, char **ret_json)
+{
+        struct buf b;
+        int r;
+
+        if (!rec->group.id[0] || !rec->domain.name[0] ||
+            (rec->domain.level >= PLACE_MAX_LEVELS && rec->domain.level != PLACE_LEVEL_NODE))
+                return -EINVAL;
+        buf_init(&b, EXT_GROUP_RECORD_MAX);
+        r = buf_puts(&b, "{\"version\":1,\"group\":");
+        if (r >= 0)
+                r = buf_put_json_string(&b, rec->group.id);
+        if (r >= 0)
+                r = buf_printf(&b, ",\"level\":%u,\"domain\":", rec->domain.level);
+        if (r >= 0)
+                r = buf_put_json_string(&b, rec->domain.name);
+        if (r >= 0)
+                r = buf_printf(&b, ",\"size\":%u,\"count\":%u,\"require\":%u,\"whole\":%s}",
+                               rec->group.size, rec->group.count, rec->group.require,
+                               rec->domain.whole ? "true" : "false");
+        if (r < 0) {
+                buf_release(&b);
+                return r == -ENOMEM ? r : -EINVAL;
+        }
+        *ret_json = buf_steal(&b, NULL);
+        return *ret_json ? 0 : -ENOMEM;
+}
+
+/* A whole number in min..max from a JSON number; -EINVAL else. */
+static int
+record_uint(const cJSON *j, unsigned max, unsigned *ret)
+{
+        int64_t x;
+
+        if (json_get_int64(j, 0, max, &x) < 0)
+                return -EINVAL;
+        *ret = (unsigned)x;
+        return 0;
+}
+
+int
+ext_group_record_decode(const char *json, size_t len, struct ext_group_record *ret,
+                        const char **ret_why)
+{
+        struct ext_group_record rec = { 0 };
+        struct json_doc *jd = NULL;
+        const cJSON *doc, *whole;
+        unsigned version = 0;
+        int r;
+
+        if (len > EXT_GROUP_RECORD_MAX)
+                return set_why(ret_why, "the group record is larger than the limit"), -EMSGSIZE;
+        tl_repeated = false;
+        r = parse_doc(json, len, &jd, ret_why);
+        if (r < 0)
+                return r;
+        doc = jd->root;
+        whole = get(doc, "whole");
+        if (!cJSON_IsObject(doc))
+                r = why_err(ret_why, "the group record is not a JSON object", -EINVAL);
+        else if (record_uint(get(doc, "version"), 1000, &version) < 0 || version != 1)
+                r = why_err(ret_why, "the group record is not version 1", -EINVAL);
+        else if (copy_string(get(doc, "group"), rec.group.id, sizeof(rec.group.id), true) < 0 ||
+                 !rec.group.id[0] ||
+                 copy_string(get(doc, "domain"), rec.domain.name, sizeof(rec.domain.name),
+                             true) < 0 ||
+                 !rec.domain.name[0])
+                r = why_err(ret_why, "the group record's group or domain is not a valid string",
+                            -EINVAL);
+        else if (record_uint(get(doc, "level"), PLACE_LEVEL_NODE, &rec.domain.level) < 0 ||
+                 record_uint(get(doc, "size"), PLACE_MAX_GROUP_PODS, &rec.group.size) < 0 ||
+                 record_uint(get(doc, "count"), TOPO_MAX_GPUS, &rec.group.count) < 0 ||
+                 record_uint(get(doc, "require"), 0xffff, &rec.group.require) < 0 ||
+                 !cJSON_IsBool(whole))
+                r = why_err(ret_why, "the group record's level, size, count, require or whole is "
+                                     "missing or out of range", -EINVAL);
+        rec.domain.whole = cJSON_IsTrue(whole);
+        json_doc_free(jd);
+        r = refuse_repeats(r, ret_why);
+        if (r < 0)
+                return r;
+        *ret = rec;
+        return 0;
 }

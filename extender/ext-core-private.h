@@ -28,8 +28,22 @@ void ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char 
 void ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
                                   const char *uid, uint64_t view_gen, uint64_t now_ns,
                                   struct topo_mask *ret);
+/* Lock held.  Every hold that ext__ledger_held_locked() would count against uid, on any
+ * node, gathered in one walk over the entries: a request naming thousands of nodes asks
+ * this once instead of once per node (a few entries are live at a time).  Writes one
+ * ext_held per entry (several may name one node; node points into the ledger, valid while
+ * the lock is held) and returns how many, or -E2BIG when more than max count (ask per
+ * node then). */
+struct ext_held {
+        uint32_t node_hash; /* ext__name_hash(node) */
+        const char *node;
+        struct topo_mask set;
+};
+int ext__ledger_holds_locked(struct ext_ledger *l, const char *uid, uint64_t view_gen,
+                             uint64_t now_ns, struct ext_held *ret, size_t max);
 /* The hash of a node name that the snapshot's index and the ledger's buckets use. */
 uint32_t ext__name_hash(const char *s);
+uint32_t ext__name_hash_n(const char *s, size_t n);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,
                                                 const char *node, enum ext_hold hold,

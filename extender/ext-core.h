@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../common/buf.h"
 #include "../common/macro.h"
@@ -152,12 +153,17 @@ struct ext_request {
 /* --- the cluster view ------------------------------------------------------------------- */
 
 struct ext_node {
-        char name[EXT_NAME_MAX];
-        struct score_class *cls; /* owned reference; shared by nodes of one topology class */
+        /* What every request reads of every node it names comes first, so that the name
+         * lookup's compare and the free-GPU sum touch one or two cache lines of the node
+         * rather than three (the name is 254 bytes; its first bytes share this line). */
+        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
+        uint8_t name_len;         /* strlen(name) */
         bool annotated;          /* topology from topofit.io/topology, not synthesized */
         unsigned n_gpus;
+        struct score_class *cls; /* owned reference; shared by nodes of one topology class */
         struct topo_mask healthy; /* GPUs that may be handed out */
         struct topo_mask used;    /* GPUs recorded on live pods bound here */
+        char name[EXT_NAME_MAX];
         const char *why_unannotated; /* static string when !annotated: missing or bad */
         uint64_t topo_digest;     /* hash of the annotation bytes and capacity: a rebuild
                                    * reuses an unchanged node without parsing it again */
@@ -166,7 +172,11 @@ struct ext_node {
          * cfg->domain_labels of the key that set each (lower wins). */
         char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
         uint8_t label_rank[PLACE_MAX_LEVELS];
-        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
+        /* Closed to new groups: cordoned (spec.unschedulable) or, in live mode, not Ready.
+         * It holds no free room for a group's domain choice or holds (docs/placement.md,
+         * "Groups"); pods bound there still count, and filter still answers for it (a pod
+         * that tolerates the taint may be placed there by the scheduler). */
+        bool closed;
 };
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
@@ -187,7 +197,7 @@ struct ext_cluster {
         size_t n_classes;
         struct score_class **classes; /* distinct classes, for metrics and reuse */
         size_t index_size;            /* private: open-addressing name index of nodes */
-        uint32_t *index;
+        uint64_t *index;
         /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
          * when the term is off (cluster_share 0) or could not be built (then prioritize
          * goes without it). */
@@ -198,11 +208,15 @@ struct ext_cluster {
         struct ext_group_size *group_sizes;
 };
 
-/* A PodGroup's gang size (minCount), keyed like place_group_request.id. */
+/* A PodGroup's gang size (minCount) and topology constraint, keyed like
+ * place_group_request.id. */
 struct ext_group_size {
         char id[PLACE_NAME_MAX];
-        unsigned size;
+        unsigned size;      /* 0: not a gang (the size stays unknown) */
+        bool has_within;    /* its topology key names a level (ext_config_key_level) */
+        unsigned within;
 };
+#define EXT_HOSTNAME_LABEL "kubernetes.io/hostname" /* a topology key meaning one node */
 #define EXT_MAX_GROUP_SIZES EXT_MAX_PODS /* PodGroups kept in the cluster view */
 
 /* The id a pod's group gets from source (the request decode's "podgroup", "topofit"...),
@@ -213,6 +227,13 @@ void ext_group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, c
 
 /* The size of group id from the view's PodGroups, 0 when unknown.  c may be NULL. */
 unsigned ext_cluster_group_size(const struct ext_cluster *c, const char *id);
+/* The view's PodGroup entry of group id, NULL when none (borrowed from c; c may be NULL). */
+const struct ext_group_size *ext_cluster_group(const struct ext_cluster *c, const char *id);
+
+/* The domain level a node label key names for a group's topology constraint:
+ * EXT_HOSTNAME_LABEL is one node (PLACE_LEVEL_NODE), a key of cfg->domain_labels its level.
+ * 0 and *ret_level, or -ENOENT (a key the extender does not read: no constraint). */
+int ext_config_key_level(const struct ext_config *cfg, const char *key, unsigned *ret_level);
 
 struct ext_cluster *ext_cluster_ref(struct ext_cluster *c);
 struct ext_cluster *ext_cluster_unref(struct ext_cluster *c); /* accepts NULL, returns NULL */
@@ -221,6 +242,9 @@ DEFINE_CLEANUP_FUNC(struct ext_cluster, ext_cluster_unref)
 /* Lookups (nodes by a hash index, pods by binary search); NULL when absent.  Borrowed
  * from c. */
 const struct ext_node *ext_cluster_find_node(const struct ext_cluster *c, const char *name);
+/* The same for a name of len bytes (no NUL needed). */
+const struct ext_node *ext_cluster_find_node_n(const struct ext_cluster *c, const char *name,
+                                              size_t len);
 const struct ext_pod *ext_cluster_find_pod(const struct ext_cluster *c, const char *uid);
 
 /* Builds a snapshot.  base (may be NULL) lends its topology classes, so a rebuild keeps
@@ -245,6 +269,9 @@ int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name
  * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
 int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
                                    const char *value);
+/* Marks the node added last closed to new groups (ext_node.closed): cordoned, or not
+ * Ready.  Returns 0 or -ENOENT (no node added yet). */
+int ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed);
 /* Adds a live pod.  node may be NULL or "" (not bound), gpus NULL (none recorded).
  * namespace and name are checked but not kept (the snapshot stays small).
  * Returns 0, -EEXIST (duplicate uid), -E2BIG (EXT_MAX_PODS), -EINVAL, -ENOMEM. */
@@ -257,6 +284,13 @@ int ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
  * -ENOMEM. */
 int ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
                                        const char *name, unsigned min_count);
+/* The same with the PodGroup's topology constraint key (NULL or "": none).  A key that
+ * ext_config_key_level() maps makes the group land within one domain of that level; such a
+ * PodGroup is kept even when it is not a gang (size unknown).  A key it does not map is
+ * ignored.  Same returns. */
+int ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
+                                     const char *name, unsigned min_count,
+                                     const char *topology_key);
 /* Sorts, resolves pods to nodes, computes each node's used mask (GPUs beyond a node's
  * count are dropped), and hands out the snapshot with generation gen.  Frees b either way.
  * Returns 0 or -ENOMEM. */
@@ -326,13 +360,13 @@ struct ext_verdict {
         int r;               /* 0 fits; -ENOSPC / -EAGAIN not now; -ENOEXEC never on this
                               * node; -ENOENT unknown node; -EMEDIUMTYPE no topology and the
                               * policy rejects; -EINVAL bad request */
-        const char *why;     /* static string, NULL when r == 0 */
         int priority;        /* 0..EXT_PRIORITY_MAX, prioritize only */
-        struct topo_mask free; /* GPUs free for this pod when decided */
-        struct score_choice choice; /* the set; valid when r == 0 */
-        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        const char *why;     /* static string, NULL when r == 0 */
         bool off_domain;     /* a grouped pod (domain-preferred): the node is outside its
                               * group's domain; prioritize ranks it last */
+        double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
+        struct topo_mask free; /* GPUs free for this pod when decided */
+        struct score_choice choice; /* the set; valid when r == 0 */
 };
 
 /* True when a verdict's node goes to FailedAndUnresolvableNodes (preemption cannot help). */
@@ -368,6 +402,33 @@ int ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
              const struct ext_request *req, const char *node, uint64_t now_ns,
              struct score_choice *ret, const char **ret_why);
 
+/* The group record to bind req's pod with (EXT_GROUP_RECORD_ANNOTATION): the domain its
+ * group has in l's group table at now_ns (call it after ext_bind, which counts the pod
+ * bound).  0 with *ret_json malloc()ed, or NULL when the pod is not grouped or its group has
+ * no live record; -ENOMEM. */
+int ext_group_record_for(const struct ext_cluster *c, struct ext_ledger *l,
+                         const struct ext_request *req, uint64_t now_ns, char **ret_json);
+
+/* A bound pod carrying a group record, as the API server shows it (borrowed). */
+struct ext_group_member {
+        const char *uid;
+        const char *ns;
+        const char *record;  /* the annotation's value */
+        size_t record_len;
+};
+/* After a restart: rebuilds the domains and holds of the groups whose pods m[0..n) are
+ * already bound, so the rest of a gang lands in the same domain and others stay out of its
+ * room.  A member counts when its record decodes, names a group of its own namespace and a
+ * domain of c's view that holds its node, and c shows it bound with as many recorded GPUs
+ * (topofit.io/gpus) as the record's count.  Per group (members agreeing with the first one's
+ * domain): the size is its PodGroup's minCount when c knows it, else the record's; a group
+ * of unknown size or with every pod bound is left out; a group l already has a live record of
+ * gets its bound pods added.  Returns how many groups were restored, or -ENOMEM; *ret_refused
+ * (may be NULL) counts members left out. */
+int ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
+                       const struct ext_group_member *m, size_t n, uint64_t now_ns,
+                       unsigned *ret_refused);
+
 /* Preempt, for one candidate node: whether evicting (some of) the n victims (pod UIDs)
  * frees a set that satisfies req.  On 0 sets needed[i] for the victims to keep in the
  * answer: victims holding GPUs of the chosen set, and victims holding no recorded GPUs
@@ -398,8 +459,17 @@ struct ext_args {
         size_t n;          /* nodes named or sent */
         char **names;      /* n node names, unescaped (owned by the args) */
         struct ext_args_node *nodes; /* Nodes mode: n entries; NULL in NodeNames mode */
+        uint8_t *name_lens; /* strlen(names[i]) (names are shorter than EXT_NAME_MAX); NULL:
+                            * not known, ext_args_name_len() measures */
+        bool *name_plain;  /* names[i] is ASCII and was not escaped: JSON as it stands (NULL:
+                            * not known, the encoder checks) */
         char *strings;     /* private: the names' bytes */
 };
+static inline size_t
+ext_args_name_len(const struct ext_args *a, size_t i)
+{
+        return a->name_lens ? a->name_lens[i] : strlen(a->names[i]);
+}
 /* ExtenderArgs from a request body, read by common/json.h's scanner without a tree
  * (extender/ext-args.c).  The result points into json (the Nodes' annotations and spans):
  * keep json alive and unchanged until the answer is encoded. */
@@ -478,6 +548,28 @@ int ext_gpus_annotation_encode(const struct ext_request *req, const struct ext_n
  * the containers' GPUs, below n_gpus.  Error codes and *ret_why as topo_gpus_decode. */
 int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
                                struct topo_mask *ret, const char **ret_why);
+
+/* The group record a grouped pod is bound with (annotation EXT_GROUP_RECORD_ANNOTATION,
+ * beside topofit.io/gpus in the Binding), so an extender that restarts rebuilds its groups'
+ * domains and holds from the pods already bound (ext_groups_restore):
+ *   {"version":1,"group":ID,"level":L,"domain":NAME,"size":N,"count":C,"require":R,
+ *    "whole":B}
+ * level 0..PLACE_MAX_LEVELS-1, or PLACE_LEVEL_NODE (one node, named by domain).  At most
+ * EXT_GROUP_RECORD_MAX bytes. */
+#define EXT_GROUP_RECORD_ANNOTATION "topofit.io/group-domain"
+#define EXT_GROUP_RECORD_MAX 1024
+struct ext_group_record {
+        struct place_group_request group; /* id, size, count, require; mode and within unset */
+        struct place_group_domain domain; /* level, name, whole (sets 0) */
+};
+/* Writes a malloc()ed record; 0 or -ENOMEM, -EINVAL (a level out of range, an empty id or
+ * domain). */
+int ext_group_record_encode(const struct ext_group_record *rec, char **ret_json);
+/* 0, or -EINVAL / -EMSGSIZE / -ENOMEM with *ret_why: not JSON, another version, a field
+ * missing or out of range (size and count 0..PLACE_MAX_GROUP_PODS / TOPO_MAX_GPUS, names
+ * under PLACE_NAME_MAX bytes), over EXT_GROUP_RECORD_MAX bytes. */
+int ext_group_record_decode(const char *json, size_t len, struct ext_group_record *ret,
+                            const char **ret_why);
 
 /* A `kubectl get nodes,pods -o json` List (or a NodeList / PodList) into a snapshot.
  * Pods in phase Succeeded or Failed are not live and are skipped. */

@@ -191,12 +191,14 @@ handle_bind(struct ext_state *s, const char *body, size_t len, struct buf *out)
 {
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
         CLEANUP(freep) char *annotation = NULL;
+        CLEANUP(freep) char *group_record = NULL;
         struct ext_binding b;
         struct ext_request req;
         struct score_choice choice;
         const struct ext_node *node;
         const char *why = NULL;
         char gpus[TOPO_MAX_GPUS * 4] = "";
+        uint64_t now;
         int r;
 
         r = ext_binding_decode(body, len, &b, &why);
@@ -221,7 +223,8 @@ handle_bind(struct ext_state *s, const char *body, size_t len, struct buf *out)
                 goto fail;
         }
         node = ext_cluster_find_node(c, b.node);
-        r = ext_bind(c, s->ledger, &s->cfg, &req, b.node, ext_now_ns(), &choice, &why);
+        now = ext_now_ns();
+        r = ext_bind(c, s->ledger, &s->cfg, &req, b.node, now, &choice, &why);
         if (r == -EALREADY) {
                 why = "the pod is already bound";
                 goto fail;
@@ -229,12 +232,17 @@ handle_bind(struct ext_state *s, const char *body, size_t len, struct buf *out)
         if (r < 0)
                 goto fail;
         r = ext_gpus_annotation_encode(&req, node, &choice, &annotation);
+        /* A grouped pod carries its group's domain, so a restarted extender keeps the rest of
+         * the gang there (ext_groups_restore); without it (out of memory) the binding still
+         * goes through, only that restart guarantee is lost. */
+        if (r >= 0)
+                (void)ext_group_record_for(c, s->ledger, &req, now, &group_record);
         if (r < 0) {
                 ext_ledger_release(s->ledger, b.pod_uid);
                 why = "the GPU annotation cannot be written";
                 goto fail;
         }
-        r = s->binder(s, &b, node, &choice.set, annotation, &why);
+        r = s->binder(s, &b, node, &choice.set, annotation, group_record, &why);
         if (r < 0) {
                 ext_ledger_release(s->ledger, b.pod_uid);
                 goto fail;

@@ -32,6 +32,7 @@ struct entry {
         struct entry *next;       /* in its node bucket */
         char uid[EXT_UID_MAX];
         char node[EXT_NAME_MAX];
+        uint32_t node_hash;       /* ext__name_hash(node) */
         struct topo_mask set;
         enum ext_hold hold;
         uint64_t expires_ns;
@@ -140,6 +141,18 @@ holds_nothing(const struct entry *e)
         return e->hold == EXT_HOLD_RESERVED && e->group[0];
 }
 
+/* Whether e's GPUs count against a request of uid (NULL: anyone) on a view of view_gen. */
+static bool
+counts_against(const struct entry *e, const char *uid, uint64_t view_gen, uint64_t now_ns)
+{
+        if (!live(e, now_ns) || holds_nothing(e))
+                return false;
+        if (uid && strcmp(e->uid, uid) == 0)
+                return false;
+        /* The view already accounts for this pod (or its deletion). */
+        return e->seen_gen == 0 || view_gen < e->seen_gen;
+}
+
 static void
 held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const char *uid,
                uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
@@ -147,18 +160,29 @@ held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const ch
         topo_mask_clear(ret);
         if (l->n_entries == 0)
                 return;
-        for (const struct entry *e = l->buckets[bucket]; e; e = e->next) {
-                if (!live(e, now_ns) || strcmp(e->node, node) != 0)
-                        continue;
-                if (uid && strcmp(e->uid, uid) == 0)
-                        continue;
-                if (holds_nothing(e))
-                        continue;
-                /* The view already accounts for this pod (or its deletion). */
-                if (e->seen_gen != 0 && view_gen >= e->seen_gen)
-                        continue;
-                topo_mask_or(ret, &e->set);
-        }
+        for (const struct entry *e = l->buckets[bucket]; e; e = e->next)
+                if (strcmp(e->node, node) == 0 && counts_against(e, uid, view_gen, now_ns))
+                        topo_mask_or(ret, &e->set);
+}
+
+int
+ext__ledger_holds_locked(struct ext_ledger *l, const char *uid, uint64_t view_gen,
+                         uint64_t now_ns, struct ext_held *ret, size_t max)
+{
+        size_t n = 0;
+
+        if (l->n_entries > 4 * max)
+                return -E2BIG; /* not worth the walk: most of them would count */
+        for (size_t b = 0; b < LEDGER_BUCKETS; b++)
+                for (const struct entry *e = l->buckets[b]; e; e = e->next) {
+                        if (!counts_against(e, uid, view_gen, now_ns))
+                                continue;
+                        if (n == max)
+                                return -E2BIG;
+                        ret[n++] = (struct ext_held){ .node_hash = e->node_hash,
+                                                      .node = e->node, .set = e->set };
+                }
+        return (int)n;
 }
 
 void
@@ -241,13 +265,14 @@ ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *
                 return -ENOMEM;
         str_copy(e->uid, sizeof(e->uid), uid, strlen(uid));
         str_copy(e->node, sizeof(e->node), node, strlen(node));
+        e->node_hash = ext__name_hash(e->node);
         e->set = *set;
         e->hold = hold;
         if (group && hold == EXT_HOLD_RESERVED)
                 str_copy(e->group, sizeof(e->group), group, strnlen(group, PLACE_NAME_MAX - 1));
         e->expires_ns = now_ns + (hold == EXT_HOLD_COMMITTED ? l->committed_ttl_ns
                                                              : l->reservation_ttl_ns);
-        b = bucket_of(node);
+        b = e->node_hash % LEDGER_BUCKETS;
         e->next = l->buckets[b];
         l->buckets[b] = e;
         __atomic_add_fetch(&l->n_entries, 1, __ATOMIC_RELAXED);

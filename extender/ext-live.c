@@ -5,8 +5,10 @@
  * generation into a new ext_cluster (nodes whose annotation did not change are copied, not
  * parsed again) and installs it whole; the binding carries the topofit.io/gpus annotation,
  * which the API server copies onto the pod in the same write, so the binding and the GPU
- * record land together or not at all.  Nothing else is kept: a restart rebuilds all state
- * from node and pod annotations (reservations are soft and simply expire).
+ * record land together or not at all (a gang member's also carries its group's record).
+ * Nothing else is kept: a restart rebuilds all state from node and pod annotations, the
+ * groups' domains and holds included, once, at the first synced view (reservations are soft
+ * and simply expire).
  */
 #include "ext-server.h"
 
@@ -83,6 +85,10 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
                 r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
                                                  (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
+                /* Cordoned or not Ready: no room for new groups (kube-scheduler keeps pods
+                 * off it unless they tolerate the taint, so a gang could not start there). */
+                if (r >= 0)
+                        (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
                 /* The cache keeps only the domain label keys (ext_live_start asks for them). */
                 for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++)
                         (void)ext_cluster_builder_node_label(b, n->labels[k].key,
@@ -142,7 +148,8 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         for (size_t i = 0; r >= 0 && i < ks->n_podgroups; i++) {
                 const struct kube_podgroup *g = ks->podgroups[i];
 
-                r = ext_cluster_builder_add_group_size(b, g->ns, g->name, g->min_count);
+                r = ext_cluster_builder_add_podgroup(b, g->ns, g->name, g->min_count,
+                                                     g->topology_key);
                 if (r == -E2BIG || r == -EINVAL) {
                         left_out++;
                         r = 0;
@@ -165,6 +172,47 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                   (unsigned long long)c->generation, c->n_nodes, c->n_pods, c->n_classes);
         ext_state_install(lv->s, c);
         return 0;
+}
+
+/* Once, at the first synced view after a start: the groups' domains and holds from the
+ * group records of the pods already bound (ext_groups_restore), since the group table lived
+ * in the memory of the extender that bound them.  Logs what it did. */
+static void
+restore_groups(struct ext_live *lv, const struct kube_snapshot *ks)
+{
+        CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(lv->s);
+        CLEANUP(freep) struct ext_group_member *m = NULL;
+        size_t n = 0;
+        unsigned refused = 0;
+        int r;
+
+        for (size_t i = 0; i < ks->n_pods; i++)
+                n += annotation(ks->pods[i], EXT_GROUP_RECORD_ANNOTATION) != NULL;
+        if (n == 0 || !c)
+                return;
+        m = calloc(n, sizeof(*m));
+        if (!m) {
+                log_warn("group holds not restored", "reason=\"out of memory\"");
+                return;
+        }
+        n = 0;
+        for (size_t i = 0; i < ks->n_pods; i++) {
+                const struct kube_pod *p = ks->pods[i];
+                const char *rec = annotation(p, EXT_GROUP_RECORD_ANNOTATION);
+
+                /* A member being deleted or done: its gang is ending, nothing to hold. */
+                if (!rec || !p->node_name[0] || p->deleting || p->phase == KUBE_POD_SUCCEEDED ||
+                    p->phase == KUBE_POD_FAILED)
+                        continue;
+                m[n++] = (struct ext_group_member){ .uid = p->uid, .ns = p->ns, .record = rec,
+                                                    .record_len = strlen(rec) };
+        }
+        r = ext_groups_restore(c, lv->s->ledger, m, n, ext_now_ns(), &refused);
+        if (r < 0)
+                log_warn("group holds not restored", "errno=%d", -r);
+        else
+                log_info("group holds restored", "groups=%d members=%zu refused=%u", r, n,
+                         refused);
 }
 
 static void
@@ -221,6 +269,7 @@ rebuild_thread(void *arg)
                 if (ks && ks->synced && !atomic_load(&lv->s->ready)) {
                         struct kube_cache_stats st;
 
+                        restore_groups(lv, ks);
                         kube_cache_stats(lv->cache, &st);
                         atomic_store(&lv->s->ready, true);
                         log_info("cluster view synced", "nodes=%zu pods=%zu podgroups=%zu "
@@ -240,15 +289,17 @@ rebuild_thread(void *arg)
 
 static int
 live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
-            const struct topo_mask *gpus, const char *annotation_json, const char **ret_why)
+            const struct topo_mask *gpus, const char *annotation_json, const char *group_record,
+            const char **ret_why)
 {
         struct ext_live *lv = s->binder_data;
-        struct kube_kv kv = { .key = TOPO_GPUS_KEY, .value = annotation_json };
+        struct kube_kv kv[2] = { { .key = TOPO_GPUS_KEY, .value = annotation_json },
+                                 { .key = EXT_GROUP_RECORD_ANNOTATION, .value = group_record } };
         struct kube_error err = { 0 };
         int r;
 
-        r = kube_bind(lv->client, b->pod_namespace, b->pod_name, b->pod_uid, node->name, &kv, 1,
-                      &err);
+        r = kube_bind(lv->client, b->pod_namespace, b->pod_name, b->pod_uid, node->name, kv,
+                      group_record ? 2 : 1, &err);
         if (r >= 0)
                 return 0;
         log_warn("binding write failed", "pod=%s/%s uid=%s node=%s errno=%d http=%ld detail=%s",

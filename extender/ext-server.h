@@ -100,11 +100,13 @@ struct ext_watch_stats {
         uint64_t decode_errors; /* objects that did not decode (left out of the view) */
 };
 
-/* Writes the binding (live: POST pods/{name}/binding with the GPU annotation; static: a new
+/* Writes the binding (live: POST pods/{name}/binding with the GPU annotation and, for a
+ * grouped pod, the group record (NULL: none; EXT_GROUP_RECORD_ANNOTATION); static: a new
  * snapshot).  Returns 0 or a negative errno with *ret_why. */
 typedef int (*ext_binder_fn)(struct ext_state *s, const struct ext_binding *b,
                              const struct ext_node *node, const struct topo_mask *gpus,
-                             const char *annotation, const char **ret_why);
+                             const char *annotation, const char *group_record,
+                             const char **ret_why);
 
 struct ext_state {
         struct ext_config cfg;
@@ -131,7 +133,8 @@ struct ext_cluster *ext_state_snapshot(struct ext_state *s);
 void ext_state_install(struct ext_state *s, struct ext_cluster *c);
 /* The static-mode binder: the bound pod joins the in-memory view. */
 int ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
-                      const struct topo_mask *gpus, const char *annotation, const char **ret_why);
+                      const struct topo_mask *gpus, const char *annotation,
+                      const char *group_record, const char **ret_why);
 
 uint64_t ext_now_ns(void);
 

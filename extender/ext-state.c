@@ -80,10 +80,12 @@ ext_state_install(struct ext_state *s, struct ext_cluster *c)
 
 int
 ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
-                  const struct topo_mask *gpus, const char *annotation, const char **ret_why)
+                  const struct topo_mask *gpus, const char *annotation, const char *group_record,
+                  const char **ret_why)
 {
         int r;
 
+        (void)group_record; /* the view is the file's plus these bindings: nothing to restart */
         /* Binds are serialized here so that concurrent ones each see the other's pod. */
         pthread_mutex_lock(&s->snap_lock);
         {

@@ -204,10 +204,18 @@ static const char *const why_unknown_node = "the node is not in the extender's c
 
 /* Nodes of one topology class with the same free GPUs get the same verdict: one request
  * decides each distinct (class, annotated, free) once.  An open-addressing table of a power
- * of two slots, about twice the request's nodes and at most EXT_REQUEST_MEMO_SLOTS, so its
- * memory is bounded and a small request does not clear a large table; when it is full the
- * rest is decided node by node. */
+ * of two slots kept at most half full: it starts at EXT_REQUEST_MEMO_START slots and
+ * doubles, up to about twice the request's nodes and at most EXT_REQUEST_MEMO_SLOTS, so its
+ * memory is bounded and a request clears only what its distinct verdicts need (a 5,000-node
+ * request over one 8-GPU class has at most 256; clearing 4,096 slots up front was a tenth
+ * of its decision); when it is full the rest is decided node by node. */
+/* Holds gathered at once for a request of at least EXT_HELD_GATHER_MIN_NODES nodes (a walk
+ * over the ledger's 1,024 buckets costs about what 50 per-node lookups do), when at most
+ * EXT_HELD_GATHER count. */
+#define EXT_HELD_GATHER 32
+#define EXT_HELD_GATHER_MIN_NODES 64
 #define EXT_REQUEST_MEMO_SLOTS 4096
+#define EXT_REQUEST_MEMO_START 256
 #define EXT_REQUEST_MEMO_MIN_NODES 9 /* below this, deciding each node costs less */
 
 struct memo_slot {
@@ -219,30 +227,74 @@ struct memo_slot {
 
 struct memo {
         struct memo_slot *slots;
-        size_t mask; /* slots - 1 */
+        size_t mask;  /* slots - 1 */
+        size_t used;  /* slots filled */
+        size_t limit; /* the most slots it may grow to */
 };
 
-/* A table sized for n nodes; .slots NULL when n is small or memory is short. */
+/* A table for n nodes; .slots NULL when n is small or memory is short. */
 static struct memo
 memo_new(size_t n)
 {
-        size_t size = 16;
+        size_t size = 16, limit = 16;
 
         if (n < EXT_REQUEST_MEMO_MIN_NODES)
                 return (struct memo){ 0 };
-        while (size < 2 * n && size < EXT_REQUEST_MEMO_SLOTS)
-                size *= 2;
-        return (struct memo){ .slots = calloc(size, sizeof(struct memo_slot)), .mask = size - 1 };
+        while (limit < 2 * n && limit < EXT_REQUEST_MEMO_SLOTS)
+                limit *= 2;
+        size = MIN(limit, (size_t)EXT_REQUEST_MEMO_START);
+        return (struct memo){ .slots = calloc(size, sizeof(struct memo_slot)), .mask = size - 1,
+                              .limit = limit };
+}
+
+static uint64_t
+memo_key_hash(const struct score_class *cls, bool annotated, const struct topo_mask *free)
+{
+        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull ^ annotated;
+
+        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                h = (h ^ free->w[k]) * 0x100000001b3ull;
+        return h ^ (h >> 29);
 }
 
 static uint64_t
 memo_hash(const struct ext_node *node, const struct topo_mask *free)
 {
-        uint64_t h = (uint64_t)(uintptr_t)node->cls * 0x9e3779b97f4a7c15ull ^ node->annotated;
+        return memo_key_hash(node->cls, node->annotated, free);
+}
 
-        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
-                h = (h ^ free->w[k]) * 0x100000001b3ull;
-        return h ^ (h >> 29);
+static uint64_t
+memo_slot_hash(const struct memo_slot *m)
+{
+        return memo_key_hash(m->cls, m->annotated, &m->free);
+}
+
+/* Twice the slots, when the table is half full and may grow; on a failed allocation it
+ * stays as it is (a full table only decides more nodes directly). */
+static void
+memo_grow(struct memo *memo)
+{
+        size_t size = 2 * (memo->mask + 1);
+        struct memo_slot *slots;
+
+        if (!memo->slots || 2 * memo->used < memo->mask + 1 || size > memo->limit)
+                return;
+        slots = calloc(size, sizeof(*slots));
+        if (!slots)
+                return;
+        for (size_t i = 0; i <= memo->mask; i++) {
+                size_t k;
+
+                if (!memo->slots[i].cls)
+                        continue;
+                k = memo_slot_hash(&memo->slots[i]) & (size - 1);
+                while (slots[k].cls)
+                        k = (k + 1) & (size - 1);
+                slots[k] = memo->slots[i];
+        }
+        free(memo->slots);
+        memo->slots = slots;
+        memo->mask = size - 1;
 }
 
 /* The slot for (node, free): a match, an empty slot to fill, or NULL when the probe
@@ -276,16 +328,30 @@ node_loss(const struct ext_cluster *c, const struct ext_node *node, const struct
 
 /* The pod's group with its size: the request's (topofit.io/group-size, or a source that
  * puts the size on the pod) when known, else the PodGroup's gang minCount from the view
- * (a group from spec.schedulingGroup; docs/placement.md, "Groups").  Returns req's own
- * group or buf, filled. */
+ * (a group from spec.schedulingGroup; docs/placement.md, "Groups"); and the PodGroup's
+ * topology constraint, a requirement (as kube-scheduler's Topology-Aware Workload
+ * Scheduling takes it): the group's domain lies within one domain of its level, and its
+ * pods keep to it (domain-required).  Returns req's own group or buf, filled. */
 static const struct place_group_request *
 group_of(const struct ext_cluster *c, const struct ext_request *req,
          struct place_group_request *buf)
 {
-        if (!req->group.id[0] || req->group.size > 0)
+        const struct ext_group_size *pg;
+
+        if (!req->group.id[0])
+                return &req->group;
+        pg = ext_cluster_group(c, req->group.id);
+        if (!pg || (req->group.size > 0 && !pg->has_within))
                 return &req->group;
         *buf = req->group;
-        buf->size = ext_cluster_group_size(c, req->group.id);
+        if (buf->size == 0)
+                buf->size = pg->size;
+        if (pg->has_within) {
+                buf->has_within = true;
+                buf->within = pg->within;
+                if (buf->mode != PLACE_DOMAIN_OFF)
+                        buf->mode = PLACE_DOMAIN_REQUIRED;
+        }
         return buf;
 }
 
@@ -304,6 +370,7 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         const struct place_group_request *grp = group_of(c, req, &sized);
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
         CLEANUP(freep) struct topo_mask *others = NULL;
+        static const struct topo_mask no_gpus;
         struct place_group_domain d;
         bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
         ssize_t dom = -1;
@@ -335,6 +402,12 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                         }
                 ext__ledger_unlock(l);
         }
+        /* A closed node (cordoned, not Ready) has no room for a group: a domain is not chosen
+         * for, nor held on, GPUs that kube-scheduler will not hand to the gang.  Pods bound
+         * there still count (they are in the view's used GPUs). */
+        for (size_t i = 0; free_of && i < c->n_nodes; i++)
+                if (c->nodes[i].closed)
+                        free_of[i] = &no_gpus;
         if (grp->id[0] && grp->mode != PLACE_DOMAIN_OFF) {
                 x = place_group_domain(g, c->place, grp, free_of, now_ns, &d);
                 if (x == 1)
@@ -382,24 +455,36 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
 {
         struct memo memo = memo_new(n);
         bool holds = !ext__ledger_maybe_empty(l);
-        int fits = 0;
+        struct ext_held held[EXT_HELD_GATHER];
+        int n_held = -1, fits = 0;
 
         /* First the free GPUs of every node, in one short critical section (bind rechecks
          * under the lock, so a hold added after it only costs a retry), none while the
-         * ledger is empty; ret[i].free carries them to the second pass. */
-        if (holds)
+         * ledger is empty; ret[i].free carries them to the second pass.  A large request
+         * gathers the holds once and matches each node against them (by hash, then
+         * name) instead of looking each node up in the ledger. */
+        if (holds) {
                 ext__ledger_lock(l);
+                if (n >= EXT_HELD_GATHER_MIN_NODES)
+                        n_held = ext__ledger_holds_locked(l, req->uid[0] ? req->uid : NULL,
+                                                          c ? c->generation : 0, now_ns, held,
+                                                          ELEMENTSOF(held));
+        }
         for (size_t i = 0; i < n; i++) {
                 struct topo_mask *free = &ret[i].free;
 
                 if (!nodes[i])
                         continue;
-                if (holds)
+                if (holds && n_held < 0) {
                         free_gpus_locked(c, l, req, nodes[i], now_ns, free);
-                else {
-                        *free = nodes[i]->healthy;
-                        topo_mask_andnot(free, &nodes[i]->used);
+                        continue;
                 }
+                *free = nodes[i]->healthy;
+                topo_mask_andnot(free, &nodes[i]->used);
+                for (int k = 0; k < n_held; k++)
+                        if (held[k].node_hash == nodes[i]->name_hash &&
+                            strcmp(held[k].node, nodes[i]->name) == 0)
+                                topo_mask_andnot(free, &held[k].set);
         }
         if (holds)
                 ext__ledger_unlock(l);
@@ -413,18 +498,22 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         continue;
                 }
                 free = ret[i].free;
-                if (memo.slots && nodes[i]->cls)
+                if (memo.slots && nodes[i]->cls) {
+                        memo_grow(&memo);
                         m = memo_find(&memo, nodes[i], &free);
+                }
                 if (m && m->cls)
                         ret[i] = ret[m->verdict];
                 else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
                         if (with_priority && ret[i].r == 0 && c && c->place)
                                 ret[i].loss = node_loss(c, nodes[i], &ret[i]);
-                        if (m)
+                        if (m) {
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
                                                          .free = free, .verdict = i };
+                                memo.used++;
+                        }
                 }
                 if (ret[i].r == 0)
                         fits++;
@@ -453,7 +542,7 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
         if (!c || !c->place || cfg->place.cluster_share <= 0 ||
             req->placement == EXT_PLACEMENT_NONE)
                 return;
-        cand = calloc(MAX(n, (size_t)1), sizeof(*cand));
+        cand = malloc(MAX(n, (size_t)1) * sizeof(*cand)); /* every entry is written below */
         if (!cand)
                 return; /* the per-node priorities stand */
         for (size_t i = 0; i < n; i++)
@@ -592,6 +681,152 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
 }
 
 int
+ext_group_record_for(const struct ext_cluster *c, struct ext_ledger *l,
+                     const struct ext_request *req, uint64_t now_ns, char **ret_json)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct ext_group_record rec = { 0 };
+        unsigned size = 0;
+        int r;
+
+        *ret_json = NULL;
+        if (!grp->id[0] || grp->mode == PLACE_DOMAIN_OFF)
+                return 0;
+        r = place_group_get(ext__ledger_groups(l), grp->id, now_ns, &rec.domain, &size);
+        if (r <= 0)
+                return 0;
+        rec.group = *grp;
+        rec.group.size = size;
+        rec.domain.sets = 0;
+        r = ext_group_record_encode(&rec, ret_json);
+        return r == -ENOMEM ? r : 0;
+}
+
+/* One member of ext_groups_restore, decoded and checked. */
+struct restored {
+        struct ext_group_record rec;
+        const char *uid;
+};
+
+static int
+restored_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct restored *)a)->rec.group.id,
+                      ((const struct restored *)b)->rec.group.id);
+}
+
+/* Whether group id (ext_group_id: "source/ns/...") belongs to namespace ns. */
+static bool
+id_in_namespace(const char *id, const char *ns)
+{
+        const char *p = strchr(id, '/');
+        size_t n = ns ? strlen(ns) : 0;
+
+        return p && n > 0 && strncmp(p + 1, ns, n) == 0 && p[1 + n] == '/';
+}
+
+/* Checks member m against c's view: 0 and *ret, or -EINVAL. */
+static int
+restore_member(const struct ext_cluster *c, const struct ext_group_member *m,
+               struct restored *ret)
+{
+        const struct ext_pod *p = m->uid ? ext_cluster_find_pod(c, m->uid) : NULL;
+        ssize_t d;
+
+        if (!p || p->node < 0 || !m->record ||
+            ext_group_record_decode(m->record, m->record_len, &ret->rec, NULL) < 0 ||
+            !id_in_namespace(ret->rec.group.id, m->ns) ||
+            topo_mask_count(&p->gpus) != ret->rec.group.count || ret->rec.group.count == 0)
+                return -EINVAL;
+        d = place_view_find_domain(c->place, ret->rec.domain.level, ret->rec.domain.name);
+        if (d < 0 || place_view_node_domain(c->place, (size_t)p->node, ret->rec.domain.level) != d)
+                return -EINVAL;
+        ret->uid = m->uid;
+        return 0;
+}
+
+int
+ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
+                   const struct ext_group_member *m, size_t n, uint64_t now_ns,
+                   unsigned *ret_refused)
+{
+        CLEANUP(freep) struct restored *ok = NULL;
+        CLEANUP(freep) const char **uids = NULL;
+        size_t n_ok = 0;
+        unsigned refused = 0;
+        int restored = 0;
+
+        if (ret_refused)
+                *ret_refused = 0;
+        if (!c || !c->place || n == 0)
+                return 0;
+        ok = calloc(n, sizeof(*ok));
+        uids = calloc(MIN(n, (size_t)PLACE_MAX_GROUP_PODS), sizeof(*uids));
+        if (!ok || !uids)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (restore_member(c, &m[i], &ok[n_ok]) < 0)
+                        refused++;
+                else
+                        n_ok++;
+        }
+        qsort(ok, n_ok, sizeof(*ok), restored_cmp);
+        for (size_t i = 0, j; i < n_ok; i = j) {
+                const struct ext_group_record *first = &ok[i].rec;
+                struct place_group_request req = first->group;
+                const struct ext_group_size *pg = ext_cluster_group(c, req.id);
+                size_t k = 0;
+                int x;
+
+                for (j = i; j < n_ok && strcmp(ok[j].rec.group.id, req.id) == 0; j++) {
+                        if (ok[j].rec.domain.level != first->domain.level ||
+                            strcmp(ok[j].rec.domain.name, first->domain.name) != 0 ||
+                            k >= PLACE_MAX_GROUP_PODS) {
+                                refused++; /* another domain: not this group's now */
+                                continue;
+                        }
+                        uids[k++] = ok[j].uid;
+                }
+                if (pg && pg->size > 0)
+                        req.size = pg->size;
+                if (req.size == 0 || k >= req.size)
+                        continue; /* nothing known to hold, or nothing left to hold */
+                req.mode = PLACE_DOMAIN_REQUIRED; /* a record: only the table reads it */
+                x = place_group_restore(ext__ledger_groups(l), &req, &first->domain, uids, k,
+                                        now_ns);
+                if (x == -ENOMEM)
+                        return x;
+                restored += x == 1;
+        }
+        if (ret_refused)
+                *ret_refused = refused;
+        return restored;
+}
+
+/* Preempt's check for a gang member: false when the pod's group is domain-required, has a
+ * live domain, and node lies outside it (evicting pods there would free room the member may
+ * not take).  No record yet (the group's first pod), or domain-preferred: true; preempt does
+ * not choose a domain. */
+static bool
+in_group_domain(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+                const struct ext_node *node, uint64_t now_ns)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct place_group_domain d;
+        ssize_t dom;
+
+        if (!grp->id[0] || grp->mode != PLACE_DOMAIN_REQUIRED || !c || !c->place ||
+            place_group_get(ext__ledger_groups(l), grp->id, now_ns, &d, NULL) != 1)
+                return true;
+        dom = place_view_find_domain(c->place, d.level, d.name);
+        if (node < c->nodes || node >= c->nodes + c->n_nodes || dom < 0)
+                return false;
+        return place_view_node_domain(c->place, (size_t)(node - c->nodes), d.level) == dom;
+}
+
+int
 ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
             const struct ext_request *req, const struct ext_node *node,
             const char *const *victims, size_t n, uint64_t now_ns, bool *needed,
@@ -603,6 +838,12 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
         if (!node) {
                 *ret = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                 return -ENOENT;
+        }
+        if (!in_group_domain(c, l, req, node, now_ns)) {
+                *ret = (struct ext_verdict){ .r = -EAGAIN,
+                                             .why = "the node is outside the domain the pod's "
+                                                    "group was given (domain-required)" };
+                return -EAGAIN;
         }
         ext__ledger_lock(l);
         free_gpus_locked(c, l, req, node, now_ns, &free);

@@ -178,15 +178,90 @@ domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned coun
         return sets;
 }
 
-/* The state of one choice across levels: the fallback (the domain with the most sets at
- * the first level that has domains) for a group that no domain holds whole. */
+/* With a topology constraint at a level (req->has_within, not PLACE_LEVEL_NODE): for each
+ * domain of the inner level l, the domain of that level all its nodes lie in, or -1 when
+ * they lie in several or a node in none (such a domain may not be chosen).  NULL on OOM. */
+static ssize_t *
+within_of(const struct place_view *v, unsigned l, unsigned within, size_t n)
+{
+        ssize_t *outer = malloc(MAX(n, (size_t)1) * sizeof(*outer));
+
+        if (!outer)
+                return NULL;
+        for (size_t d = 0; d < n; d++)
+                outer[d] = -2; /* no node seen yet */
+        for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+                ssize_t d = place_view_node_domain(v, i, l), o;
+
+                if (d < 0)
+                        continue;
+                o = place_view_node_domain(v, i, within);
+                outer[d] = outer[d] == -2 || outer[d] == o ? o : -1;
+        }
+        return outer;
+}
+
+/* The state of one choice across levels: the fallback (the domain with the most sets at the
+ * first level that has domains, or at the constraint's level) for a group that no domain
+ * holds whole. */
 struct choice_state {
         struct place_group_domain most;
         bool any_level, have_most;
 };
 
+/* One node that holds the whole group (its own NVLink domain), the one with the fewest sets
+ * to spare; with a constraint to one node (on_node), the node with the most sets when none
+ * holds it (not whole).  Returns 1 and *ret, 0 when none does, -ENOSPC (on_node: no node
+ * has a set). */
+static int
+choose_node(const struct place_groups *g, const struct place_view *v,
+            const struct place_group_request *req, const struct topo_mask *const *free_of,
+            uint64_t now_ns, struct place_group_domain *ret)
+{
+        bool on_node = req->has_within && req->within == PLACE_LEVEL_NODE;
+        unsigned need = MAX(req->size, 1u), best_sets = UINT32_MAX, most_sets = 0;
+        ssize_t best_node = -1, most_node = -1;
+        const char *name;
+
+        for (size_t i = 0; (req->size > 1 || on_node) && i < place_view_n_nodes(v); i++) {
+                struct score_class *cls = place_view_node_class(v, i);
+                unsigned sets;
+
+                if (!cls || !place_view_node_name(v, i))
+                        continue;
+                if (req->has_within && !on_node && place_view_node_domain(v, i, req->within) < 0)
+                        continue; /* outside every domain of the constraint's level */
+                sets = place_count_sets(cls, free_of && free_of[i] ? free_of[i]
+                                                                    : place_view_node_free(v, i),
+                                        req->count, req->require);
+                if (g->n_used > 0 && (sets >= need || (on_node && sets > 0)))
+                        sets = minus(sets, held_locked(g, v, PLACE_LEVEL_NODE, (ssize_t)i, req->id,
+                                                       now_ns));
+                if (sets >= need && req->size > 1 && sets < best_sets) {
+                        best_sets = sets;
+                        best_node = (ssize_t)i;
+                }
+                if (sets > most_sets) {
+                        most_sets = sets;
+                        most_node = (ssize_t)i;
+                }
+        }
+        if (on_node && best_node < 0)
+                best_node = most_node, best_sets = most_sets; /* not whole: -ENOSPC below */
+        if (on_node && best_node < 0)
+                return -ENOSPC;
+        if (best_node < 0)
+                return 0;
+        name = place_view_node_name(v, (size_t)best_node);
+        *ret = (struct place_group_domain){ .level = PLACE_LEVEL_NODE, .sets = best_sets,
+                                            .whole = best_sets >= need && req->size > 0 };
+        str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+        return 1;
+}
+
 /* At level l: the domain that holds the whole group with the fewest sets to spare (size
- * unknown: the most room).  Returns 1 and *ret, 0 when none holds it, -ENOMEM. */
+ * unknown: the most room), within the constraint's domain when there is one; notes the
+ * fallback in st.  Returns 1 and *ret, 0 when none holds it, -ENOMEM. */
 static int
 choose_at_level(const struct place_groups *g, const struct place_view *v,
                 const struct place_group_request *req, const struct topo_mask *const *free_of,
@@ -196,13 +271,23 @@ choose_at_level(const struct place_groups *g, const struct place_view *v,
         size_t n = place_view_n_domains(v, l);
         unsigned need = MAX(req->size, 1u);
         CLEANUP(freep) unsigned *sets = NULL;
+        CLEANUP(freep) ssize_t *outer = NULL;
+        /* Where the fallback (the most room) is taken: the first level that has domains, or
+         * the constraint's level. */
+        bool most_here = req->has_within ? l == req->within : !st->any_level;
+        const struct place_domain *pd;
         ssize_t best = -1;
 
-        if (n == 0)
+        if (n == 0 || (req->has_within && l > req->within))
                 return 0;
         sets = calloc(n, sizeof(*sets));
         if (!sets)
                 return -ENOMEM;
+        if (req->has_within && l < req->within) {
+                outer = within_of(v, l, req->within, n);
+                if (!outer)
+                        return -ENOMEM;
+        }
         /* One pass over the nodes for every domain of the level. */
         for (size_t i = 0; i < place_view_n_nodes(v); i++) {
                 ssize_t d = place_view_node_domain(v, i, l);
@@ -217,12 +302,14 @@ choose_at_level(const struct place_groups *g, const struct place_view *v,
         for (size_t d = 0; d < n && g->n_used > 0; d++)
                 sets[d] = minus(sets[d], held_locked(g, v, l, (ssize_t)d, req->id, now_ns));
         for (size_t d = 0; d < n; d++) {
+                if (outer && outer[d] < 0)
+                        continue; /* spans domains of the constraint's level */
                 if (sets[d] >= need && req->size > 0 && (best < 0 || sets[d] < sets[best]))
                         best = (ssize_t)d;
                 /* Size unknown: the domain with the most room. */
                 if (sets[d] >= need && req->size == 0 && (best < 0 || sets[d] > sets[best]))
                         best = (ssize_t)d;
-                if (!st->any_level && sets[d] > 0 && (!st->have_most || sets[d] > st->most.sets)) {
+                if (most_here && sets[d] > 0 && (!st->have_most || sets[d] > st->most.sets)) {
                         st->most = (struct place_group_domain){ .level = l, .sets = sets[d] };
                         str_copy(st->most.name, sizeof(st->most.name),
                                  place_view_domain(v, l, d)->name,
@@ -230,49 +317,12 @@ choose_at_level(const struct place_groups *g, const struct place_view *v,
                         st->have_most = true;
                 }
         }
-        st->any_level = true;
+        st->any_level = st->any_level || !req->has_within || l == req->within;
         if (best < 0)
                 return 0;
+        pd = place_view_domain(v, l, (size_t)best);
         *ret = (struct place_group_domain){ .level = l, .sets = sets[best], .whole = true };
-        str_copy(ret->name, sizeof(ret->name), place_view_domain(v, l, (size_t)best)->name,
-                 strlen(place_view_domain(v, l, (size_t)best)->name));
-        return 1;
-}
-
-/* One node that holds the whole group (its own NVLink domain), the one with the fewest
- * sets to spare.  Returns 1 and *ret, 0 when none does. */
-static int
-choose_node(const struct place_groups *g, const struct place_view *v,
-            const struct place_group_request *req, const struct topo_mask *const *free_of,
-            uint64_t now_ns, struct place_group_domain *ret)
-{
-        unsigned need = MAX(req->size, 1u), best_sets = UINT32_MAX;
-        ssize_t best_node = -1;
-        const char *name;
-
-        for (size_t i = 0; req->size > 1 && i < place_view_n_nodes(v); i++) {
-                struct score_class *cls = place_view_node_class(v, i);
-                unsigned sets;
-
-                if (!cls || !place_view_node_name(v, i))
-                        continue;
-                sets = place_count_sets(cls, free_of && free_of[i] ? free_of[i]
-                                                                    : place_view_node_free(v, i),
-                                        req->count, req->require);
-                if (sets >= need && g->n_used > 0)
-                        sets = minus(sets, held_locked(g, v, PLACE_LEVEL_NODE, (ssize_t)i, req->id,
-                                                       now_ns));
-                if (sets >= need && sets < best_sets) {
-                        best_sets = sets;
-                        best_node = (ssize_t)i;
-                }
-        }
-        if (best_node < 0)
-                return 0;
-        name = place_view_node_name(v, (size_t)best_node);
-        *ret = (struct place_group_domain){ .level = PLACE_LEVEL_NODE, .sets = best_sets,
-                                            .whole = true };
-        str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+        str_copy(ret->name, sizeof(ret->name), pd->name, strlen(pd->name));
         return 1;
 }
 
@@ -283,8 +333,10 @@ choose_node(const struct place_groups *g, const struct place_view *v,
  * spare; when none does at any level, the one with the most sets at level 0 (or the first
  * level that has domains).  Level 0 before one node: both are NVLink, and a whole node is
  * the one thing a pod as large as the node can use, so a group that a multi-node domain
- * holds as well leaves it whole.  Returns 1 and *ret, 0 when no level has domains,
- * -ENOSPC when none has a set. */
+ * holds as well leaves it whole.  A topology constraint (req->has_within) keeps the choice
+ * inside one domain of its level: no outer level, inner domains only when nested in one,
+ * and the fallback at that level (one node: the node with the most sets).  Returns 1 and
+ * *ret, 0 when no level has domains, -ENOSPC when none has a set. */
 static int
 choose(const struct place_groups *g, const struct place_view *v,
        const struct place_group_request *req, const struct topo_mask *const *free_of,
@@ -293,6 +345,8 @@ choose(const struct place_groups *g, const struct place_view *v,
         struct choice_state st = { 0 };
         int x;
 
+        if (req->has_within && req->within == PLACE_LEVEL_NODE)
+                return choose_node(g, v, req, free_of, now_ns, ret);
         x = choose_at_level(g, v, req, free_of, now_ns, 0, &st, ret);
         if (x != 0)
                 return x;
@@ -411,6 +465,60 @@ place_group_bound(struct place_groups *g, const struct place_group_request *req,
         x = list_add(&r->bound, &r->n_bound, uid);
         pthread_mutex_unlock(&g->lock);
         return x;
+}
+
+int
+place_group_get(struct place_groups *g, const char *id, uint64_t now_ns,
+                struct place_group_domain *ret, unsigned *ret_size)
+{
+        struct group_record *r;
+
+        if (!g || !id)
+                return -EINVAL;
+        if (!id[0])
+                return 0;
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, id, now_ns);
+        if (r && ret)
+                *ret = r->domain;
+        if (r && ret_size)
+                *ret_size = r->size;
+        pthread_mutex_unlock(&g->lock);
+        return r != NULL;
+}
+
+int
+place_group_restore(struct place_groups *g, const struct place_group_request *req,
+                    const struct place_group_domain *d, const char *const *uids, size_t n,
+                    uint64_t now_ns)
+{
+        struct group_record *r, *slot = NULL;
+        int x = 0, made = 0;
+
+        if (!g || !req || !d || (n > 0 && !uids) || !req->id[0] || n > PLACE_MAX_GROUP_PODS)
+                return -EINVAL;
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, req->id, now_ns);
+        if (!r) {
+                for (size_t k = 0; k < PLACE_MAX_GROUPS && !slot; k++)
+                        if (!g->rec[k].id[0])
+                                slot = &g->rec[k];
+                if (!slot) {
+                        pthread_mutex_unlock(&g->lock);
+                        return -E2BIG;
+                }
+                g->n_used++;
+                *slot = (struct group_record){ .domain = *d, .size = req->size,
+                                               .count = req->count, .require = req->require,
+                                               .expires_ns = now_ns + g->ttl_ns };
+                str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
+                r = slot;
+                made = 1;
+        }
+        for (size_t k = 0; k < n && x == 0; k++)
+                x = list_add(&r->bound, &r->n_bound, uids[k]);
+        pthread_mutex_unlock(&g->lock);
+        return x < 0 ? x : made;
 }
 
 int

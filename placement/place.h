@@ -222,6 +222,13 @@ struct place_group_request {
         unsigned count;          /* GPUs per pod */
         unsigned require;        /* enum score_require bits of its pods */
         enum place_domain_mode mode;
+        /* A topology constraint (a PodGroup's spec.schedulingConstraints.topology key, which
+         * the extender maps to a level): the group lands within one domain of level within
+         * (PLACE_LEVEL_NODE: one node).  A domain inside one (a node, or an inner level's
+         * domain whose nodes all lie in one domain of that level) may be chosen; none of an
+         * outer level, nor a node or inner domain outside every domain of that level. */
+        bool has_within;
+        unsigned within;
 };
 
 /* The domain a group was given. */
@@ -243,7 +250,7 @@ DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
  * there, others took the room) is chosen afresh.  free_of (may be NULL) as in
  * place_group_check: the free GPUs to count instead of the view's.  Returns 1 and *ret when
  * the group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in
- * any domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
+ * any domain (nothing to choose; with req->has_within: none at that level); -ENOSPC when no domain has room for even one pod of the
  * group; -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
 int place_group_domain(struct place_groups *g, const struct place_view *v,
                        const struct place_group_request *req,
@@ -254,6 +261,20 @@ int place_group_domain(struct place_groups *g, const struct place_view *v,
  * refreshes the TTL).  Idempotent per uid.  0, or -ENOENT when the group has no record. */
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
                       const char *uid, uint64_t now_ns);
+
+/* The live record of group id at now_ns: its domain and size (either out-pointer may be
+ * NULL).  1 when there is one, 0 when not; -EINVAL. */
+int place_group_get(struct place_groups *g, const char *id, uint64_t now_ns,
+                    struct place_group_domain *ret, unsigned *ret_size);
+
+/* Restores a group's record after a restart of its owner (the table lives in memory): req's
+ * group was given domain d and its pods uids[0..n) are bound.  Without a live record, one is
+ * made (TTL from now_ns) and returns 1; with one, the uids are added to it (its domain is
+ * kept) and returns 0.  -EINVAL (req not grouped, n over PLACE_MAX_GROUP_PODS), -E2BIG (the
+ * table is full), -ENOMEM. */
+int place_group_restore(struct place_groups *g, const struct place_group_request *req,
+                        const struct place_group_domain *d, const char *const *uids, size_t n,
+                        uint64_t now_ns);
 
 /* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group

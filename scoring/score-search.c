@@ -373,9 +373,7 @@ score__fill_choice(struct score_class *c, const struct topo_mask *set, const str
 {
         struct score_choice x = { .set = *set };
 
-        for (unsigned i = 0; i < c->n; i++)
-                if (topo_mask_test(set, i))
-                        x.gpus[x.n++] = (uint8_t)i;
+        x.n = topo_mask_count(set);
         x.busbw_gbps = score__cached_busbw(c, set);
         x.ideal_gbps = score__ideal(c, x.n);
         x.numa_spanned = score__set_numa(c, set);

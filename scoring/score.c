@@ -357,9 +357,7 @@ score_best(struct score_class *c, const struct topo_mask *free, const struct sco
                         .numa_spanned = e.numa, .nic_gpus = e.nic, .frag_left = e.frag,
                         .p2p = e.p2p, .all_nvlink_ring = e.all_nvlink,
                 };
-                for (unsigned i = 0; i < c->n; i++)
-                        if (topo_mask_test(&e.set, i))
-                                x.gpus[x.n++] = (uint8_t)i;
+                x.n = topo_mask_count(&e.set);
                 *ret = x;
                 return 0;
         }

@@ -44,8 +44,7 @@ struct score_request {
 /* One candidate set and the values that ranked it, in tie-break order. */
 struct score_choice {
         struct topo_mask set;
-        unsigned n;                     /* == request count */
-        uint8_t gpus[TOPO_MAX_GPUS];    /* ascending GPU indices, n of them */
+        unsigned n;                     /* == request count: the GPUs in set */
         double busbw_gbps;              /* modeled all-reduce bus bandwidth of the set */
         double ideal_gbps;              /* best busbw any set of this size gets on an empty node */
         unsigned numa_spanned;          /* distinct NUMA nodes (unknown counts as one) */

@@ -324,6 +324,65 @@ def main():
                 seen[key] = p["metadata"]["name"]
         check("live: no GPU is recorded on two pods after the burst and restarts",
               not dup and burst_ok and n_bound >= 12, "dups %s bound %d" % (dup, n_bound))
+        # issue 11: a gang's domain and hold survive an extender restart.  Two NVLink
+        # domains (label nvidia.com/gpu.clique) x and y of three Ready 8-GPU nodes; a
+        # domain-required gang of three 8-GPU pods is given x (a tie: names break it), its
+        # first pod is bound there, then the extender is killed.  The restarted one rebuilds
+        # the group from the bound pod's group record: a lone 8-GPU pod is kept off x's two
+        # free nodes and the gang's second pod still goes to x (a fresh choice would give it
+        # y, the only domain with room for all three then).
+        dgx = next(n for n in nodes if n["metadata"]["name"] == "node-d-dgx-h100")
+        for dom in ("x", "y"):
+            for k in (1, 2, 3):
+                n = {"kind": "Node", "apiVersion": "v1",
+                     "metadata": {"name": "gang-%s%d" % (dom, k),
+                                  "labels": {"nvidia.com/gpu.clique": "clique-" + dom},
+                                  "annotations": {"topofit.io/topology":
+                                                  dgx["metadata"]["annotations"]["topofit.io/topology"]}},
+                     "status": {"capacity": {"nvidia.com/gpu": "8"},
+                                "allocatable": {"nvidia.com/gpu": "8"},
+                                "conditions": [{"type": "Ready", "status": "True"}]}}
+                call(api, "POST", "/api/v1/nodes", n)
+        gang_nodes = ["gang-%s%d" % (d, k) for d in ("x", "y") for k in (1, 2, 3)]
+        all_names = names + gang_nodes
+
+        def gang_pod(i):
+            pod = gpu_pod("gang-r-%d" % i, 8, "domain-required")
+            pod["metadata"]["labels"]["topofit.io/group"] = "restart"
+            pod["metadata"]["annotations"]["topofit.io/group-size"] = "3"
+            return json.loads(call(api, "POST", "/api/v1/namespaces/default/pods", pod)[1])
+
+        def passing(pod_obj):
+            _, body = call(ext.port, "POST", "/filter",
+                           {"Pod": pod_obj, "Nodes": None, "NodeNames": all_names})
+            return sorted(json.loads(body)["NodeNames"] or [])
+
+        time.sleep(0.5)  # the view sees the new nodes
+        g0 = gang_pod(0)
+        node0, res0 = schedule(api, ext, g0, all_names)
+        _, stored = call(api, "GET", "/api/v1/namespaces/default/pods/gang-r-0")
+        record = json.loads(stored)["metadata"].get("annotations", {}).get("topofit.io/group-domain")
+        check("live: a gang's first pod is bound in its domain with its group record",
+              res0 == {"Error": ""} and (node0 or "").startswith("gang-x") and record is not None
+              and json.loads(record)["domain"] == "clique-x", "%s %s %s" % (node0, res0, record))
+        ext.settle(api, {g0["metadata"]["uid"]})
+        restart()
+        ext.settle(api, {g0["metadata"]["uid"]})
+        _, created = call(api, "POST", "/api/v1/namespaces/default/pods", gpu_pod("lone-after-restart", 8))
+        lone_ok = passing(json.loads(created))
+        g1 = gang_pod(1)
+        g1_ok = passing(g1)
+        x_free = sorted(n for n in gang_nodes if n.startswith("gang-x") and n != node0)
+        check("live: after a restart a lone pod stays off the gang's held domain",
+              not any(n.startswith("gang-x") for n in lone_ok) and
+              any(n.startswith("gang-y") for n in lone_ok), "lone passes %s" % lone_ok)
+        check("live: after a restart the gang's next pod keeps to the domain its bound pod is in",
+              g1_ok == x_free, "gang-r-1 passes %s, x free %s" % (g1_ok, x_free))
+        with open(ext.log_path) as f:
+            restored_line = [l for l in f if "group holds restored" in l]
+        check("live: the restarted extender logs the groups it restored",
+              restored_line and "groups=1" in restored_line[0], "%s" % restored_line)
+
         rc = stop(ext.proc)
         check("live: SIGTERM stops the extender cleanly", rc == 0, "exit %s" % rc)
     except Exception as e:

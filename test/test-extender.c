@@ -806,13 +806,16 @@ codec_round_trips_the_gpus_annotation(void **state)
                 .uid = "u", .count = 3, .n_containers = 3,
                 .containers = { { "init", 2, true }, { "a", 1, false }, { "b", 2, false } },
         };
-        struct score_choice set = { .n = 3, .gpus = { 1, 4, 6 } };
+        struct score_choice set = { .n = 3 };
         struct topo_mask m, want = { 0 };
         char *topo = annotation_of("dgx-h100-12nic-talos.txt"), *json = NULL;
 
         ext_config_default(&cfg);
         req.count = 3;
         req.containers[2].count = 2;
+        topo_mask_set(&set.set, 1);
+        topo_mask_set(&set.set, 4);
+        topo_mask_set(&set.set, 6);
         assert_int_equal(ext_node_init(&node, &cfg, "n1", topo, strlen(topo), 0, NULL), 0);
         assert_true(node.annotated);
         assert_int_equal(ext_gpus_annotation_encode(&req, &node, &set, &json), 0);
@@ -1067,6 +1070,153 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
         return fits;
 }
 
+/* 1,200 nodes of three real 8-GPU topologies (400 each, "n-F-NNNN"), each with seeded random
+ * GPUs in use by one pod: some 600 distinct free sets.  nodes[] gets them in that order. */
+enum { MANY_PER_FILE = 400, MANY_NODES = 3 * MANY_PER_FILE };
+
+static struct ext_cluster *
+many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
+{
+        static const char *const files[] = { "dgx1-v100-sxm2-oneflow.txt",
+                                              "hgx-h100-13nic-mlx5ib-eth-penny.txt",
+                                              "aws-p4d-24xlarge-a100-nv12.txt" };
+        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
+        struct ext_cluster *c = NULL;
+        uint64_t x = 0x2545f4914f6cdd1dull;
+
+        for (size_t f = 0; f < ELEMENTSOF(files); f++) {
+                char *json = annotation_of(files[f]);
+
+                for (unsigned i = 0; i < MANY_PER_FILE; i++) {
+                        char name[32], uid[40];
+                        struct topo_mask used = { 0 };
+
+                        snprintf(name, sizeof(name), "n-%zu-%04u", f, i);
+                        assert_int_equal(ext_cluster_builder_add_node(b, name, json, strlen(json),
+                                                                      8, NULL), 0);
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        used.w[0] = (x >> 11) & 0xff;
+                        snprintf(uid, sizeof(uid), "pod-%s", name);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name,
+                                                                     &used), 0);
+                }
+                free(json);
+        }
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        for (size_t i = 0; i < MANY_NODES; i++) {
+                char name[32];
+
+                snprintf(name, sizeof(name), "n-%zu-%04zu", i / MANY_PER_FILE, i % MANY_PER_FILE);
+                nodes[i] = ext_cluster_find_node(c, name);
+                assert_non_null(nodes[i]);
+        }
+        return c;
+}
+
+/* ext_filter over all MANY_NODES nodes at now_ns against the same node asked alone (below
+ * the memo's and the holds gathering's minimum: each decided directly, each node's holds
+ * looked up in the ledger): the same verdicts and free GPUs.  Returns how many fit. */
+static int
+filter_many_equals_each_alone(const struct ext_cluster *c, struct ext_ledger *l,
+                              const struct ext_config *cfg, const struct ext_request *req,
+                              const struct ext_node **nodes, uint64_t now_ns)
+{
+        struct ext_verdict *v = calloc(MANY_NODES, sizeof(*v)), one;
+        int fits = ext_filter(c, l, cfg, req, nodes, MANY_NODES, now_ns, v), alone = 0;
+
+        assert_non_null(v);
+        for (size_t i = 0; i < MANY_NODES; i++) {
+                alone += ext_filter(c, l, cfg, req, &nodes[i], 1, now_ns, &one);
+                assert_int_equal(v[i].r, one.r);
+                assert_ptr_equal(v[i].why, one.why);
+                assert_true(topo_mask_equal(&v[i].free, &one.free));
+                if (one.r == 0) {
+                        assert_true(topo_mask_equal(&v[i].choice.set, &one.choice.set));
+                        assert_float_equal(v[i].choice.busbw_gbps, one.choice.busbw_gbps, 0);
+                }
+        }
+        assert_int_equal(fits, alone);
+        free(v);
+        return fits;
+}
+
+/* The per-request memo (one decision per distinct class and free set) answers as deciding
+ * each node alone does, also once it has grown: the 600 distinct free sets are past the
+ * memo's first 256 slots, so it doubles twice while the request is decided. */
+static void
+memoised_verdicts_equal_deciding_each_node_alone(void **state)
+{
+        static const unsigned counts[] = { 1, 2, 4, 8 };
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+
+        assert_non_null(nodes);
+        ext_config_default(&cfg);
+        c = many_node_cluster(&cfg, nodes);
+        l = ext_ledger_new(&cfg);
+        for (size_t k = 0; k < ELEMENTSOF(counts); k++) {
+                struct ext_request req = { .uid = "asker", .count = counts[k] };
+                int fits = filter_many_equals_each_alone(c, l, &cfg, &req, nodes, 0);
+
+                assert_true(fits > 0 && fits < MANY_NODES); /* both outcomes are compared */
+        }
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        free(nodes);
+}
+
+/* Holds gathered once per large request count as the per-node lookup does: other pods'
+ * live reservations and bindings the view does not show yet count, the asker's own
+ * reservation and expired ones do not; with more holds than the gathering takes, the
+ * per-node lookup answers, the same. */
+static void
+gathered_holds_equal_each_nodes_own(void **state)
+{
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_request asker = { .uid = "asker", .count = 2 };
+        struct ext_verdict one;
+        struct score_choice got;
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        uint64_t ttl, t1;
+        int fits_empty, fits_held;
+
+        assert_non_null(nodes);
+        ext_config_default(&cfg);
+        ttl = cfg.reservation_ttl_ns;
+        t1 = ttl / 2;
+        c = many_node_cluster(&cfg, nodes);
+        l = ext_ledger_new(&cfg);
+        fits_empty = filter_many_equals_each_alone(c, l, &cfg, &asker, nodes, 0);
+        /* 25 reservations at 0 and 10 at t1 by other pods, each on one node (its best set
+         * there), 2 bindings at t1, and the asker's own reservation. */
+        for (unsigned k = 0; k < 37; k++) {
+                struct ext_request other = { .count = 1 + k % 4 };
+                const struct ext_node **at = &nodes[(k * 37 + 5) % MANY_NODES];
+
+                snprintf(other.uid, sizeof(other.uid), "other-%u", k);
+                if (k < 25)
+                        (void)ext_prioritize(c, l, &cfg, &other, at, 1, 0, &one);
+                else if (k < 35)
+                        (void)ext_prioritize(c, l, &cfg, &other, at, 1, t1, &one);
+                else
+                        (void)ext_bind(c, l, &cfg, &other, (*at)->name, t1, &got, NULL);
+        }
+        (void)ext_prioritize(c, l, &cfg, &asker, &nodes[7], 1, t1, &one);
+        /* At t1 all 37 count: past the gathering's 32, the per-node lookup answers. */
+        fits_held = filter_many_equals_each_alone(c, l, &cfg, &asker, nodes, t1);
+        assert_true(fits_held <= fits_empty);
+        /* Past the first 25's TTL: 12 count, gathered. */
+        fits_held = filter_many_equals_each_alone(c, l, &cfg, &asker, nodes, ttl + t1 / 2);
+        assert_true(fits_held <= fits_empty);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        free(nodes);
+}
+
 static void
 prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
 {
@@ -1085,15 +1235,15 @@ prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
  * annotation): in "nvl-b" two trays are busy.  A gang of two 4-GPU pods goes to nvl-b (it
  * holds them with nothing to spare), its hold keeps a lone pod off nvl-b's free trays, and a
  * domain-required gang of three that only nvl-a can hold is kept to nvl-a. */
-static struct ext_cluster *
-tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, const char *pg_name,
-                           unsigned min_count)
+/* leaf (may be NULL): per tray (a0..a3, b0..b3) its network.topology.nvidia.com/leaf label
+ * (NULL: none). */
+static struct ext_cluster_builder *
+tray_builder_leaves(const struct ext_config *cfg, const char *const *leaf)
 {
         char *text, *json;
         size_t len, jlen;
         struct topo *t = NULL;
         struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
-        struct ext_cluster *c = NULL;
 
         text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
         assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
@@ -1107,6 +1257,10 @@ tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, cons
                 snprintf(name, sizeof(name), "tray-%c%u", i < 4 ? 'a' : 'b', i % 4);
                 assert_int_equal(ext_cluster_builder_add_node(b, name, json, jlen, 4, NULL), 0);
                 free(json);
+                if (leaf && leaf[i])
+                        assert_int_equal(ext_cluster_builder_node_label(
+                                                 b, "network.topology.nvidia.com/leaf", leaf[i]),
+                                         0);
                 if (i >= 6) {
                         struct topo_mask all;
                         char uid[32];
@@ -1117,6 +1271,22 @@ tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, cons
                 }
         }
         topo_unref(t);
+        return b;
+}
+
+static struct ext_cluster_builder *
+tray_builder(const struct ext_config *cfg)
+{
+        return tray_builder_leaves(cfg, NULL);
+}
+
+static struct ext_cluster *
+tray_domains_with_podgroup(const struct ext_config *cfg, const char *pg_ns, const char *pg_name,
+                           unsigned min_count)
+{
+        struct ext_cluster_builder *b = tray_builder(cfg);
+        struct ext_cluster *c = NULL;
+
         if (pg_name)
                 assert_int_equal(ext_cluster_builder_add_group_size(b, pg_ns, pg_name, min_count),
                                  0);
@@ -1278,6 +1448,441 @@ gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
         assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 5 + 2 * cfg.group_ttl_ns, v), 6);
         ext_ledger_free(l);
         ext_cluster_unref(c);
+}
+
+/* issue 11, found by the e2e t_gang_podgroup_size: the trays of tray_domains, of which only
+ * tray-a0 and tray-b0 are free here (so no NVLink domain holds a pair: a domain that does
+ * comes before one node), plus an empty 8-GPU HGX H100 ("hgx", cordoned when closed).  A
+ * domain-required pair of 4-GPU pods takes the one node that holds it whole when it can; a
+ * cordoned node is not one (kube-scheduler never sends it: the pair was given it and bound
+ * nowhere), so the pair is given the domain with the most room, nvl-a (first by name of two
+ * with one tray each).  Returns the pair's first pod's filter count over the nodes the
+ * scheduler sends (the trays, and the HGX unless cordoned) and the node its best priority
+ * went to. */
+static int
+pair_beside_an_hgx(bool closed, char *ret_best, size_t size)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        char *h100 = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        const struct ext_node *nodes[9];
+        struct ext_verdict v[9];
+        struct ext_request pair = { .uid = "pair-0", .count = 4, .n_containers = 1,
+                                    .group = { .id = "podgroup/ns/pair", .size = 2, .count = 4,
+                                               .mode = PLACE_DOMAIN_REQUIRED } };
+        static const char *const busy[] = { "tray-a1", "tray-a2", "tray-a3", "tray-b1" };
+        size_t n = 0;
+        int fits, best = -1;
+
+        ext_config_default(&cfg);
+        b = tray_builder(&cfg);
+        for (unsigned k = 0; k < ELEMENTSOF(busy); k++) {
+                struct topo_mask all;
+
+                topo_mask_fill(&all, 4);
+                /* A pod named as its tray takes the whole tray. */
+                assert_int_equal(ext_cluster_builder_add_pod(b, busy[k], "ns", busy[k], busy[k],
+                                                             &all), 0);
+        }
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_closed(b, closed), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < c->n_nodes; i++)
+                if (!c->nodes[i].closed)
+                        nodes[n++] = &c->nodes[i];
+        assert_int_equal(n, closed ? 8 : 9);
+        fits = ext_prioritize(c, l, &cfg, &pair, nodes, n, 1, v);
+        for (size_t i = 0; i < n; i++)
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = (int)i;
+        snprintf(ret_best, size, "%s", best >= 0 ? nodes[best]->name : "");
+        free(h100);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        return fits;
+}
+
+static void
+gang_domain_is_never_a_cordoned_node(void **state)
+{
+        char best[EXT_NAME_MAX];
+
+        /* Cordoned: nvl-a's free tray (a0), nowhere else. */
+        assert_int_equal(pair_beside_an_hgx(true, best, sizeof(best)), 1);
+        assert_string_equal(best, "tray-a0");
+        /* Open: the HGX holds the pair whole, and only it passes (the control half: the
+         * same cluster but for the cordon picks the HGX). */
+        assert_int_equal(pair_beside_an_hgx(false, best, sizeof(best)), 1);
+        assert_string_equal(best, "hgx");
+}
+
+/* A closed node's bound pods still count, and a pod may still be placed there (filter
+ * answers for it: a pod that tolerates the cordon): only groups skip its room. */
+static void
+closed_node_keeps_its_pods_and_still_filters(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c, *next;
+        struct ext_ledger *l;
+        char *h100 = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        struct topo_mask four;
+        const struct ext_node *nodes[1];
+        struct ext_verdict v[1];
+        struct ext_request lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_node_closed(b, true), -ENOENT);
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_node_closed(b, true), 0);
+        topo_mask_fill(&four, 4);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "busy", "ns", "busy", "hgx", &four), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_true(c->nodes[0].closed);
+        assert_int_equal(topo_mask_count(&c->nodes[0].used), 4);
+        l = ext_ledger_new(&cfg);
+        nodes[0] = &c->nodes[0];
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 1, 1, v), 1);
+        assert_int_equal(topo_mask_count(&v[0].free), 4);
+        /* A rebuild on this view as its base: the node is reused, its state comes anew. */
+        b = ext_cluster_builder_new(&cfg, c);
+        assert_int_equal(ext_cluster_builder_add_node(b, "hgx", h100, strlen(h100), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 2, &next), 0);
+        assert_false(next->nodes[0].closed);
+        free(h100);
+        ext_ledger_free(l);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+}
+
+/* A PodGroup's topology key (spec.schedulingConstraints.topology[0].key) as the group's
+ * domain level: the trays of tray_domains under leaf switches a0,a1: leaf-1; a2,a3: leaf-2;
+ * b0: leaf-3; b1: leaf-4 (both NVLink domains span two leaves).  The pair's PodGroup names
+ * key (NULL: none); returns the nodes its first pod may go to (filter) as a string of tray
+ * names. */
+static void
+podgroup_pair_nodes(const char *key, char *ret, size_t size)
+{
+        static const char *const leaf[8] = { "leaf-1", "leaf-1", "leaf-2", "leaf-2",
+                                             "leaf-3", "leaf-4", "leaf-3", "leaf-4" };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request req;
+        const char *body = "{\"metadata\":{\"name\":\"pair-0\",\"namespace\":\"ml\","
+                           "\"uid\":\"u-pair-0\"},\"spec\":{\"schedulingGroup\":{"
+                           "\"podGroupName\":\"pair\"},\"containers\":[{\"name\":\"c\","
+                           "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}";
+        size_t at = 0;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_request_decode(body, strlen(body), &cfg, &req, NULL), 0);
+        assert_int_equal(req.group.mode, PLACE_DOMAIN_PREFERRED); /* the pod asks no more */
+        b = tray_builder_leaves(&cfg, leaf);
+        assert_int_equal(ext_cluster_builder_add_podgroup(b, "ml", "pair", 2, key), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        (void)ext_filter(c, l, &cfg, &req, nodes, 8, 1, v);
+        ret[0] = 0;
+        for (unsigned i = 0; i < 8; i++)
+                if (v[i].r == 0 && !v[i].off_domain)
+                        at += (size_t)snprintf(ret + at, size - at, "%s%s", at ? " " : "",
+                                               nodes[i]->name);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+static void
+podgroup_topology_key_keeps_the_gang_within_one_label_value(void **state)
+{
+        static const struct {
+                const char *key;
+                const char *nodes;
+        } cases[] = {
+                /* No key: nvl-b, the NVLink domain that holds the pair with nothing to spare
+                 * (its trays under two leaves). */
+                { NULL, "tray-b0 tray-b1" },
+                /* The leaf key: no NVLink domain lies under one leaf; of the leaves, leaf-1
+                 * holds the pair with nothing to spare (leaf-2 ties, names break it), and
+                 * the pod keeps to it (the constraint is required). */
+                { "network.topology.nvidia.com/leaf", "tray-a0 tray-a1" },
+                /* A key the extender does not read: no constraint. */
+                { "topology.kubernetes.io/zone", "tray-b0 tray-b1" },
+                /* The NVLink-domain label: level 0, as without a key here. */
+                { "nvidia.com/gpu.clique", "tray-b0 tray-b1" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char got[256];
+
+                podgroup_pair_nodes(cases[i].key, got, sizeof(got));
+                assert_string_equal(got, cases[i].nodes);
+        }
+}
+
+/* Which keys name which level. */
+static void
+topology_keys_map_to_domain_levels(void **state)
+{
+        struct ext_config cfg;
+        unsigned level = 99;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_config_key_level(&cfg, "kubernetes.io/hostname", &level), 0);
+        assert_int_equal(level, PLACE_LEVEL_NODE);
+        assert_int_equal(ext_config_key_level(&cfg, "nvidia.com/gpu.clique", &level), 0);
+        assert_int_equal(level, 0);
+        assert_int_equal(ext_config_key_level(&cfg, "fabric.topograph.run/tier-1", &level), 0);
+        assert_int_equal(level, 2);
+        level = 99;
+        assert_int_equal(ext_config_key_level(&cfg, "topology.kubernetes.io/zone", &level),
+                         -ENOENT);
+        assert_int_equal(ext_config_key_level(&cfg, "", &level), -ENOENT);
+        assert_int_equal(ext_config_key_level(&cfg, NULL, &level), -ENOENT);
+        assert_int_equal(level, 99);
+}
+
+/* The group record a grouped pod is bound with: round trip, and what is refused. */
+static void
+codec_round_trips_the_group_record(void **state)
+{
+        static const char *const bad[] = {
+                "",
+                "[]",
+                "{\"version\":2,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":5,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":1025,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":-1,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":1}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"level\":1,\"domain\":\"d\","
+                "\"size\":2,\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0.5,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
+        };
+        struct ext_group_record rec = { .group = { .id = "podgroup/ns/\"odd\\name", .size = 4,
+                                                   .count = 8, .require = 1 },
+                                        .domain = { .level = PLACE_LEVEL_NODE, .name = "node-1",
+                                                    .whole = true } };
+        struct ext_group_record got;
+        char *json = NULL, big[EXT_GROUP_RECORD_MAX + 2];
+        const char *why = NULL;
+
+        assert_int_equal(ext_group_record_encode(&rec, &json), 0);
+        assert_int_equal(ext_group_record_decode(json, strlen(json), &got, NULL), 0);
+        assert_string_equal(got.group.id, rec.group.id);
+        assert_string_equal(got.domain.name, "node-1");
+        assert_int_equal(got.domain.level, PLACE_LEVEL_NODE);
+        assert_int_equal(got.group.size, 4);
+        assert_int_equal(got.group.count, 8);
+        assert_int_equal(got.group.require, 1);
+        assert_true(got.domain.whole);
+        free(json);
+        rec.domain.level = PLACE_LEVEL_NODE + 1; /* neither a level nor one node */
+        assert_int_equal(ext_group_record_encode(&rec, &json), -EINVAL);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                why = NULL;
+                assert_int_not_equal(ext_group_record_decode(bad[i], strlen(bad[i]), &got, &why), 0);
+                assert_non_null(why);
+        }
+        memset(big, ' ', sizeof(big));
+        assert_int_equal(ext_group_record_decode(big, sizeof(big), &got, &why), -EMSGSIZE);
+}
+
+/* issue 11: group holds after an extender restart.  tray_domains' busy-6 and busy-7 (trays
+ * b2, b3 of nvl-b) are taken as two bound pods of a gang of four given nvl-b; the restarted
+ * extender (a fresh ledger) has no record of it.  Without the restore a lone pod takes nvl-b's
+ * free trays and the gang's third pod is given nvl-a (the only domain with four free trays):
+ * the gang splits.  With it, nvl-b's two free trays are held and the third pod keeps to
+ * them.  Members that do not check out are refused. */
+static void
+gang_domain_and_hold_survive_a_restart(void **state)
+{
+        static const char rec_b[] = "{\"version\":1,\"group\":\"podgroup/ns/gang\",\"level\":0,"
+                                    "\"domain\":\"cluster-uuid.2\",\"size\":4,\"count\":4,"
+                                    "\"require\":0,\"whole\":true}";
+        static const char rec_a[] = "{\"version\":1,\"group\":\"podgroup/ns/gang\",\"level\":0,"
+                                    "\"domain\":\"cluster-uuid.1\",\"size\":4,\"count\":4,"
+                                    "\"require\":0,\"whole\":true}";
+        static const char rec_2[] = "{\"version\":1,\"group\":\"podgroup/ns/gang\",\"level\":0,"
+                                    "\"domain\":\"cluster-uuid.2\",\"size\":4,\"count\":2,"
+                                    "\"require\":0,\"whole\":true}";
+        const struct ext_group_member members[] = {
+                { "busy-6", "ns", rec_b, sizeof(rec_b) - 1 },
+                { "busy-7", "ns", rec_b, sizeof(rec_b) - 1 },
+                /* Refused: another namespace's group; a pod the view does not show bound; a
+                 * domain that does not hold its node; a count other than its GPUs; not JSON. */
+                { "busy-7", "other", rec_b, sizeof(rec_b) - 1 },
+                { "gone", "ns", rec_b, sizeof(rec_b) - 1 },
+                { "busy-6", "ns", rec_a, sizeof(rec_a) - 1 },
+                { "busy-6", "ns", rec_2, sizeof(rec_2) - 1 },
+                { "busy-6", "ns", "{", 1 },
+        };
+        struct ext_request third = { .uid = "gang-2", .count = 4, .n_containers = 1,
+                                     .group = { .id = "podgroup/ns/gang", .size = 4, .count = 4,
+                                                .mode = PLACE_DOMAIN_REQUIRED } };
+        struct ext_request lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+
+        for (int restore = 0; restore < 2; restore++) {
+                struct ext_config cfg;
+                struct ext_cluster *c;
+                struct ext_ledger *l;
+                const struct ext_node *nodes[8];
+                struct ext_verdict v[8];
+                unsigned refused = 99;
+                char *json = NULL;
+
+                ext_config_default(&cfg);
+                c = tray_domains(&cfg); /* a0..a3, b0, b1 free; b2, b3 busy-6, busy-7 */
+                l = ext_ledger_new(&cfg);
+                for (unsigned i = 0; i < 8; i++)
+                        nodes[i] = &c->nodes[i];
+                if (restore) {
+                        assert_int_equal(ext_groups_restore(c, l, members, ELEMENTSOF(members),
+                                                            1, &refused), 1);
+                        assert_int_equal(refused, 5);
+                        /* Once is enough: a second call adds nothing new. */
+                        assert_int_equal(ext_groups_restore(c, l, members, 2, 1, NULL), 0);
+                }
+                /* The lone pod: every free tray, or nvl-a's only (nvl-b's two are held). */
+                assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 2, v), restore ? 4 : 6);
+                /* The third pod: nvl-b's two free trays, or nvl-a's four (the split). */
+                assert_int_equal(ext_filter(c, l, &cfg, &third, nodes, 8, 3, v), restore ? 2 : 4);
+                for (unsigned i = 0; i < 8; i++)
+                        if (v[i].r == 0)
+                                assert_memory_equal(nodes[i]->name, restore ? "tray-b" : "tray-a", 6);
+                /* Its bind carries the record of the domain it keeps to. */
+                if (restore) {
+                        struct score_choice got;
+                        struct ext_group_record rec;
+
+                        assert_int_equal(ext_bind(c, l, &cfg, &third, "tray-b0", 4, &got, NULL), 0);
+                        assert_int_equal(ext_group_record_for(c, l, &third, 5, &json), 0);
+                        assert_non_null(json);
+                        assert_int_equal(ext_group_record_decode(json, strlen(json), &rec, NULL), 0);
+                        assert_string_equal(rec.domain.name, "cluster-uuid.2");
+                        assert_int_equal(rec.group.size, 4);
+                        free(json);
+                        /* Not grouped: no record. */
+                        assert_int_equal(ext_group_record_for(c, l, &lone, 5, &json), 0);
+                        assert_null(json);
+                }
+                ext_ledger_free(l);
+                ext_cluster_unref(c);
+        }
+}
+
+/* A gang member preempts only inside its group's domain (domain-required): the pair of
+ * tray_domains is given nvl-b by its first pod's prioritize; its second pod's preemption of
+ * busy-7 on tray-b3 stands, of a pod on nvl-a's tray-a0 is dropped.  Before any record (a
+ * group's first pod) and for a domain-preferred group, preempt does not judge domains. */
+static void
+preempt_for_a_gang_member_stays_in_its_domain(void **state)
+{
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct ext_request pair[2];
+        struct topo_mask all;
+        const char *on_b3[] = { "busy-7" }, *on_a0[] = { "busy-a0" };
+        bool needed[1];
+
+        ext_config_default(&cfg);
+        b = tray_builder(&cfg);
+        topo_mask_fill(&all, 4);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "busy-a0", "ns", "busy-a0", "tray-a0", &all), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+        for (unsigned k = 0; k < 2; k++) {
+                pair[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "podgroup/ns/pair", .size = 2,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_REQUIRED } };
+                snprintf(pair[k].uid, sizeof(pair[k].uid), "pair-%u", k);
+        }
+        /* No record yet: both nodes are judged on their GPUs alone. */
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-a0"),
+                                     on_a0, 1, 1, needed, v), 0);
+        /* nvl-b: two free trays (b0, b1) hold the pair with nothing to spare; nvl-a three. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &pair[0], nodes, 8, 2, v), 2);
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-b3"),
+                                     on_b3, 1, 3, needed, v), 0);
+        assert_true(needed[0]);
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-a0"),
+                                     on_a0, 1, 3, needed, v), -EAGAIN);
+        assert_non_null(v[0].why);
+        /* domain-preferred: not dropped. */
+        pair[1].group.mode = PLACE_DOMAIN_PREFERRED;
+        assert_int_equal(ext_preempt(c, l, &cfg, &pair[1], ext_cluster_find_node(c, "tray-a0"),
+                                     on_a0, 1, 3, needed, v), 0);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* Static mode reads PodGroups (minCount, the first topology key) and the nodes' domain
+ * labels from the cluster file, as live mode does from the API server. */
+static void
+cluster_decode_reads_podgroups_and_domain_labels(void **state)
+{
+        static const char json[] =
+                "{\"kind\":\"List\",\"items\":["
+                "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                "\"network.topology.nvidia.com/leaf\":\"leaf-7\",\"nvidia.com/gpu.clique\":\"c.1\","
+                "\"other\":\"x\"}},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"4\"}}},"
+                "{\"kind\":\"PodGroup\",\"apiVersion\":\"scheduling.k8s.io/v1beta1\","
+                "\"metadata\":{\"name\":\"train\",\"namespace\":\"ml\"},\"spec\":{"
+                "\"schedulingPolicy\":{\"gang\":{\"minCount\":4}},\"schedulingConstraints\":{"
+                "\"topology\":[{\"key\":\"network.topology.nvidia.com/leaf\"}]}}},"
+                "{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"basic\",\"namespace\":\"ml\"},"
+                "\"spec\":{\"schedulingPolicy\":{\"basic\":{}}}},"
+                "{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"huge\",\"namespace\":\"ml\"},"
+                "\"spec\":{\"schedulingPolicy\":{\"gang\":{\"minCount\":5000}},"
+                "\"schedulingConstraints\":{\"topology\":[{\"key\":\"kubernetes.io/hostname\"}]}}}"
+                "]}";
+        static const char bad[] = "{\"kind\":\"List\",\"items\":[{\"kind\":\"PodGroup\","
+                                  "\"metadata\":{\"name\":7,\"namespace\":\"ml\"}}]}";
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL;
+        const struct ext_group_size *g;
+        const char *why = NULL;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_cluster_decode(json, strlen(json), &cfg, NULL, 1, &c, &why), 0);
+        assert_string_equal(c->nodes[0].label_domain[0], "c.1");
+        assert_string_equal(c->nodes[0].label_domain[1], "leaf-7");
+        g = ext_cluster_group(c, "podgroup/ml/train");
+        assert_non_null(g);
+        assert_int_equal(g->size, 4);
+        assert_true(g->has_within);
+        assert_int_equal(g->within, 1);
+        assert_null(ext_cluster_group(c, "podgroup/ml/basic")); /* no gang, no key */
+        g = ext_cluster_group(c, "podgroup/ml/huge"); /* size unknown, the key kept */
+        assert_non_null(g);
+        assert_int_equal(g->size, 0);
+        assert_int_equal(g->within, PLACE_LEVEL_NODE);
+        ext_cluster_unref(c);
+        assert_int_equal(ext_cluster_decode(bad, strlen(bad), &cfg, NULL, 1, &c, &why), -EINVAL);
+        assert_non_null(why);
 }
 
 /* The nodes of c but those named in skip (kube-scheduler's own filter: it assumed a gang
@@ -1540,6 +2145,41 @@ cluster_decode_skips_finished_pods_and_counts_used_gpus(void **state)
 
         assert_int_equal(ext_cluster_decode("{\"items\":5}", 11, &cfg, NULL, 1, &c, &why), -EINVAL);
         assert_non_null(why);
+}
+
+/* Static mode: a node is closed to new groups when cordoned or its Ready condition is not
+ * True; one without conditions (a hand-written file) is open. */
+static void
+cluster_decode_closes_cordoned_and_not_ready_nodes(void **state)
+{
+        static const struct {
+                const char *node_tail; /* after the metadata */
+                bool closed;
+        } cases[] = {
+                { "", false },
+                { ",\"spec\":{\"unschedulable\":true}", true },
+                { ",\"spec\":{\"unschedulable\":false}", false },
+                { ",\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}", false },
+                { ",\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}", true },
+                { ",\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\"},"
+                  "{\"type\":\"Ready\",\"status\":\"Unknown\"}]}", true },
+                { ",\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"True\"}]}", false },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char json[512];
+                struct ext_cluster *c = NULL;
+                const char *why = NULL;
+
+                snprintf(json, sizeof(json), "{\"kind\":\"List\",\"items\":[{\"kind\":\"Node\","
+                         "\"metadata\":{\"name\":\"n1\"}%s}]}", cases[i].node_tail);
+                assert_int_equal(ext_cluster_decode(json, strlen(json), &cfg, NULL, 1, &c, &why), 0);
+                assert_int_equal(c->n_nodes, 1);
+                assert_int_equal(c->nodes[0].closed, cases[i].closed);
+                ext_cluster_unref(c);
+        }
 }
 
 /* --- concurrency ---------------------------------------------------------------------------- */
@@ -1950,13 +2590,24 @@ main(void)
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(codec_refuses_pdb_violations_outside_int64),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
+                cmocka_unit_test(cluster_decode_closes_cordoned_and_not_ready_nodes),
                 cmocka_unit_test(ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views),
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
+                cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
+                cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
                 cmocka_unit_test(gang_size_comes_from_the_podgroup_min_count),
+                cmocka_unit_test(gang_domain_is_never_a_cordoned_node),
+                cmocka_unit_test(podgroup_topology_key_keeps_the_gang_within_one_label_value),
+                cmocka_unit_test(topology_keys_map_to_domain_levels),
+                cmocka_unit_test(codec_round_trips_the_group_record),
+                cmocka_unit_test(gang_domain_and_hold_survive_a_restart),
+                cmocka_unit_test(preempt_for_a_gang_member_stays_in_its_domain),
+                cmocka_unit_test(cluster_decode_reads_podgroups_and_domain_labels),
+                cmocka_unit_test(closed_node_keeps_its_pods_and_still_filters),
                 cmocka_unit_test(podgroup_ids_match_the_request_decode),
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),

@@ -501,6 +501,149 @@ gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere(void **state)
         assert_int_equal(place_group_check(g, v, 0, &all, &all, NULL, NULL, 2, NULL), 0);
 }
 
+/* A topology constraint (a PodGroup's topology key as a level): eight named trays, NVLink
+ * domains nvl-a (n0..n3) and nvl-b (n4..n7) that each span two racks: rack-1 n0, n1, n4;
+ * rack-2 n2, n3, n5, n6, n7; n5..n7 busy; n7 has no rack label in the second view. */
+static struct place_view *
+racks_across_domains(struct score_class *tray, bool n7_unracked)
+{
+        static const char *const names[8] = { "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7" };
+        static const char *const rack[8] = { "rack-1", "rack-1", "rack-2", "rack-2",
+                                             "rack-1", "rack-2", "rack-2", "rack-2" };
+        struct place_node nodes[8];
+        struct place_view *v = NULL;
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (unsigned i = 0; i < 8; i++) {
+                nodes[i] = (struct place_node){ .name = names[i], .cls = tray };
+                if (i < 5 || (i == 7 && n7_unracked))
+                        topo_mask_fill(&nodes[i].free, 4);
+                nodes[i].domain[0] = i < 4 ? "nvl-a" : "nvl-b";
+                nodes[i].domain[1] = i == 7 && n7_unracked ? NULL : rack[i];
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 8, NULL, 0, NULL, NULL, &v), 0);
+        return v;
+}
+
+static void
+group_within_a_level_never_spans_its_domains(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = racks_across_domains(tray, false);
+        CLEANUP(place_view_unrefp) struct place_view *w = racks_across_domains(tray, true);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request pair = { .id = "ns/pair", .size = 2, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct place_group_request rack_pair = pair, node_pair = pair, half_pair = pair,
+                                   outer = pair;
+        struct place_group_domain d;
+
+        /* Unconstrained: nvl-a (4 free trays) is the only NVLink domain holding the pair. */
+        assert_int_equal(place_group_domain(g, v, &pair, NULL, 0, &d), 1);
+        assert_int_equal(d.level, 0);
+        assert_string_equal(d.name, "nvl-a");
+        /* Within a rack: nvl-a spans two racks, so a rack: rack-2 holds the pair with nothing
+         * to spare (n2, n3), rack-1 has three. */
+        snprintf(rack_pair.id, sizeof(rack_pair.id), "ns/rack-pair");
+        rack_pair.has_within = true;
+        rack_pair.within = 1;
+        assert_int_equal(place_group_domain(g, v, &rack_pair, NULL, 0, &d), 1);
+        assert_int_equal(d.level, 1);
+        assert_string_equal(d.name, "rack-2");
+        assert_true(d.whole);
+        /* In w, n7 is free but under no rack: unconstrained, nvl-b (n4, n7) holds the pair
+         * with nothing to spare; within a rack, nvl-b is out (n7 is in no rack, n4 and n5
+         * in two), and so is n7 alone: rack-2 again (a fresh table: no holds). */
+        {
+                CLEANUP(place_groups_freep) struct place_groups *g2 = place_groups_new(0);
+
+                assert_int_equal(place_group_domain(g2, w, &pair, NULL, 0, &d), 1);
+                assert_string_equal(d.name, "nvl-b");
+                snprintf(outer.id, sizeof(outer.id), "ns/outer");
+                outer.has_within = true;
+                outer.within = 1;
+                assert_int_equal(place_group_domain(g2, w, &outer, NULL, 0, &d), 1);
+                assert_int_equal(d.level, 1);
+                assert_string_equal(d.name, "rack-2");
+        }
+        /* One node (kubernetes.io/hostname) for two pods of a whole tray: no node holds both,
+         * so the node with the most room, not whole (the gang waits). */
+        snprintf(node_pair.id, sizeof(node_pair.id), "ns/node-pair");
+        node_pair.has_within = true;
+        node_pair.within = PLACE_LEVEL_NODE;
+        assert_int_equal(place_group_domain(g, v, &node_pair, NULL, 0, &d), 1);
+        assert_int_equal(d.level, PLACE_LEVEL_NODE);
+        assert_false(d.whole);
+        /* Two pods of two GPUs: one tray holds them whole. */
+        snprintf(half_pair.id, sizeof(half_pair.id), "ns/half-pair");
+        half_pair.has_within = true;
+        half_pair.within = PLACE_LEVEL_NODE;
+        half_pair.count = 2;
+        assert_int_equal(place_group_domain(g, v, &half_pair, NULL, 0, &d), 1);
+        assert_int_equal(d.level, PLACE_LEVEL_NODE);
+        assert_true(d.whole);
+        /* A level no node has a domain at: nothing to choose. */
+        snprintf(outer.id, sizeof(outer.id), "ns/core");
+        outer.within = 3;
+        assert_int_equal(place_group_domain(g, v, &outer, NULL, 0, &d), 0);
+}
+
+/* A group's record made again after its owner restarted: the domain given, the pods bound
+ * (they stop counting against the hold), a fresh TTL; a live record only gains the pods. */
+static void
+group_restored_after_a_restart_holds_the_rest(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(place_view_unrefp) struct place_view *v = two_domains(tray, 18);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(1000);
+        struct place_group_request gang = { .id = "ns/gang", .size = 4, .count = 4,
+                                            .mode = PLACE_DOMAIN_REQUIRED };
+        struct place_group_request lone = { .count = 4 };
+        struct place_group_domain nvl_b = { .level = 0, .name = "nvl-b", .whole = true }, d;
+        const char *const bound[] = { "u-1", "u-2" };
+        struct topo_mask all;
+        unsigned size = 0;
+
+        topo_mask_fill(&all, 4);
+        assert_int_equal(place_group_get(g, "ns/gang", 0, &d, &size), 0);
+        assert_int_equal(place_group_restore(g, &lone, &nvl_b, bound, 2, 0), -EINVAL);
+        assert_int_equal(place_group_restore(g, &gang, &nvl_b, bound, 2, 10), 1);
+        assert_int_equal(place_group_get(g, "ns/gang", 11, &d, &size), 1);
+        assert_string_equal(d.name, "nvl-b");
+        assert_int_equal(size, 4);
+        /* The group keeps nvl-b though nvl-a (18 free trays, so does nvl-b) ties on room. */
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 12, &d), 1);
+        assert_string_equal(d.name, "nvl-b");
+        /* Two of four bound: two sets held in nvl-b, of its 18 free trays; a pod there may
+         * take one (17 left), not on a view where nvl-b has only two free. */
+        assert_int_equal(place_group_check(g, v, 20, &all, &all, NULL, NULL, 13, NULL), 0);
+        {
+                CLEANUP(place_view_unrefp) struct place_view *tight = NULL;
+                struct place_node nodes[36];
+                struct place_config cfg;
+
+                place_config_default(&cfg);
+                for (unsigned i = 0; i < 36; i++) {
+                        nodes[i] = (struct place_node){ .cls = tray };
+                        if (i < 18 || i >= 34)
+                                topo_mask_fill(&nodes[i].free, 4);
+                        nodes[i].domain[0] = i < 18 ? "nvl-a" : "nvl-b";
+                }
+                assert_int_equal(place_view_new(&cfg, nodes, 36, NULL, 0, NULL, NULL, &tight), 0);
+                assert_int_equal(place_group_check(g, tight, 34, &all, &all, NULL, NULL, 13, NULL),
+                                 -EBUSY);
+                /* Restored again (a second restore, or a record that lived): the pods are
+                 * added, nothing else changes; all four bound, nothing is held. */
+                assert_int_equal(place_group_restore(g, &gang, &nvl_b, (const char *const[]){
+                                                             "u-2", "u-3", "u-4" }, 3, 14), 0);
+                assert_int_equal(place_group_check(g, tight, 34, &all, &all, NULL, NULL, 15, NULL),
+                                 0);
+        }
+        /* The TTL runs from the restore (1000 ns here). */
+        assert_int_equal(place_group_get(g, "ns/gang", 10 + 1000, &d, NULL), 0);
+}
+
 /* Four NVL72-style trays in one domain ("nvl-a") beside HGX H100 nodes under a leaf
  * ("leaf-1", no multi-node domain): free_trays of the trays free, the HGX nodes' free GPUs
  * given.  Nodes 0..3 are the trays, 4.. the HGX nodes. */
@@ -576,6 +719,8 @@ main(void)
                 cmocka_unit_test(view_groups_nodes_into_domains),
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
+                cmocka_unit_test(group_within_a_level_never_spans_its_domains),
+                cmocka_unit_test(group_restored_after_a_restart_holds_the_rest),
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
                 cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
                 cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),

@@ -32,6 +32,16 @@ struct cell {
 };
 
 /* A topology from a literal upper triangle (row i lists pairs i,j for j > i). */
+/* The k-th GPU (ascending) of a choice's set, or TOPO_MAX_GPUS past the last. */
+static unsigned
+nth_gpu(const struct score_choice *x, unsigned k)
+{
+        for (unsigned i = 0; i < TOPO_MAX_GPUS; i++)
+                if (topo_mask_test(&x->set, i) && k-- == 0)
+                        return i;
+        return TOPO_MAX_GPUS;
+}
+
 static struct topo *
 literal(unsigned n, const struct cell *upper, const char *model, const int *numa)
 {
@@ -260,7 +270,7 @@ score_single_gpu_sets_have_no_communication(void **state)
         assert_int_equal(x.n, 1);
         assert_true(x.busbw_gbps == 0 && x.ideal_gbps == 0);
         assert_true(x.all_nvlink_ring && x.p2p); /* vacuously: no hop */
-        assert_int_equal(x.gpus[0], 0);
+        assert_int_equal(nth_gpu(&x, 0), 0);
 }
 
 /* --- the pinned failure of additive pair scores ---------------------------------------- */
@@ -540,8 +550,8 @@ brute_cmp(const struct score_choice *a, const struct score_choice *b)
         if (!feq(a->frag_left, b->frag_left))
                 return a->frag_left > b->frag_left ? -1 : 1;
         for (unsigned i = 0; i < a->n; i++)
-                if (a->gpus[i] != b->gpus[i])
-                        return a->gpus[i] < b->gpus[i] ? -1 : 1;
+                if (nth_gpu(a, i) != nth_gpu(b, i))
+                        return nth_gpu(a, i) < nth_gpu(b, i) ? -1 : 1;
         return 0;
 }
 
@@ -716,8 +726,8 @@ score_large_nvswitch_domain_picks_whole_numa_nodes(void **state)
         assert_int_equal(score_best(c, &free, &req, &x, NULL), 0);
         assert_int_equal(x.numa_spanned, 2);
         assert_true(fabs(x.busbw_gbps - 900.0) < 0.01);
-        assert_int_equal(x.gpus[0], 4); /* NUMA 1 and 2 whole, lowest index */
-        assert_int_equal(x.gpus[7], 11);
+        assert_int_equal(nth_gpu(&x, 0), 4); /* NUMA 1 and 2 whole, lowest index */
+        assert_int_equal(nth_gpu(&x, 7), 11);
 }
 
 /* --- memo -------------------------------------------------------------------------------------- */
@@ -777,7 +787,7 @@ score_memo_stays_bounded(void **state)
                 struct score_request req = { .count = 1 };
                 struct score_choice x;
                 assert_int_equal(score_best(c, &free, &req, &x, NULL), 0);
-                assert_true(topo_mask_test(&free, x.gpus[0]));
+                assert_true(topo_mask_test(&free, nth_gpu(&x, 0)));
         }
         score_class_memo_stats(c, &st);
         assert_true(st.entries == SCORE_MEMO_MAX_ENTRIES);

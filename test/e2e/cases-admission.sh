@@ -13,7 +13,7 @@
 E2E_ADM_NS=default
 E2E_ADM_GPUS_POLICY=topofit-gpus-annotation
 E2E_ADM_NODE_POLICY=topofit-node-scope
-E2E_ADM_GPUS_MSG="only the topofit extender may set, change or remove the topofit.io/gpus annotation"
+E2E_ADM_GPUS_MSG="only the topofit extender may set, change or remove the topofit.io/gpus and topofit.io/group-domain annotations"
 E2E_ADM_NODE_MSG="a topofit node daemon may only write its own Node"
 E2E_ADM_CLAIM_MSG="a topofit node daemon must use a token bound to its pod on its node"
 
@@ -160,6 +160,11 @@ t_admission_pod_self() {
         e2e_adm_req "$tok" PATCH "/api/v1/namespaces/$ns/pods/adm-self/status" \
                 "$(e2e_adm_ann_patch topofit.io/gpus GPU-x)"
         why=$(e2e_adm_denied "the pod setting topofit.io/gpus through pods/status" "$E2E_ADM_GPUS_POLICY" "$E2E_ADM_GPUS_MSG") ||
+                { fail "$why"; return; }
+        # A forged group record (a restarted extender would hold room from it).
+        e2e_adm_req "$tok" PATCH "/api/v1/namespaces/$ns/pods/adm-self" \
+                "$(e2e_adm_ann_patch topofit.io/group-domain '{"version":1,"group":"podgroup/default/x","level":0,"domain":"d","size":4,"count":1,"require":0,"whole":true}')"
+        why=$(e2e_adm_denied "the pod setting its own topofit.io/group-domain" "$E2E_ADM_GPUS_POLICY" "$E2E_ADM_GPUS_MSG") ||
                 { fail "$why"; return; }
         # Its other annotations are its own business.
         e2e_adm_req "$tok" PATCH "/api/v1/namespaces/$ns/pods/adm-self" \

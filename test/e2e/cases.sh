@@ -913,29 +913,96 @@ t_gang_domains() {
         E2E_NOTE="gang-a in $dom_a on $(e2e_nodes_of gang-a | sort | tr '\n' ' '); gang-b in $dom_b; 4 single pods on $(e2e_nodes_of single | sort | tr '\n' ' ')"
 }
 
-# The gang's size from Kubernetes' PodGroup alone: one of domain 1's trays is busy, and a
-# gang of 3 pods (12 GPUs: no single machine holds it) whose only size is its PodGroup's
-# minCount (no topofit.io/group-size) goes to domain 1, where it fits with nothing to spare.
-# Without the minCount its size would be unknown and it would go to the domain with the most
-# room, domain 2.
+# The gang's size from Kubernetes' PodGroup alone: only the trays schedulable (the 8-GPU
+# machines, cordoned, would each hold the whole pair on one node), two of domain 1's trays
+# busy, and a gang of 2 pods whose only size is its PodGroup's minCount (no
+# topofit.io/group-size) goes to domain 1, where it fits with nothing to spare.  Without the
+# minCount its size would be unknown and it would go to the domain with the most room,
+# domain 2.  This shape also found the cordon bug (issue 11): the pair was given a cordoned
+# 8-GPU node as its domain and bound nowhere; cordoned nodes now hold no room for groups.
 t_gang_podgroup_size() {
         need_topofit || return 0
         need_api_mode || return 0
         e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
         local dom
         e2e_gang_cluster || { fail "$E2E_WHY"; return; }
+        e2e_cordon_all_but tray-1-1 tray-1-2 tray-1-3 tray-1-4 tray-2-1 tray-2-2 tray-2-3 tray-2-4 ||
+                { fail "cordoning all but the trays failed"; return; }
         e2e_tray_pod busy-1-1 tray-1-1 || { fail "creating busy-1-1 failed"; return; }
-        e2e_gang gang-p 3 podgroup || { fail "creating the PodGroup gang-p failed"; return; }
-        sleep 2 # the extender's watch sees the busy tray and the PodGroup
-        e2e_gang gang-p 3 pods || { fail "creating gang-p's pods failed"; return; }
-        e2e_wait 60 "gang-p bound" e2e_bound_at_least 3 gang-p ||
-                { fail "gang-p: $(e2e_bound_count gang-p) of 3 pods bound in 60 s"; return; }
+        e2e_tray_pod busy-1-2 tray-1-2 || { fail "creating busy-1-2 failed"; return; }
+        e2e_gang gang-p 2 podgroup || { fail "creating the PodGroup gang-p failed"; return; }
+        sleep 2 # the extender's watch sees the busy trays, the cordons and the PodGroup
+        e2e_gang gang-p 2 pods || { fail "creating gang-p's pods failed"; return; }
+        e2e_wait 60 "gang-p bound" e2e_bound_at_least 2 gang-p ||
+                { fail "gang-p: $(e2e_bound_count gang-p) of 2 pods bound in 60 s (given a cordoned node as its domain?)"; return; }
         dom=$(e2e_gang_domains gang-p)
         [ "$dom" = e2e-cluster.1 ] ||
                 { fail "gang-p is in '$(echo $dom)' on $(e2e_nodes_of gang-p | sort | tr '\n' ' '), not e2e-cluster.1 alone (its size from the PodGroup not used?)"; return; }
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
         E2E_NOTE="gang-p (size only from its PodGroup) on $(e2e_nodes_of gang-p | sort | tr '\n' ' ')"
+}
+
+# A gang's domain survives an extender restart (issue 11): a group by topofit.io/group (no
+# PodGroup, so its pods bind one by one) of three 4-GPU domain-required pods; one tray of
+# domain 1 busy, so the group is given domain 1 (three free trays: nothing to spare).  Its
+# first pod binds there, the extender is stopped and started afresh, then the other two are
+# created.  From the group record on the bound pod (topofit.io/group-domain) the restarted
+# extender keeps them to domain 1; a fresh choice would give them domain 2, the only domain
+# with room for all three then (the gang would split).
+t_gang_restart() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "the gang cluster needs Kubernetes 1.35 or later"; return; }
+        local dom first log=$E2E_DIR/log/extender.log before after
+        e2e_gang_cluster || { fail "$E2E_WHY"; return; }
+        e2e_tray_pod busy-1-1 tray-1-1 || { fail "creating busy-1-1 failed"; return; }
+        sleep 2 # the extender's watch sees the busy tray
+        e2e_group_pods gang-r 3 0 0 || { fail "creating gang-r-0 failed"; return; }
+        e2e_wait 60 "gang-r-0 bound" e2e_bound_at_least 1 gang-r ||
+                { fail "gang-r-0 not bound in 60 s"; return; }
+        first=$(e2e_nodes_of gang-r)
+        case "$first" in
+        tray-1-*) ;;
+        *) fail "gang-r-0 is on '$first', not a free tray of domain 1"; return ;;
+        esac
+        kubectl get pod gang-r-0 -o 'jsonpath={.metadata.annotations.topofit\.io/group-domain}' |
+                grep -q '"domain":"e2e-cluster.1"' ||
+                { fail "gang-r-0 carries no group record naming e2e-cluster.1"; return; }
+        before=$(grep -c "group holds restored" "$log" 2>/dev/null)
+        e2e_extender || { fail "the extender did not come back"; return; }
+        e2e_group_pods gang-r 3 1 2 || { fail "creating gang-r-1, gang-r-2 failed"; return; }
+        e2e_wait 60 "gang-r bound" e2e_bound_at_least 3 gang-r ||
+                { fail "gang-r: $(e2e_bound_count gang-r) of 3 pods bound in 60 s"; return; }
+        dom=$(e2e_gang_domains gang-r)
+        [ "$dom" = e2e-cluster.1 ] ||
+                { fail "gang-r split after the restart: '$(echo $dom)' on $(e2e_nodes_of gang-r | sort | tr '\n' ' ')"; return; }
+        after=$(grep -c "group holds restored" "$log" 2>/dev/null)
+        [ "${after:-0}" -gt "${before:-0}" ] && grep "group holds restored" "$log" | tail -1 | grep -q "groups=1" ||
+                { fail "the restarted extender logged no restored group: $(grep "group holds restored" "$log" | tail -1)"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="gang-r-0 on $first before the restart; all on $(e2e_nodes_of gang-r | sort | tr '\n' ' ')"
+}
+
+# e2e_group_pods NAME SIZE FROM TO: pods NAME-FROM..NAME-TO of a group by topofit.io/group
+# (size SIZE by topofit.io/group-size, no PodGroup), 4 GPUs each, domain-required.
+e2e_group_pods() {
+        "$E2E_PY" - "$@" <<'PY' | kubectl create -f - >/dev/null
+import json, sys
+name, size, lo, hi = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+res = {"nvidia.com/gpu": "4", "cpu": "10m", "memory": "16Mi"}
+items = [{"apiVersion": "v1", "kind": "Pod",
+          "metadata": {"name": f"{name}-{i}", "namespace": "default",
+                       "labels": {"topofit-e2e": name, "topofit.io/group": name},
+                       "annotations": {"topofit.io/placement": "domain-required",
+                                       "topofit.io/group-size": size}},
+          "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
+                                   "resources": {"limits": res, "requests": res}}],
+                   "terminationGracePeriodSeconds": 0}}
+         for i in range(lo, hi + 1)]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
 }
 
 # A gang that fits nowhere yet is not blocked by single pods that arrive while it waits:
