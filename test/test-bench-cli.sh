@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Integration test of `topofit bench` (the real binary): help, the generator's determinism,
-# converting a PAI trace, a malformed trace and spec named by file and line, and a small run
-# of every policy writing its CSV files.  Prints TAP.  Usage: test-bench-cli.sh TOPOFIT
+# converting a PAI trace, a malformed trace and spec named by file and line, a small run
+# of every policy writing its CSV files, and a small gang run of chosen policies.  Prints TAP.  Usage: test-bench-cli.sh TOPOFIT
 set -uo pipefail
 topofit=$1
 data=${TOPOFIT_SOURCE_ROOT:-$(dirname "$0")/..}/test/data/bench
@@ -20,7 +20,7 @@ check() { # check NAME COMMAND...: ok when the command succeeds
                 fails=$((fails + 1))
         fi
 }
-echo "1..8"
+echo "1..11"
 
 check "bench help exits 0 and shows the usage" \
         bash -c '"$0" bench --help | grep -q "^Usage: topofit bench"' "$topofit"
@@ -56,5 +56,20 @@ check "a small run prints a table row per policy" \
 check "the run wrote summary, jobs, series and CDF files" \
         bash -c '[ "$(wc -l <"$0/run/summary.csv")" -eq 6 ] && [ "$(grep -c "^topofit," "$0/run/jobs.csv")" -eq 300 ] &&
                  [ -s "$0/run/series.csv" ] && [ -s "$0/run/cdf.csv" ] && [ -s "$0/run/plots.gp" ]' "$tmp"
+
+check "gang: a policy of the single-node run only is a usage error" \
+        bash -c '"$0" bench gang --policies rack-packing,oracle --jobs 10 2>/dev/null; [ $? -eq 2 ]' "$topofit"
+
+check "gang: --policies runs only those, with a queueing column per size" \
+        bash -c '"$0" bench gang --jobs 60 --policies rack-packing,topofit --out "$1/gang" --no-plots >"$1/g" &&
+                 [ "$(grep -c "^| rack-packing |" "$1/g")" -eq 2 ] && [ "$(grep -c "^| topofit |" "$1/g")" -eq 2 ] &&
+                 ! grep -q "^| binpack-besteffort |" "$1/g" &&
+                 grep -q "^| policy | queueing p50 / p95 (min): 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | gangs of 2-4 pods | gangs of 6-18 pods |" "$1/g"' \
+        "$topofit" "$tmp"
+
+check "gang: --out wrote the summary, the CDFs of every class and the gnuplot script" \
+        bash -c '[ "$(wc -l <"$0/gang/gang-summary.csv")" -eq 3 ] && [ -s "$0/gang/gang-plots.gp" ] &&
+                 head -1 "$0/gang/gang-summary.csv" | grep -q ",qdelay_8_p95," &&
+                 [ "$(cut -d, -f1 "$0/gang/gang-cdf.csv" | sort -u | tr "\n" " ")" = "policy rack-packing topofit " ]' "$tmp"
 
 exit $((fails > 0))
