@@ -1347,6 +1347,20 @@ ext_group_record_encode(const struct ext_group_record *rec, char **ret_json)
         return *ret_json ? 0 : -ENOMEM;
 }
 
+/* true when s is printable ASCII, as the group ids (Kubernetes names and label values) and
+ * domain names (NVLink clique ids, label values, node names) a record carries all are.  So a
+ * record that decodes encodes back to the same bytes: fuzz-ext-codec found a group id of
+ * bytes that are not UTF-8, which the encoder writes as U+FFFD, so the record read back was
+ * another (test/fuzz/corpus/fuzz-ext-codec/finding-group-record-utf8.json). */
+static bool
+printable_ascii(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+                        return false;
+        return true;
+}
+
 /* A whole number in min..max from a JSON number; -EINVAL else. */
 static int
 record_uint(const cJSON *j, unsigned max, unsigned *ret)
@@ -1385,9 +1399,10 @@ ext_group_record_decode(const char *json, size_t len, struct ext_group_record *r
                  !rec.group.id[0] ||
                  copy_string(get(doc, "domain"), rec.domain.name, sizeof(rec.domain.name),
                              true) < 0 ||
-                 !rec.domain.name[0])
-                r = why_err(ret_why, "the group record's group or domain is not a valid string",
-                            -EINVAL);
+                 !rec.domain.name[0] || !printable_ascii(rec.group.id) ||
+                 !printable_ascii(rec.domain.name))
+                r = why_err(ret_why, "the group record's group or domain is not a valid string "
+                                     "of printable ASCII", -EINVAL);
         else if (record_uint(get(doc, "level"), PLACE_LEVEL_NODE, &rec.domain.level) < 0 ||
                  record_uint(get(doc, "size"), PLACE_MAX_GROUP_PODS, &rec.group.size) < 0 ||
                  record_uint(get(doc, "count"), TOPO_MAX_GPUS, &rec.group.count) < 0 ||

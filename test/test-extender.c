@@ -1674,6 +1674,14 @@ codec_round_trips_the_group_record(void **state)
                 "\"size\":2,\"count\":4,\"require\":0,\"whole\":true}",
                 "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0.5,\"domain\":\"d\",\"size\":2,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
+                /* Names of printable ASCII only (fuzz-ext-codec: bytes that are not UTF-8
+                 * came back as U+FFFD, another record). */
+                "{\"version\":1,\"group\":\"po\x9b\x9b\xb3" "dgroup/ml/t\",\"level\":0,"
+                "\"domain\":\"d\",\"size\":2,\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\\u00e9\","
+                "\"size\":2,\"count\":4,\"require\":0,\"whole\":true}",
+                "{\"version\":1,\"group\":\"g/ns/\\n\",\"level\":0,\"domain\":\"d\",\"size\":2,"
+                "\"count\":4,\"require\":0,\"whole\":true}",
         };
         struct ext_group_record rec = { .group = { .id = "podgroup/ns/\"odd\\name", .size = 4,
                                                    .count = 8, .require = 1 },

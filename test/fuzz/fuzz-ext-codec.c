@@ -2,8 +2,9 @@
 /*
  * libFuzzer harness for the extender codec (extender/ext-codec.c): every decoder the HTTP
  * handlers call on a request body gets the same bytes (ExtenderArgs for filter/prioritize,
- * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, a
- * cluster List).  Accepted arguments are encoded back, as the handlers would.  And
+ * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, the
+ * topofit.io/group-domain record (encoded back and read again: the same record), a cluster
+ * List).  Accepted arguments are encoded back, as the handlers would.  And
  * ExtenderArgs are read twice, by the scanner (ext_args_decode) and by the tree decoder it
  * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values.
  * Seeds: test/data/kube-scheduler-v1.20 and test/data/extender.
@@ -116,6 +117,27 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 struct topo_mask m;
 
                 (void)ext_gpus_annotation_decode(json, size, TOPO_MAX_GPUS, &m, &why);
+        }
+        {
+                struct ext_group_record rec, again;
+                char *text = NULL;
+
+                if (ext_group_record_decode(json, size, &rec, &why) == 0 &&
+                    ext_group_record_encode(&rec, &text) == 0) {
+                        if (ext_group_record_decode(text, strlen(text), &again, &why) != 0 ||
+                            strcmp(rec.group.id, again.group.id) != 0 ||
+                            strcmp(rec.domain.name, again.domain.name) != 0 ||
+                            rec.domain.level != again.domain.level ||
+                            rec.group.size != again.group.size ||
+                            rec.group.count != again.group.count ||
+                            rec.group.require != again.group.require ||
+                            rec.domain.whole != again.domain.whole) {
+                                fprintf(stderr, "fuzz-ext-codec: a group record does not "
+                                                "round-trip: %s\n", text);
+                                abort();
+                        }
+                }
+                free(text);
         }
         {
                 CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = NULL;

@@ -2,8 +2,9 @@
 /*
  * libFuzzer harness for kube-client's object decoders (kube-client/kube-decode.c): the
  * bytes are parsed with cJSON as kube-ops.c does for a GET or a watch event, then the tree
- * (and each item of a List) goes through kube__decode_node() and kube__decode_pod(), with
- * GPU resource names and kept labels configured as the extender does.
+ * (and each item of a List) goes through kube__decode_node(), kube__decode_pod() and
+ * kube__decode_podgroup(), with GPU resource names and kept labels configured as the
+ * extender does.
  * Seeds: test/data/kube-scheduler-v1.20 (Nodes, Pods) and test/data/extender.
  */
 #include <stdint.h>
@@ -37,6 +38,10 @@ decode_one(const cJSON *o)
         {
                 CLEANUP(kube__obj_unrefp) struct kube__obj *p = NULL;
                 (void)kube__decode_pod(o, NULL, &p, &why);
+        }
+        {
+                CLEANUP(kube__obj_unrefp) struct kube__obj *g = NULL;
+                (void)kube__decode_podgroup(o, &g, &why);
         }
         (void)kube__creation_ms(o);
 }

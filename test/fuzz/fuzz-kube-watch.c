@@ -4,7 +4,8 @@
  * are a WATCH response body, fed to kube__watch_feed() in chunks as curl hands them over
  * (the first byte picks the chunk size, so events split across chunks are covered), then
  * kube__watch_end().  Each delivered event's object goes through the cache's decoders
- * (kube__decode_node or kube__decode_pod, as kube-cache.c's watch_item does).
+ * (kube__decode_node, kube__decode_pod or kube__decode_podgroup, as kube-cache.c's
+ * watch_item does; the first byte's top bits pick the watch).
  * Asserts: never more events than newline-terminated lines, a resourceVersion once set is a
  * non-empty string, a failed feed leaves an error message.
  * Seeds: test/fuzz/corpus/fuzz-kube-watch (events as the fake and real API servers send them).
@@ -24,7 +25,7 @@ static const char *const gpu_resources[] = { "nvidia.com/gpu", "amd.com/gpu", NU
 static const char *const node_labels[] = { "topology.kubernetes.io/zone", NULL };
 
 struct ctx {
-        bool pods;
+        bool pods, podgroups;
         unsigned events;
 };
 
@@ -43,6 +44,8 @@ on_event(enum kube_event_type type, const cJSON *object, void *userdata)
                 return 0;
         if (x->pods)
                 (void)kube__decode_pod(object, &opts, &o, &why);
+        else if (x->podgroups)
+                (void)kube__decode_podgroup(object, &o, &why);
         else
                 (void)kube__decode_node(object, &opts, &o, &why);
         if (type == KUBE_EVENT_ADDED)
@@ -62,9 +65,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         if (size < 1)
                 return 0;
-        /* Low bits: chunk size (0 = all at once); high bit: a pods watch. */
+        /* Low bits: chunk size (0 = all at once); high bit: a pods watch, else the next bit: a
+         * podgroups watch, else a nodes watch. */
         chunk = data[0] & 0x3f;
         x.pods = data[0] & 0x80;
+        x.podgroups = !x.pods && (data[0] & 0x40);
         data++;
         size--;
         for (size_t i = 0; i < size; i++)

@@ -117,6 +117,14 @@ put("dp-gpus", "uuids.json", '{"version":1,"node":"node-1","containers":[{"name"
 for f in glob.glob(os.path.join(data, "kube-scheduler-v1.20", "*", "pod-after-bind.json")):
     put("dp-gpus", os.path.basename(os.path.dirname(f)) + "-pod-after-bind.json", read(f))
 
+# --- a gang member's topofit.io/group-domain record (docs/annotations.md) and a PodGroup ---
+put("ext-codec", "group-record.json", '{"version":1,"group":"podgroup/ml/train","level":0,'
+    '"domain":"cluster-uuid.2","size":4,"count":4,"require":0,"whole":true}')
+put("ext-codec", "group-record-node.json", '{"version":1,"group":"label/ml/job-\\u0061",'
+    '"level":4,"domain":"node-1","size":2,"count":8,"require":1,"whole":false}')
+put("kube-decode", "podgroup-v1beta1.json",
+    read(os.path.join(data, "kube", "podgroup-v1beta1.json")))
+
 # --- bench traces and hwloc exports ---------------------------------------------------------
 for f in sorted(glob.glob(os.path.join(data, "bench", "*"))):
     put("bench-trace", os.path.basename(f), read(f))
@@ -124,7 +132,8 @@ for f in sorted(glob.glob(os.path.join(data, "hwloc", "*.xml")) + glob.glob(os.p
     put("hwloc", os.path.basename(f), read(f))
 
 # --- watch streams: {"type","object"} lines of the captured Nodes and Pod -------------------
-# The first byte is the harness's: chunk size in the low 6 bits, 0x80 for a pods watch.
+# The first byte is the harness's: chunk size in the low 6 bits, 0x80 for a pods watch, 0x40
+# (without 0x80) for a podgroups watch.
 req = json.loads(read(os.path.join(data, "kube-scheduler-v1.20", "nodecache-false", "01-filter.json")))
 pod = json.loads(read(os.path.join(data, "kube-scheduler-v1.20", "nodecache-false", "pod-after-bind.json")))
 nodes = req["Nodes"]["items"]
@@ -151,6 +160,9 @@ put("kube-watch", "error-410", b"\x00" + bookmark("5") + ev("ERROR", {
     "kind": "Status", "apiVersion": "v1", "status": "Failure",
     "message": "too old resource version: 5 (9000)", "reason": "Expired", "code": 410}))
 put("kube-watch", "cut-mid-event", b"\x00" + ev("ADDED", nodes[0])[:200])
+podgroup = json.loads(read(os.path.join(data, "kube", "podgroup-v1beta1.json")))
+put("kube-watch", "podgroup-lifecycle", b"\x40" + ev("ADDED", podgroup) + ev("MODIFIED", podgroup) +
+    ev("DELETED", podgroup))
 
 # --- device plugin protobuf messages -------------------------------------------------------
 # The first byte is the harness's: 0 Allocate, 1 GetPreferredAllocation, 2 PreStart,
