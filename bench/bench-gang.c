@@ -931,11 +931,7 @@ bench_gang_report_cdf_csv(const struct bench_gang_summary *s, size_t n,
 }
 
 /* Bar charts of gang-summary.csv: output name, title, column (1-based), scale. */
-static const struct {
-        const char *file, *title;
-        unsigned col;
-        const char *scale;
-} gang_bars[] = {
+static const struct bench_bar_chart gang_bars[] = {
         { "gang-metric-inside-nvl", "gangs in one NVLink domain when one could hold them (%)", 4, "100*v" },
         { "gang-metric-stranded", "GPUs stranded at saturation (%)", 9, "100*v" },
         { "gang-metric-makespan", "makespan (h)", 11, "v" },
@@ -972,23 +968,7 @@ bench_gang_report_gnuplot(const struct bench_gang_summary *s, size_t n, struct b
                 "? ($3 < 0.01 ? 0.01 : $3) : 1/0):4 with steps lw 2 title p\n"
                 "}\n"
                 "unset logscale x\n"
-                "set autoscale x\n"
-                "set style fill solid 0.6\n"
-                "set boxwidth 0.6\n"
-                "unset key\n"
-                "set xlabel ''\n"
-                "set ylabel ''\n"
-                "set yrange [0:*]\n"
-                "set offsets 0.5, 0.5, graph 0.12, 0\n");
-        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(gang_bars); k++)
-                r = buf_printf(out,
-                               "set output '%s.svg'\n"
-                               "set title \"%s\"\n"
-                               "plot 'gang-summary.csv' every ::1 using 0:(v=column(%u), %s):xtic(1) "
-                               "with boxes, '' every ::1 using 0:(v=column(%u), %s):(v=column(%u), "
-                               "sprintf('%%.3g', %s)) with labels offset 0,0.7\n",
-                               gang_bars[k].file, gang_bars[k].title, gang_bars[k].col,
-                               gang_bars[k].scale, gang_bars[k].col, gang_bars[k].scale,
-                               gang_bars[k].col, gang_bars[k].scale);
-        return r < 0 ? r : 0;
+                "set autoscale x\n");
+        return r < 0 ? r : bench_report_gnuplot_bars("gang-summary.csv", gang_bars,
+                                                     ELEMENTSOF(gang_bars), out);
 }

@@ -272,28 +272,50 @@ bench_report_cdf_csv(const struct bench_run *runs, size_t n, struct buf *out)
         return r < 0 ? r : 0;
 }
 
-/* One bar chart per summary column: name in summary.csv's header, column, title, scale. */
-static const struct {
-        const char *file;
-        unsigned col;
-        const char *title;
-        const char *scale; /* gnuplot expression on the column value v */
-} bar_charts[] = {
-        { "best-set", 3, "multi-GPU jobs on their node's best achievable set (%)", "100*v" },
-        { "busbw-ratio-p50", 4, "modeled busbw / ideal, median (multi-GPU jobs)", "v" },
-        { "busbw-ratio-p10", 5, "modeled busbw / ideal, p10 (multi-GPU jobs)", "v" },
-        { "no-p2p", 6, "multi-GPU jobs without peer-to-peer (%)", "100*v" },
-        { "mesh2-busbw", 7, "2-GPU jobs on NVLink-mesh nodes: median busbw (GB/s)", "v" },
-        { "mesh4-busbw", 8, "4-GPU jobs on NVLink-mesh nodes: median busbw (GB/s)", "v" },
-        { "mesh2-busbw-p10", 9, "2-GPU jobs on NVLink-mesh nodes: p10 busbw (GB/s)", "v" },
-        { "mesh4-busbw-p10", 10, "4-GPU jobs on NVLink-mesh nodes: p10 busbw (GB/s)", "v" },
-        { "qdelay1-p95", 13, "1-GPU jobs: p95 queueing delay (min)", "v/60" },
-        { "qdelay8-p95", 19, "8-GPU jobs: p95 queueing delay (min)", "v/60" },
-        { "makespan", 20, "makespan (h)", "v" },
-        { "allocation", 21, "GPUs allocated, time average (%)", "100*v" },
-        { "stranded", 22, "free GPUs stranded on nodes that cannot host an 8-GPU job (%)", "100*v" },
-        { "decisions", 23, "decisions per second", "v" },
+/* One bar chart per summary column of summary.csv. */
+static const struct bench_bar_chart bar_charts[] = {
+        { "metric-best-set", "multi-GPU jobs on their node's best achievable set (%)", 3, "100*v" },
+        { "metric-busbw-ratio-p50", "modeled busbw / ideal, median (multi-GPU jobs)", 4, "v" },
+        { "metric-busbw-ratio-p10", "modeled busbw / ideal, p10 (multi-GPU jobs)", 5, "v" },
+        { "metric-no-p2p", "multi-GPU jobs without peer-to-peer (%)", 6, "100*v" },
+        { "metric-mesh2-busbw", "2-GPU jobs on NVLink-mesh nodes: median busbw (GB/s)", 7, "v" },
+        { "metric-mesh4-busbw", "4-GPU jobs on NVLink-mesh nodes: median busbw (GB/s)", 8, "v" },
+        { "metric-mesh2-busbw-p10", "2-GPU jobs on NVLink-mesh nodes: p10 busbw (GB/s)", 9, "v" },
+        { "metric-mesh4-busbw-p10", "4-GPU jobs on NVLink-mesh nodes: p10 busbw (GB/s)", 10, "v" },
+        { "metric-qdelay1-p95", "1-GPU jobs: p95 queueing delay (min)", 13, "v/60" },
+        { "metric-qdelay8-p95", "8-GPU jobs: p95 queueing delay (min)", 19, "v/60" },
+        { "metric-makespan", "makespan (h)", 20, "v" },
+        { "metric-allocation", "GPUs allocated, time average (%)", 21, "100*v" },
+        { "metric-stranded", "free GPUs stranded on nodes that cannot host an 8-GPU job (%)", 22,
+          "100*v" },
+        { "metric-decisions", "decisions per second", 23, "v" },
 };
+
+int
+bench_report_gnuplot_bars(const char *csv, const struct bench_bar_chart *charts, size_t n,
+                          struct buf *out)
+{
+        int r = buf_puts(out,
+                "set style fill solid 0.6\n"
+                "set boxwidth 0.6\n"
+                "unset key\n"
+                "set xlabel ''\n"
+                "set ylabel ''\n"
+                "set yrange [0:*]\n"
+                "set offsets 0.5, 0.5, graph 0.12, 0\n");
+
+        for (size_t k = 0; r >= 0 && k < n; k++)
+                r = buf_printf(out,
+                               "set output '%s.svg'\n"
+                               "set title \"%s\"\n"
+                               "plot '%s' every ::1 using 0:(v=column(%u), %s):xtic(1) "
+                               "with boxes, '' every ::1 using 0:(v=column(%u), %s):(v=column(%u), "
+                               "sprintf('%%.3g', %s)) with labels offset 0,0.7\n",
+                               charts[k].file, charts[k].title, csv, charts[k].col,
+                               charts[k].scale, charts[k].col, charts[k].scale, charts[k].col,
+                               charts[k].scale);
+        return r < 0 ? r : 0;
+}
 
 int
 bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out)
@@ -341,23 +363,7 @@ bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out)
                 "set key outside right top\n"
                 "plot for [p in policies] 'series.csv' using (strcol(1) eq p ? $2/3600 : 1/0):"
                 "(100.0*$3/$6) with steps lw 1 title p\n"
-                "set autoscale y\n"
-                "set style fill solid 0.6\n"
-                "set boxwidth 0.6\n"
-                "unset key\n"
-                "set xlabel ''\n"
-                "set ylabel ''\n"
-                "set yrange [0:*]\n"
-                "set offsets 0.5, 0.5, graph 0.12, 0\n");
-        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(bar_charts); k++)
-                r = buf_printf(out,
-                               "set output 'metric-%s.svg'\n"
-                               "set title \"%s\"\n"
-                               "plot 'summary.csv' every ::1 using 0:(v=column(%u), %s):xtic(1) "
-                               "with boxes, '' every ::1 using 0:(v=column(%u), %s):(v=column(%u), "
-                               "sprintf('%%.3g', %s)) with labels offset 0,0.7\n",
-                               bar_charts[k].file, bar_charts[k].title, bar_charts[k].col,
-                               bar_charts[k].scale, bar_charts[k].col, bar_charts[k].scale,
-                               bar_charts[k].col, bar_charts[k].scale);
-        return r < 0 ? r : 0;
+                "set autoscale y\n");
+        return r < 0 ? r : bench_report_gnuplot_bars("summary.csv", bar_charts,
+                                                     ELEMENTSOF(bar_charts), out);
 }

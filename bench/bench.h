@@ -371,6 +371,17 @@ int bench_report_series_csv(const struct bench_run *runs, size_t n, struct buf *
 int bench_report_cdf_csv(const struct bench_run *runs, size_t n, struct buf *out);
 /* A gnuplot script that turns the CSVs above (in the current directory) into SVG charts. */
 int bench_report_gnuplot(const struct bench_summary *s, size_t n, struct buf *out);
+/* One bar chart of a summary CSV (one bar per row after the header): the SVG's name
+ * without .svg, its title, the column (1-based) and a gnuplot expression on its value v. */
+struct bench_bar_chart {
+        const char *file, *title;
+        unsigned col;
+        const char *scale;
+};
+/* The gnuplot lines, after a script's line charts, that draw each of the n charts from
+ * csv: both summaries (the single-node and the gang scenario) are drawn this one way. */
+int bench_report_gnuplot_bars(const char *csv, const struct bench_bar_chart *charts, size_t n,
+                              struct buf *out);
 
 /* --- multi-node gangs (bench-gang.c; docs/benchmark.md, "Multi-node gangs") ----------- */
 
