@@ -83,6 +83,16 @@ place_groups_free(struct place_groups *g)
         return NULL;
 }
 
+/* Lock held.  An unused record, or NULL when all PLACE_MAX_GROUPS are in use. */
+static struct group_record *
+free_slot_locked(struct place_groups *g)
+{
+        for (size_t k = 0; k < PLACE_MAX_GROUPS; k++)
+                if (!g->rec[k].id[0])
+                        return &g->rec[k];
+        return NULL;
+}
+
 /* Lock held.  The live record of id, or NULL; expired records are cleared on the way. */
 static struct group_record *
 find_locked(struct place_groups *g, const char *id, uint64_t now_ns)
@@ -407,9 +417,8 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
                 pthread_mutex_unlock(&g->lock);
                 return x;
         }
-        for (size_t k = 0; k < PLACE_MAX_GROUPS && !slot; k++)
-                if (!g->rec[k].id[0])
-                        slot = &g->rec[k];
+        if (!slot)
+                slot = free_slot_locked(g);
         if (!slot) {
                 pthread_mutex_unlock(&g->lock);
                 return -E2BIG;
@@ -500,9 +509,7 @@ place_group_restore(struct place_groups *g, const struct place_group_request *re
         pthread_mutex_lock(&g->lock);
         r = find_locked(g, req->id, now_ns);
         if (!r) {
-                for (size_t k = 0; k < PLACE_MAX_GROUPS && !slot; k++)
-                        if (!g->rec[k].id[0])
-                                slot = &g->rec[k];
+                slot = free_slot_locked(g);
                 if (!slot) {
                         pthread_mutex_unlock(&g->lock);
                         return -E2BIG;

@@ -1302,6 +1302,12 @@ tray_domains(const struct ext_config *cfg)
         return tray_domains_with_podgroup(cfg, NULL, NULL, 0);
 }
 
+/* The first pod of a pair given only by spec.schedulingGroup (PodGroup ml/pair), 4 GPUs. */
+static const char pair_pod_body[] =
+        "{\"metadata\":{\"name\":\"pair-0\",\"namespace\":\"ml\",\"uid\":\"u-pair-0\"},"
+        "\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"pair\"},"
+        "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}";
+
 /* The domain (0 nvl-a, 1 nvl-b) the first pod of a pair given only by spec.schedulingGroup
  * (no topofit.io/group-size) ranks first, with the view knowing the PodGroup's minCount
  * (known) or not. */
@@ -1314,10 +1320,7 @@ podgroup_pair_domain(bool known)
         const struct ext_node *nodes[8];
         struct ext_verdict v[8];
         struct ext_request req;
-        const char *body = "{\"metadata\":{\"name\":\"pair-0\",\"namespace\":\"ml\","
-                           "\"uid\":\"u-pair-0\"},\"spec\":{\"schedulingGroup\":{"
-                           "\"podGroupName\":\"pair\"},\"containers\":[{\"name\":\"c\","
-                           "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}";
+        const char *body = pair_pod_body;
         int best = -1;
 
         ext_config_default(&cfg);
@@ -1576,10 +1579,7 @@ podgroup_pair_nodes(const char *key, char *ret, size_t size)
         const struct ext_node *nodes[8];
         struct ext_verdict v[8];
         struct ext_request req;
-        const char *body = "{\"metadata\":{\"name\":\"pair-0\",\"namespace\":\"ml\","
-                           "\"uid\":\"u-pair-0\"},\"spec\":{\"schedulingGroup\":{"
-                           "\"podGroupName\":\"pair\"},\"containers\":[{\"name\":\"c\","
-                           "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}";
+        const char *body = pair_pod_body;
         size_t at = 0;
 
         ext_config_default(&cfg);
