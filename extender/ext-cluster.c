@@ -819,12 +819,25 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
 {
         int r;
 
+        const struct ext_node *next = c && c->n_nodes ? c->nodes : NULL;
+
         *ret = (struct ext_nodes){ 0 };
         ret->nodes = malloc(MAX(a->n, (size_t)1) * sizeof(*ret->nodes));
         if (!ret->nodes)
                 return -ENOMEM;
         for (size_t i = 0; i < a->n; i++) {
-                ret->nodes[i] = ext_cluster_find_node_n(c, a->names[i], ext_args_name_len(a, i));
+                size_t len = ext_args_name_len(a, i);
+
+                /* The view's nodes are sorted by name, and the scheduler's list often is
+                 * too (the API server lists nodes by name; the scheduler walks them in
+                 * order from a rotating start): the node after the last one found is tried
+                 * before the index, and a run of names in order costs a compare each. */
+                if (next && next->name_len == len && memcmp(next->name, a->names[i], len) == 0)
+                        ret->nodes[i] = next;
+                else
+                        ret->nodes[i] = ext_cluster_find_node_n(c, a->names[i], len);
+                if (ret->nodes[i])
+                        next = ret->nodes[i] + 1 < c->nodes + c->n_nodes ? ret->nodes[i] + 1 : c->nodes;
                 if (ret->nodes[i] || a->node_names)
                         continue;
                 /* Allocated at the first such node: usually never, the view has them all. */
