@@ -813,6 +813,22 @@ extra_node(struct ext_node *n, const struct ext_config *cfg, const struct ext_ar
         return ext_node_init(n, cfg, ext_args_name(a, i, name), topo, len, a->nodes[i].gpu_capacity, NULL);
 }
 
+/* The n bytes at a and b are the same.  Names of one cluster often differ only at their
+ * end (gpu-node-00417): the last 8 bytes are compared first, inline. */
+static inline bool
+same_name(const char *a, const char *b, size_t n)
+{
+        if (n >= 8) {
+                uint64_t x, y;
+
+                memcpy(&x, a + n - 8, 8);
+                memcpy(&y, b + n - 8, 8);
+                if (x != y)
+                        return false;
+        }
+        return memcmp(a, b, n) == 0;
+}
+
 int
 ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                   const struct ext_args *a, struct ext_nodes *ret)
@@ -832,7 +848,7 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                  * too (the API server lists nodes by name; the scheduler walks them in
                  * order from a rotating start): the node after the last one found is tried
                  * before the index, and a run of names in order costs a compare each. */
-                if (next && next->name_len == len && memcmp(next->name, a->names[i], len) == 0)
+                if (next && next->name_len == len && same_name(next->name, a->names[i], len))
                         ret->nodes[i] = next;
                 else
                         ret->nodes[i] = ext_cluster_find_node_n(c, a->names[i], len);
