@@ -1219,6 +1219,40 @@ node_lookup_finds_names_in_any_order(void **state)
                 buf_release(&body);
         }
         ext_cluster_unref(c);
+
+        /* Names that differ only before their last 8 bytes: after rack-a-node-0009 the
+         * guess is rack-b-node-0000, and the name asked is rack-c-node-0000. */
+        {
+                static const char req[] = POD("{\"nvidia.com/gpu\":\"1\"}", "")
+                        "\"NodeNames\":[\"rack-a-node-0009\",\"rack-c-node-0000\","
+                        "\"rack-b-node-0009\",\"rack-a-node-0000\",\"rack-d-node-0001\"]}";
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                char *json = annotation_of("dgx1-v100-sxm2-oneflow.txt");
+                struct ext_nodes rn;
+                struct ext_args a;
+
+                for (char r = 'a'; r <= 'c'; r++)
+                        for (unsigned i = 0; i < 10; i++) {
+                                char name[32];
+
+                                snprintf(name, sizeof(name), "rack-%c-node-%04u", r, i);
+                                assert_int_equal(ext_cluster_builder_add_node(b, name, json,
+                                                                              strlen(json), 8,
+                                                                              NULL), 0);
+                        }
+                free(json);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+                assert_int_equal(ext_args_decode(req, sizeof(req) - 1, &cfg, &a, NULL), 0);
+                assert_int_equal(ext_nodes_resolve(c, &cfg, &a, &rn), 0);
+                assert_string_equal(rn.nodes[0]->name, "rack-a-node-0009");
+                assert_string_equal(rn.nodes[1]->name, "rack-c-node-0000");
+                assert_string_equal(rn.nodes[2]->name, "rack-b-node-0009");
+                assert_string_equal(rn.nodes[3]->name, "rack-a-node-0000");
+                assert_null(rn.nodes[4]);
+                ext_nodes_release(&rn);
+                ext_args_release(&a);
+                ext_cluster_unref(c);
+        }
 }
 
 /* ext_filter over all MANY_NODES nodes at now_ns against the same node asked alone (below
