@@ -807,6 +807,45 @@ allocation_and_stranding_are_time_averages_over_the_makespan(void **state)
         cluster_release(&cl);
 }
 
+/* Stranded at saturation counts free GPUs only while a waiting job fits them by count.  Two
+ * 4-GPU nodes, each running a 3-GPU job for 100 s: a 2-GPU job that arrives at 10 s waits
+ * 90 s with 2 GPUs free, one on each node: 2 of 8 stranded over that time.  When the two
+ * running jobs take all 4 GPUs of each node, a 1-GPU job waits for want of GPUs: nothing
+ * is stranded, and the run never saturates. */
+static void
+stranding_at_saturation_counts_only_free_gpus_a_waiting_job_could_use(void **state)
+{
+        static const struct bench_job shape[] = {
+                { 0, 100, 3, 0 },
+                { 0, 100, 3, 0 },
+                { 10, 10, 2, 0 },
+        };
+        static const struct bench_job count[] = {
+                { 0, 100, 4, 0 },
+                { 0, 100, 4, 0 },
+                { 10, 10, 1, 0 },
+        };
+        struct bench_trace t = { .jobs = (struct bench_job *)shape, .n = ELEMENTSOF(shape) };
+        struct bench_cluster cl;
+        struct bench_run run;
+        struct bench_summary s;
+
+        cluster_init(&cl, 0, 2);
+        assert_int_equal(bench_simulate(&cl, &t, BENCH_POLICY_K8S_DEFAULT, NULL, &run), 0);
+        assert_int_equal(bench_summarize(&run, &s), 0);
+        assert_true(fabs(run.sat_s - 90) < 1e-9);
+        assert_true(fabs(s.stranded_sat - 2.0 / 8.0) < 1e-12);
+        bench_run_release(&run);
+        t.jobs = (struct bench_job *)count;
+        assert_int_equal(bench_simulate(&cl, &t, BENCH_POLICY_K8S_DEFAULT, NULL, &run), 0);
+        assert_int_equal(bench_summarize(&run, &s), 0);
+        assert_true(run.sat_s == 0);
+        assert_true(s.stranded_sat == 0);
+        assert_int_equal(run.n_unplaced, 0);
+        bench_run_release(&run);
+        cluster_release(&cl);
+}
+
 static void
 report_writes_a_row_per_policy_in_every_output(void **state)
 {
@@ -1019,6 +1058,7 @@ main(void)
                 cmocka_unit_test(simulator_applies_the_time_model_to_the_chosen_set),
                 cmocka_unit_test(simulator_is_deterministic_and_never_hands_a_gpu_out_twice),
                 cmocka_unit_test(allocation_and_stranding_are_time_averages_over_the_makespan),
+                cmocka_unit_test(stranding_at_saturation_counts_only_free_gpus_a_waiting_job_could_use),
                 cmocka_unit_test(report_writes_a_row_per_policy_in_every_output),
                 cmocka_unit_test(percentile_interpolates_between_ranks),
                 cmocka_unit_test(gang_scenario_runs_every_policy_deterministically),
