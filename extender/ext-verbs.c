@@ -539,6 +539,7 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
              struct ext_verdict *ret, size_t n)
 {
         CLEANUP(freep) struct place_candidate *cand = NULL;
+        bool domains;
 
         if (!c || !c->place || cfg->place.cluster_share <= 0 ||
             req->placement == EXT_PLACEMENT_NONE)
@@ -546,12 +547,13 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
         cand = malloc(MAX(n, (size_t)1) * sizeof(*cand)); /* every entry is written below */
         if (!cand)
                 return; /* the per-node priorities stand */
+        domains = place_view_has_domains(c->place);
         for (size_t i = 0; i < n; i++)
                 cand[i] = (struct place_candidate){
                         .fits = ret[i].r == 0, .priority = ret[i].priority,
                         .tier = place_tier(&ret[i].choice), .busbw = ret[i].choice.busbw_gbps,
                         .loss = ret[i].loss,
-                        .domain_free = nodes[i] && nodes[i] >= c->nodes &&
+                        .domain_free = domains && nodes[i] && nodes[i] >= c->nodes &&
                                                        nodes[i] < c->nodes + c->n_nodes
                                                ? place_view_domain_free(c->place,
                                                                         (size_t)(nodes[i] - c->nodes))

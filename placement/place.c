@@ -643,6 +643,15 @@ place_view_domain_free(const struct place_view *v, size_t i)
         return 0;
 }
 
+bool
+place_view_has_domains(const struct place_view *v)
+{
+        for (unsigned l = 0; v && l < PLACE_MAX_LEVELS; l++)
+                if (v->n_domains[l] > 0)
+                        return true;
+        return false;
+}
+
 double
 place_loss(const struct place_view *v, size_t i, struct score_class *cls,
            const struct topo_mask *free, const struct topo_mask *set)

@@ -164,6 +164,10 @@ ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const
  * place_rank() breaks ties of the cluster term by. */
 double place_view_domain_free(const struct place_view *v, size_t i);
 
+/* true when some node of the view is in a multi-node domain (else every node's
+ * place_view_domain_free() is 0, and a caller can skip asking). */
+bool place_view_has_domains(const struct place_view *v);
+
 /* What placing set on node i costs the cluster: sum over classes k of weight_k x (node i's
  * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
  * of k), in 0..1.  free is the node's free GPUs for this request (the view's, less holds:

@@ -1154,6 +1154,60 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
         return c;
 }
 
+/* Through prioritize, the cluster term's tie-break by leaf: two DGX H100 nodes with 4 GPUs
+ * taken each cost the cluster the same for a 4-GPU pod, and the one in the fuller leaf
+ * (leaf-1: 4 of 16 GPUs taken, leaf-2: 4 of 24) ranks first, so leaf-2 keeps its room
+ * whole for a gang.  A cluster whose nodes have no domain ranks them alike. */
+static void
+prioritize_fills_the_fuller_leaf_when_losses_tie(void **state)
+{
+        static const char *const names[5] = { "a-half", "a-empty", "b-half", "b-empty",
+                                               "b-empty2" };
+        char *topo = annotation_of("dgx-h100-12nic-talos.txt");
+        struct ext_request req = { .uid = "four", .count = 4, .n_containers = 1 };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (int leaves = 1; leaves >= 0; leaves--) {
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                struct ext_ledger *l = ext_ledger_new(&cfg);
+                const struct ext_node *two[2];
+                struct ext_verdict v[2];
+                struct ext_cluster *c = NULL;
+
+                for (size_t i = 0; i < 5; i++) {
+                        struct topo_mask used = { 0 };
+                        char uid[32];
+
+                        assert_int_equal(ext_cluster_builder_add_node(b, names[i], topo,
+                                                                      strlen(topo), 8, NULL), 0);
+                        if (leaves)
+                                assert_int_equal(ext_cluster_builder_node_label(
+                                                         b, "network.topology.nvidia.com/leaf",
+                                                         i < 2 ? "leaf-1" : "leaf-2"), 0);
+                        if (i != 0 && i != 2)
+                                continue;
+                        for (unsigned g = 0; g < 4; g++)
+                                topo_mask_set(&used, g);
+                        snprintf(uid, sizeof(uid), "holder-%zu", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, names[i],
+                                                                     &used), 0);
+                }
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+                assert_non_null(c->place);
+                two[0] = ext_cluster_find_node(c, "a-half");
+                two[1] = ext_cluster_find_node(c, "b-half");
+                assert_int_equal(ext_prioritize(c, l, &cfg, &req, two, 2, 1, v), 2);
+                if (leaves)
+                        assert_true(v[0].priority > v[1].priority);
+                else
+                        assert_int_equal(v[0].priority, v[1].priority);
+                ext_ledger_free(l);
+                ext_cluster_unref(c);
+        }
+        free(topo);
+}
+
 /* The builder takes nodes in any order (live mode's come sorted, and are only checked):
  * the view is sorted by name either way, and a repeated name is refused either way. */
 static void
@@ -2779,6 +2833,7 @@ main(void)
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
+                cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),

@@ -333,6 +333,19 @@ rank_fills_the_fuller_domain_when_losses_tie(void **state)
         assert_true(fabs(place_view_domain_free(v, 0) - 12.0 / 16) < 1e-12);
         assert_true(fabs(place_view_domain_free(v, 2) - 20.0 / 24) < 1e-12);
         assert_true(place_view_domain_free(v, 9) == 0);
+        assert_true(place_view_has_domains(v));
+        {
+                /* The same nodes without their leaves: no domains, every share 0. */
+                CLEANUP(place_view_unrefp) struct place_view *flat = NULL;
+                struct place_node bare[5];
+
+                for (size_t i = 0; i < 5; i++)
+                        bare[i] = (struct place_node){ .cls = nodes[i].cls, .free = nodes[i].free };
+                assert_int_equal(place_view_new(&cfg, bare, 5, NULL, 0, NULL, NULL, &flat), 0);
+                assert_false(place_view_has_domains(flat));
+                for (size_t i = 0; i < 5; i++)
+                        assert_true(place_view_domain_free(flat, i) == 0);
+        }
         for (size_t k = 0; k < 3; k++) {
                 size_t i = at[k];
                 struct score_choice ch;
