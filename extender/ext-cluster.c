@@ -818,7 +818,8 @@ extra_node(struct ext_node *n, const struct ext_config *cfg, const struct ext_ar
 
         if (r < 0)
                 return r;
-        return ext_node_init(n, cfg, ext_args_name(a, i, name), topo, len, a->nodes[i].gpu_capacity, NULL);
+        return ext_node_init(n, cfg, ext_args_name(a, i, name), topo, len,
+                             a->nodes[i].gpu_capacity, NULL);
 }
 
 /* The n bytes at a and b are the same.  Names of one cluster often differ only at their
@@ -861,7 +862,8 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                 else
                         ret->nodes[i] = ext_cluster_find_node_n(c, a->names[i], len);
                 if (ret->nodes[i])
-                        next = ret->nodes[i] + 1 < c->nodes + c->n_nodes ? ret->nodes[i] + 1 : c->nodes;
+                        next = ret->nodes[i] + 1 < c->nodes + c->n_nodes ? ret->nodes[i] + 1
+                                                                          : c->nodes;
                 if (ret->nodes[i] || a->node_names)
                         continue;
                 /* Allocated at the first such node: usually never, the view has them all. */

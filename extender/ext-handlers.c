@@ -108,7 +108,8 @@ log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verd
                          "fit=%d best_node=%s gpus=%s busbw_gbps=%.1f score=%d",
                          ext_verb_to_string(verb), a->req.namespace, a->req.name, a->req.uid,
                          a->req.count, ext_placement_to_string(a->req.placement), a->n, fits,
-                         LOG_V(ext_args_name(a, (size_t)best, name)), gpus, v[best].choice.busbw_gbps, v[best].priority);
+                         LOG_V(ext_args_name(a, (size_t)best, name)), gpus,
+                         v[best].choice.busbw_gbps, v[best].priority);
         } else
                 log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
                          "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a->req.namespace,

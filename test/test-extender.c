@@ -581,7 +581,8 @@ codec_answers_are_json_whatever_the_node_names(void **state)
         static const char json[] =
                 "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},"
                 "\"NodeNames\":[\"ok\",\"bad\xff\",\"q\\\"\\n\",\"long-name-h\xff\"]}";
-        struct ext_verdict v[4] = { { .r = 0 }, { .r = 0 }, { .r = -ENOSPC, .why = "x" }, { .r = 0 } };
+        struct ext_verdict v[4] = { { .r = 0 }, { .r = 0 }, { .r = -ENOSPC, .why = "x" },
+                                    { .r = 0 } };
         struct ext_config cfg;
         struct ext_args a;
         struct buf out;
@@ -614,7 +615,8 @@ filter_answer_copies_runs_of_names_as_the_body_has_them(void **state)
                 "[\"a-1\",\"b-2\",\"c\\u002d3\",\"d-4\",\"e\xc3\xa9\",\"f\xff\",\"g-7\","
                 "\"long-name-h\xff\",\"i-9-long-name\"]}",
                 "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},\"NodeNames\":"
-                "[ \"a-1\" ,\n\t\"b-2\",\"c\\u002d3\" , \"d-4\",\"e\xc3\xa9\",\"f\xff\",\r\n \"g-7\" ,"
+                "[ \"a-1\" ,\n\t\"b-2\",\"c\\u002d3\" , \"d-4\",\"e\xc3\xa9\",\"f\xff\","
+                "\r\n \"g-7\" ,"
                 "\"long-name-h\xff\" , \"i-9-long-name\"]}",
         };
         struct ext_config cfg;
@@ -1285,7 +1287,8 @@ node_lookup_finds_names_in_any_order(void **state)
                                                             (int)nodes[idx[i]]->name_len - 1,
                                                             nodes[idx[i]]->name), 0);
                         if (order == 5 && i % 13 == 0)
-                                assert_int_equal(buf_printf(&body, ",\"%s\"", nodes[idx[i]]->name), 0);
+                                assert_int_equal(buf_printf(&body, ",\"%s\"",
+                                                            nodes[idx[i]]->name), 0);
                 }
                 assert_int_equal(buf_puts(&body, "]}"), 0);
                 assert_int_equal(ext_args_decode(body.data, body.len, &cfg, &a, NULL), 0);
