@@ -34,6 +34,10 @@ struct ext_cluster_builder {
         const struct ext_cluster *base;
         size_t n_group_sizes, alloc_group_sizes;
         struct ext_group_size *group_sizes;
+        /* Group ids of grouped pods, one per ext_cluster_builder_pod_group() call, in call
+         * order; a pod's group is 1 + its index here until finish sorts them. */
+        size_t n_gids, alloc_gids;
+        char (*gids)[PLACE_NAME_MAX];
 };
 
 static int
@@ -73,6 +77,7 @@ cluster_free(struct ext_cluster *c)
         free(c->classes);
         free(c->index);
         free(c->group_sizes);
+        free(c->pod_groups);
         place_view_unref(c->place);
         free(c);
 }
@@ -229,6 +234,7 @@ ext_cluster_builder_free(struct ext_cluster_builder *b)
         free(b->pod_node);
         free(b->classes);
         free(b->group_sizes);
+        free(b->gids);
         free(b);
         return NULL;
 }
@@ -503,6 +509,101 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
         return 0;
 }
 
+bool
+ext__id_in_namespace(const char *id, const char *ns)
+{
+        const char *p = strchr(id, '/');
+        size_t n = ns ? strlen(ns) : 0;
+
+        return p && n > 0 && strncmp(p + 1, ns, n) == 0 && p[1 + n] == '/';
+}
+
+int
+ext_cluster_builder_pod_group(struct ext_cluster_builder *b, const char *ns, const char *json,
+                              size_t len)
+{
+        struct ext_group_record rec;
+        int r;
+
+        if (b->n_pods == 0)
+                return -ENOENT;
+        if (!json || ext_group_record_decode(json, len, &rec, NULL) < 0 ||
+            !ext__id_in_namespace(rec.group.id, ns))
+                return -EINVAL;
+        r = grow((void **)&b->gids, &b->alloc_gids, b->n_gids + 1, sizeof(*b->gids));
+        if (r < 0)
+                return r;
+        str_copy(b->gids[b->n_gids], sizeof(b->gids[0]), rec.group.id, strlen(rec.group.id));
+        b->pods[b->n_pods - 1].group = (uint32_t)++b->n_gids;
+        return 0;
+}
+
+const char *
+ext_cluster_pod_group(const struct ext_cluster *c, const struct ext_pod *p)
+{
+        return c && p && p->group > 0 && p->group <= c->n_pod_groups ? c->pod_groups[p->group - 1]
+                                                                      : NULL;
+}
+
+/* Where id sorts in the n sorted ids: its index when present (*ret_found), else where it
+ * would go. */
+static size_t
+gid_find(char (*ids)[PLACE_NAME_MAX], size_t n, const char *id, bool *ret_found)
+{
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int x = strcmp(ids[mid], id);
+
+                if (x == 0) {
+                        *ret_found = true;
+                        return mid;
+                }
+                if (x < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = false;
+        return lo;
+}
+
+static int
+gid_cmp(const void *a, const void *b)
+{
+        return strcmp(*(const char (*)[PLACE_NAME_MAX])a, *(const char (*)[PLACE_NAME_MAX])b);
+}
+
+/* The builder's group ids into c->pod_groups (sorted, unique), and each pod's group index
+ * from the builder's numbering to the table's.  0 or -ENOMEM. */
+static int
+pod_groups_finish(struct ext_cluster_builder *b, struct ext_cluster *c)
+{
+        size_t n = 0;
+
+        if (b->n_gids == 0)
+                return 0;
+        c->pod_groups = malloc(b->n_gids * sizeof(*c->pod_groups));
+        if (!c->pod_groups)
+                return -ENOMEM;
+        memcpy(c->pod_groups, b->gids, b->n_gids * sizeof(*b->gids));
+        qsort(c->pod_groups, b->n_gids, sizeof(*c->pod_groups), gid_cmp);
+        for (size_t i = 0; i < b->n_gids; i++)
+                if (n == 0 || strcmp(c->pod_groups[n - 1], c->pod_groups[i]) != 0)
+                        memmove(c->pod_groups[n++], c->pod_groups[i], sizeof(c->pod_groups[0]));
+        c->n_pod_groups = n;
+        for (size_t i = 0; i < b->n_pods; i++) {
+                bool found;
+
+                if (b->pods[i].group > 0)
+                        b->pods[i].group = 1 + (uint32_t)gid_find(c->pod_groups, n,
+                                                                  b->gids[b->pods[i].group - 1],
+                                                                  &found);
+        }
+        return 0;
+}
+
 /* The cluster term's view of c (placement/): per node its class, free GPUs (healthy, not
  * on live pods) and domain, and the live pods' sizes for the learnt weights.  base (may be
  * NULL) lends the capacities of nodes that did not change.  Left NULL when the term is off
@@ -676,6 +777,10 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 return -ENOMEM;
         }
 
+        if (pod_groups_finish(b, c) < 0) {
+                cluster_free(c);
+                return -ENOMEM;
+        }
         /* Resolve node names before sorting pods (pod_node is indexed like pods). */
         for (size_t i = 0; i < b->n_pods; i++) {
                 const struct ext_node *n =
@@ -726,14 +831,16 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
 int
 ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, const char *uid,
                      const char *namespace, const char *name, const char *node,
-                     const struct topo_mask *gpus, struct ext_cluster **ret)
+                     const struct topo_mask *gpus, const char *group_record,
+                     struct ext_cluster **ret)
 {
         struct ext_cluster *next;
         const struct ext_node *n;
         struct ext_pod pod = { .node = -1 };
-        size_t at, lo = 0, hi;
+        struct ext_group_record rec;
+        bool grouped = false, known = false;
+        size_t at, lo = 0, hi, gat = 0;
 
-        (void)namespace;
         (void)name;
         if (ext_cluster_find_pod(c, uid))
                 return -EEXIST;
@@ -794,6 +901,47 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
         topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
+        /* The PodGroups and the bound pods' groups, the new pod's included. */
+        if (c->n_group_sizes > 0) {
+                next->group_sizes = malloc(c->n_group_sizes * sizeof(*next->group_sizes));
+                if (!next->group_sizes) {
+                        cluster_free(next);
+                        return -ENOMEM;
+                }
+                memcpy(next->group_sizes, c->group_sizes,
+                       c->n_group_sizes * sizeof(*next->group_sizes));
+                next->n_group_sizes = c->n_group_sizes;
+        }
+        grouped = group_record &&
+                  ext_group_record_decode(group_record, strlen(group_record), &rec, NULL) == 0 &&
+                  ext__id_in_namespace(rec.group.id, namespace);
+        if (grouped)
+                gat = gid_find(c->pod_groups, c->n_pod_groups, rec.group.id, &known);
+        if (c->n_pod_groups > 0 || grouped) {
+                size_t ng = c->n_pod_groups + (grouped && !known);
+
+                next->pod_groups = malloc(ng * sizeof(*next->pod_groups));
+                if (!next->pod_groups) {
+                        cluster_free(next);
+                        return -ENOMEM;
+                }
+                if (grouped && !known) {
+                        /* A new id sorts in at gat: later indices move up by one. */
+                        memcpy(next->pod_groups, c->pod_groups, gat * sizeof(*c->pod_groups));
+                        str_copy(next->pod_groups[gat], sizeof(next->pod_groups[0]),
+                                 rec.group.id, strlen(rec.group.id));
+                        memcpy(next->pod_groups + gat + 1, c->pod_groups + gat,
+                               (c->n_pod_groups - gat) * sizeof(*c->pod_groups));
+                        for (size_t i = 0; i < next->n_pods; i++)
+                                if (next->pods[i].group > gat)
+                                        next->pods[i].group++;
+                } else if (c->n_pod_groups > 0) {
+                        memcpy(next->pod_groups, c->pod_groups,
+                               c->n_pod_groups * sizeof(*c->pod_groups));
+                }
+                next->n_pod_groups = ng;
+                next->pods[at].group = grouped ? (uint32_t)gat + 1 : 0;
+        }
         place_build(next, cfg, c); /* only the pod's node is computed again */
         *ret = next;
         return 0;

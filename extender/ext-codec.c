@@ -1220,9 +1220,10 @@ add_node_labels(struct ext_cluster_builder *b, const struct ext_config *cfg, con
 static int
 add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_why)
 {
-        const cJSON *meta = get(pod, "metadata"), *phase, *gpus_a, *node;
+        const cJSON *meta = get(pod, "metadata"), *phase, *gpus_a, *node, *rec;
         char uid[EXT_UID_MAX], ns[EXT_NAME_MAX], name[EXT_NAME_MAX];
         struct topo_mask gpus = { 0 };
+        int r;
 
         if (copy_string(get(meta, "uid"), uid, sizeof(uid), true) < 0 ||
             copy_string(get(meta, "namespace"), ns, sizeof(ns), false) < 0 ||
@@ -1243,8 +1244,19 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
         if (cJSON_IsString(gpus_a))
                 (void)ext_gpus_annotation_decode(gpus_a->valuestring, strlen(gpus_a->valuestring),
                                                  TOPO_MAX_GPUS, &gpus, NULL);
-        return ext_cluster_builder_add_pod(b, uid, ns, name,
-                                           cJSON_IsString(node) ? node->valuestring : NULL, &gpus);
+        r = ext_cluster_builder_add_pod(b, uid, ns, name,
+                                        cJSON_IsString(node) ? node->valuestring : NULL, &gpus);
+        /* Its gang, for preempt: the group record topofit bound it with (a bad one: none). */
+        rec = get(get(meta, "annotations"), EXT_GROUP_RECORD_ANNOTATION);
+        if (r >= 0 && cJSON_IsString(rec)) {
+                bool repeated = tl_repeated; /* the record's own decode resets it */
+
+                if (ext_cluster_builder_pod_group(b, ns, rec->valuestring,
+                                                  strlen(rec->valuestring)) == -ENOMEM)
+                        r = -ENOMEM;
+                tl_repeated = repeated;
+        }
+        return r;
 }
 
 int

@@ -183,6 +183,7 @@ struct ext_node {
 struct ext_pod {
         char uid[EXT_UID_MAX];
         int node;             /* index into the snapshot's nodes, -1 when not bound here */
+        uint32_t group;       /* its gang: 1 + index into the snapshot's pod_groups, 0 none */
         struct topo_mask gpus; /* from topofit.io/gpus; empty when none */
 };
 
@@ -206,6 +207,11 @@ struct ext_cluster {
          * request's group id: "podgroup/<ns>/<name>"); none in static mode. */
         size_t n_group_sizes;
         struct ext_group_size *group_sizes;
+        /* The groups (gangs) bound pods belong to, as their group records
+         * (EXT_GROUP_RECORD_ANNOTATION) name them: sorted, unique; ext_pod.group indexes it.
+         * Preempt reads it so that no victim set splits a bound gang. */
+        size_t n_pod_groups;
+        char (*pod_groups)[PLACE_NAME_MAX];
 };
 
 /* A PodGroup's gang size (minCount) and topology constraint, keyed like
@@ -269,6 +275,12 @@ int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name
  * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
 int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
                                    const char *value);
+/* The pod added last belongs to the group its group record (EXT_GROUP_RECORD_ANNOTATION,
+ * json/len) names, when the record decodes and names a group of namespace ns.  Returns 0,
+ * -ENOENT (no pod added yet), -EINVAL (a record that does not decode, or of another
+ * namespace: the pod stays without a group), -ENOMEM. */
+int ext_cluster_builder_pod_group(struct ext_cluster_builder *b, const char *ns,
+                                  const char *json, size_t len);
 /* Marks the node added last closed to new groups (ext_node.closed): cordoned, or not
  * Ready.  Returns 0 or -ENOENT (no node added yet). */
 int ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed);
@@ -297,12 +309,15 @@ int ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *
 int ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen,
                                struct ext_cluster **ret);
 
-/* A copy of c with one more pod (static mode's bind), generation + 1.  -EEXIST when the
- * uid is already there, -ENOENT when node is not in c. */
+/* A copy of c with one more pod (static mode's bind), generation + 1; group_record (may
+ * be NULL) is the pod's group record, read as ext_cluster_builder_pod_group does.  -EEXIST
+ * when the uid is already there, -ENOENT when node is not in c, -ENOMEM. */
 int ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg,
                          const char *uid, const char *namespace, const char *name,
                          const char *node, const struct topo_mask *gpus,
-                         struct ext_cluster **ret);
+                         const char *group_record, struct ext_cluster **ret);
+/* The id of the group pod p (of c) belongs to, NULL when none. */
+const char *ext_cluster_pod_group(const struct ext_cluster *c, const struct ext_pod *p);
 
 /* A node built from a Node object the scheduler sent that is not in the cluster view (full
  * mode).  Caller releases it with ext_node_release().  Same arguments as add_node. */
@@ -432,8 +447,13 @@ int ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
 /* Preempt, for one candidate node: whether evicting (some of) the n victims (pod UIDs)
  * frees a set that satisfies req.  On 0 sets needed[i] for the victims to keep in the
  * answer: victims holding GPUs of the chosen set, and victims holding no recorded GPUs
- * (the scheduler chose them for other resources).  Returns 0, -ENOSPC / -EAGAIN /
- * -ENOEXEC (drop the node), -ENOENT (node unknown). */
+ * (the scheduler chose them for other resources).  A bound gang (ext_pod.group) is never
+ * split: its members are all taken or none; when every bound member is a victim on this
+ * node, one needed member makes all of them needed; when not, none of its GPUs count as
+ * freed, and a set that still needs one of its members drops the node.  Victims bound on
+ * other nodes (kube-scheduler 1.37 lists a PodGroup evicted whole that way) drop the node.
+ * No victim is ever added: needed[] only picks among the scheduler's own victims.  Returns
+ * 0, -ENOSPC / -EAGAIN / -ENOEXEC (drop the node), -ENOENT (node unknown), -ENOMEM. */
 int ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
                 const struct ext_request *req, const struct ext_node *node,
                 const char *const *victims, size_t n, uint64_t now_ns, bool *needed,

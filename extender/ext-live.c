@@ -122,6 +122,11 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                                 unrecorded += p->gpu_request;
                         topo_mask_or(&held, &gpus);
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
+                        /* Its gang, for preempt (a bad record: no gang, as for restore). */
+                        rec = r >= 0 ? annotation(p, EXT_GROUP_RECORD_ANNOTATION) : NULL;
+                        if (rec && ext_cluster_builder_pod_group(b, p->ns, rec, strlen(rec)) ==
+                                           -ENOMEM)
+                                r = -ENOMEM;
                         if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                                 left_out++;
                                 r = 0;

@@ -1056,7 +1056,7 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
         assert_true(got.all_nvlink_ring);
         snprintf(ret_four_node, size, "%s", nodes[best]->name);
         assert_int_equal(ext_cluster_with_pod(c, &cfg, four.uid, "ns", "four", nodes[best]->name,
-                                              &got.set, &next), 0);
+                                              &got.set, NULL, &next), 0);
         ext_ledger_prune(l, next, 2);
         for (size_t i = 0; i < ELEMENTSOF(spec); i++)
                 nodes[i] = ext_cluster_find_node(next, spec[i].name);
@@ -2115,6 +2115,188 @@ preempt_keeps_only_the_victims_it_needs(void **state)
         ext_cluster_unref(c);
 }
 
+/* A group record (EXT_GROUP_RECORD_ANNOTATION) for group id, as bind writes it. */
+static char *
+record_of(const char *id, unsigned size, unsigned count)
+{
+        struct ext_group_record rec = { .group = { .size = size, .count = count },
+                                        .domain = { .level = PLACE_LEVEL_NODE, .name = "n1" } };
+        char *json = NULL;
+
+        snprintf(rec.group.id, sizeof(rec.group.id), "%s", id);
+        assert_int_equal(ext_group_record_encode(&rec, &json), 0);
+        return json;
+}
+
+/* Adds a bound pod of namespace ns on node with GPUs [lo, hi), in the group its record
+ * names (id NULL: none). */
+static void
+add_member(struct ext_cluster_builder *b, const char *uid, const char *ns, const char *node,
+           unsigned lo, unsigned hi, const char *id)
+{
+        struct topo_mask gpus = { 0 };
+
+        for (unsigned g = lo; g < hi; g++)
+                topo_mask_set(&gpus, g);
+        assert_int_equal(ext_cluster_builder_add_pod(b, uid, ns, uid, node, &gpus), 0);
+        if (id) {
+                char *rec = record_of(id, 2, hi - lo);
+
+                assert_int_equal(ext_cluster_builder_pod_group(b, ns, rec, strlen(rec)), 0);
+                free(rec);
+        }
+}
+
+/* Issue 11: preempt never returns a victim set that takes some but not all of a bound
+ * gang's members.  Two DGX H100 nodes and a third: gang g1 has both its members on n1,
+ * gang g2 one member on n1 and one on n2; n3's pod carries a record of g1 written in
+ * another namespace, which must not make it a member. */
+static void
+preempt_never_splits_a_bound_gang(void **state)
+{
+        static const struct {
+                const char *name;
+                const char *node;
+                unsigned count;
+                const char *victims[4];
+                size_t n;
+                int r;
+                bool needed[4];
+                const char *why; /* part of the reason when r != 0 */
+        } cases[] = {
+                { "the whole node would evict one member of a gang spread over two nodes", "n1",
+                  8, { "g2-a", "g1-a", "g1-b" }, 3, -ENOSPC, { false }, "split a bound pod group" },
+                { "four GPUs: the gang whose members are all victims here goes whole, the "
+                  "spread one stays", "n1", 4, { "g2-a", "g1-a", "g1-b" }, 3, 0,
+                  { false, true, true } },
+                { "two GPUs: one member needed takes its peer on the node too", "n1", 2,
+                  { "g1-a", "g1-b" }, 2, 0, { true, true } },
+                { "a member whose peer here is not a victim may not go", "n1", 2, { "g1-a" }, 1,
+                  -ENOSPC, { false }, "split a bound pod group" },
+                { "a lone pod beside a spread gang's member: only the lone pod", "n2", 4,
+                  { "solo", "g2-b" }, 2, 0, { true, false } },
+                { "a group evicted whole across nodes cannot be answered", "n1", 4,
+                  { "g2-a", "g2-b" }, 2, -EAGAIN, { false }, "pods on other nodes" },
+                { "a record of another namespace makes no member", "n3", 8, { "stray" }, 1, 0,
+                  { true } },
+        };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_non_null(b);
+        for (int i = 1; i <= 3; i++) {
+                char name[8];
+
+                snprintf(name, sizeof(name), "n%d", i);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, h100, strlen(h100), 8, NULL),
+                                 0);
+        }
+        add_member(b, "g2-a", "d", "n1", 0, 4, "topofit/d/g2");
+        add_member(b, "g1-a", "d", "n1", 4, 6, "topofit/d/g1");
+        add_member(b, "g1-b", "d", "n1", 6, 8, "topofit/d/g1");
+        add_member(b, "g2-b", "d", "n2", 0, 4, "topofit/d/g2");
+        add_member(b, "solo", "d", "n2", 4, 8, NULL);
+        add_member(b, "stray", "other", "n3", 0, 8, NULL);
+        {
+                char *rec = record_of("topofit/d/g1", 2, 8);
+
+                assert_int_equal(ext_cluster_builder_pod_group(b, "other", rec, strlen(rec)),
+                                 -EINVAL);
+                free(rec);
+        }
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_string_equal(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "g1-b")),
+                            "topofit/d/g1");
+        assert_null(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "stray")));
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req = { .uid = "pre", .count = cases[i].count,
+                                           .placement = EXT_PLACEMENT_BEST_EFFORT };
+                bool needed[4] = { false, false, false, false };
+                struct ext_verdict v = { 0 };
+                int r = ext_preempt(c, l, &cfg, &req, ext_cluster_find_node(c, cases[i].node),
+                                    cases[i].victims, cases[i].n, 0, needed, &v);
+
+                if (r != cases[i].r)
+                        fail_msg("%s: got %d, want %d (%s)", cases[i].name, r, cases[i].r,
+                                 v.why ? v.why : "");
+                if (r != 0 && !strstr(v.why, cases[i].why))
+                        fail_msg("%s: reason \"%s\"", cases[i].name, v.why);
+                for (size_t k = 0; r == 0 && k < cases[i].n; k++)
+                        if (needed[k] != cases[i].needed[k])
+                                fail_msg("%s: victim %s needed=%d", cases[i].name,
+                                         cases[i].victims[k], needed[k]);
+        }
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        free(h100);
+}
+
+/* The gangs of bound pods reach the view from a static cluster file's group records, and
+ * a static bind keeps them (and the PodGroups) while a new group id sorts in. */
+static void
+cluster_view_keeps_the_gangs_of_bound_pods(void **state)
+{
+        CLEANUP(freep) char *rec_m = record_of("topofit/d/m", 2, 1);
+        CLEANUP(freep) char *rec_a = record_of("topofit/d/a", 2, 1);
+        CLEANUP(freep) char *json = NULL;
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct topo_mask one = { 0 };
+        struct buf b;
+        const char *why = NULL;
+
+        buf_init(&b, 1 << 20);
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"List\",\"items\":["
+                                      "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"},"
+                                      "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"4\"}}},"
+                                      "{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"pg\","
+                                      "\"namespace\":\"d\"},\"spec\":{\"schedulingPolicy\":"
+                                      "{\"gang\":{\"minCount\":2}}}},"
+                                      "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"m0\","
+                                      "\"namespace\":\"d\",\"uid\":\"m0\",\"annotations\":"
+                                      "{\"topofit.io/group-domain\":"), 0);
+        assert_int_equal(buf_put_json_string(&b, rec_m), 0);
+        assert_int_equal(buf_puts(&b, "}},\"spec\":{\"nodeName\":\"n1\"}},"
+                                      "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\","
+                                      "\"namespace\":\"d\",\"uid\":\"x\",\"annotations\":"
+                                      "{\"topofit.io/group-domain\":\"{not a record\"}},"
+                                      "\"spec\":{\"nodeName\":\"n1\"}}]}"), 0);
+        ext_config_default(&cfg);
+        assert_int_equal(ext_cluster_decode(b.data, b.len, &cfg, NULL, 1, &c, &why),
+                         0);
+        assert_string_equal(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "m0")),
+                            "topofit/d/m");
+        assert_null(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "x")));
+        /* "topofit/d/a" sorts before "topofit/d/m": m0's index moves, its group does not. */
+        topo_mask_set(&one, 1);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "a0", "d", "a0", "n1", &one, rec_a, &next),
+                         0);
+        assert_int_equal(next->n_pod_groups, 2);
+        assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "a0")),
+                            "topofit/d/a");
+        assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "m0")),
+                            "topofit/d/m");
+        assert_int_equal(ext_cluster_group_size(next, "podgroup/d/pg"), 2);
+        ext_cluster_unref(c);
+        c = next;
+        /* Another namespace's record names no group. */
+        topo_mask_clear(&one);
+        topo_mask_set(&one, 2);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "o0", "other", "o0", "n1", &one, rec_m,
+                                              &next), 0);
+        assert_null(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "o0")));
+        assert_int_equal(next->n_pod_groups, 2);
+        ext_cluster_unref(c);
+        ext_cluster_unref(next);
+        buf_release(&b);
+}
+
 static void
 cluster_decode_skips_finished_pods_and_counts_used_gpus(void **state)
 {
@@ -2316,7 +2498,7 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
 
         /* a binds on view s0; the next view, s1, shows it and the ledger is pruned with it. */
         assert_int_equal(ext_bind(s0, l, &cfg, &a, "bare", t, &a_got, NULL), 0);
-        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, &s1), 0);
+        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, NULL, &s1), 0);
         ext_ledger_prune(l, s1, t + 1);
 
         /* Requests still on s0 must not get a's GPUs. */
@@ -2365,7 +2547,7 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         ext_config_default(&cfg);
         c = make_cluster(&cfg);
         topo_mask_set(&set, 5);
-        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, &next), 0);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, NULL, &next), 0);
         assert_int_equal(next->generation, c->generation + 1);
         assert_int_equal(next->n_pods, c->n_pods + 1);
         assert_true(topo_mask_test(&ext_cluster_find_node(next, "pcie")->used, 5));
@@ -2379,9 +2561,9 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         assert_false(topo_mask_test(&ext_cluster_find_node(c, "pcie")->used, 5));
         assert_ptr_equal(ext_cluster_find_node(next, "pcie")->cls,
                          ext_cluster_find_node(c, "pcie")->cls);
-        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, &c),
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, NULL, &c),
                          -EEXIST);
-        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, &c),
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, NULL, &c),
                          -ENOENT);
         ext_cluster_unref(next);
         ext_cluster_unref(c);
@@ -2395,7 +2577,7 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
                 assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
                 assert_int_equal(ext_cluster_builder_finish(b, 1, &empty), 0);
                 assert_int_equal(empty->n_pods, 0);
-                assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set,
+                assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set, NULL,
                                                       &next), 0);
                 assert_int_equal(next->n_pods, 1);
                 assert_non_null(ext_cluster_find_pod(next, "first"));
@@ -2621,6 +2803,8 @@ main(void)
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
+                cmocka_unit_test(preempt_never_splits_a_bound_gang),
+                cmocka_unit_test(cluster_view_keeps_the_gangs_of_bound_pods),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
                 cmocka_unit_test(placement_rows_reach_the_codec_and_the_docs),
