@@ -618,6 +618,100 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         return fits;
 }
 
+/* Sets of the group's shape on the view's nodes in domain d of level l (PLACE_LEVEL_NODE: d
+ * is the node). */
+static unsigned
+sets_in(const struct place_view *v, unsigned l, ssize_t d, const struct place_group_request *g)
+{
+        unsigned sets = 0;
+
+        for (size_t j = 0; j < place_view_n_nodes(v); j++) {
+                struct score_class *cls = place_view_node_class(v, j);
+
+                if (cls && place_view_node_domain(v, j, l) == d)
+                        sets += place_count_sets(cls, place_view_node_free(v, j), g->count,
+                                                 g->require);
+        }
+        return sets;
+}
+
+/* The domain of node i for a group that has no record when one of its pods binds there:
+ * in placement's order (the multi-node NVLink domain, the node itself, the network tiers
+ * innermost first), the first domain of the node that holds the whole group (its free sets
+ * counting the GPUs this pod takes: the view predates the bind), else the node's first
+ * domain (not whole).  With a topology constraint, only the node (when it holds the group)
+ * or the node's domain of the constraint's level.  0 and *ret, or -ENOENT (no domain). */
+static int
+adopted_domain(const struct place_view *v, size_t i, const struct place_group_request *g,
+               struct place_group_domain *ret)
+{
+        static const unsigned order[] = { 0, PLACE_LEVEL_NODE, 1, 2, 3 };
+        unsigned need = MAX(g->size, 1u);
+        ssize_t first_d = -1;
+        unsigned first_l = 0;
+        const char *name;
+
+        for (size_t k = 0; k < ELEMENTSOF(order); k++) {
+                unsigned l = order[k];
+                ssize_t d = place_view_node_domain(v, i, l);
+                bool whole;
+
+                if (d < 0 || (l == PLACE_LEVEL_NODE && !place_view_node_name(v, i)))
+                        continue;
+                if (g->has_within && l != g->within && l != PLACE_LEVEL_NODE)
+                        continue;
+                if (l == PLACE_LEVEL_NODE && g->size <= 1 &&
+                    !(g->has_within && g->within == PLACE_LEVEL_NODE))
+                        continue;
+                whole = g->size > 0 && sets_in(v, l, d, g) >= need;
+                if (!whole) {
+                        if (first_d < 0 && l != PLACE_LEVEL_NODE) {
+                                first_d = d;
+                                first_l = l;
+                        }
+                        /* One node is taken not whole only when the constraint says so. */
+                        if (!(l == PLACE_LEVEL_NODE && g->has_within && g->within == l))
+                                continue;
+                }
+                *ret = (struct place_group_domain){ .level = l, .whole = whole };
+                name = l == PLACE_LEVEL_NODE ? place_view_node_name(v, i)
+                                             : place_view_domain(v, l, (size_t)d)->name;
+                str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+                return 0;
+        }
+        if (first_d < 0)
+                return -ENOENT;
+        *ret = (struct place_group_domain){ .level = first_l };
+        name = place_view_domain(v, first_l, (size_t)first_d)->name;
+        str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+        return 0;
+}
+
+/* A grouped pod bound while its group has no record: the group table lives in memory, so a
+ * restarted extender binds gang members that its predecessor's filter kept to a domain (a
+ * PodGroup cycle's binds follow its filters; a topofit.io/group gang's pods bind one by
+ * one).  The group adopts the domain of the node the pod binds to (adopted_domain), with
+ * the pod counted bound, so the binding carries the record, the rest of the gang follows
+ * it rather than choosing afresh (which could split the gang: the domain now holds one pod
+ * less than the whole group), and others are held out of its room. */
+static void
+adopt_group(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+            const struct ext_node *n, uint64_t now_ns)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct place_groups *g = ext__ledger_groups(l);
+        struct place_group_domain d;
+        const char *uid = req->uid;
+
+        if (!grp->id[0] || grp->mode == PLACE_DOMAIN_OFF || grp->count == 0 || !c || !c->place ||
+            n < c->nodes || n >= c->nodes + c->n_nodes ||
+            place_group_get(g, grp->id, now_ns, NULL, NULL) != 0 ||
+            adopted_domain(c->place, (size_t)(n - c->nodes), grp, &d) < 0)
+                return;
+        (void)place_group_restore(g, grp, &d, &uid, 1, now_ns);
+}
+
 int
 ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
          const struct ext_request *req, const char *node, uint64_t now_ns,
@@ -673,8 +767,9 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
         if (req->group.id[0]) {
                 struct place_group_request sized;
 
-                (void)place_group_bound(ext__ledger_groups(l), group_of(c, req, &sized), req->uid,
-                                        now_ns);
+                if (place_group_bound(ext__ledger_groups(l), group_of(c, req, &sized), req->uid,
+                                      now_ns) == -ENOENT)
+                        adopt_group(c, l, req, n, now_ns);
         }
         *ret = v.choice;
         return 0;

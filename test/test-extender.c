@@ -1795,6 +1795,84 @@ gang_domain_and_hold_survive_a_restart(void **state)
         }
 }
 
+/* Issue 11: a gang none of whose pods is bound when the extender restarts.  Its record and
+ * hold lived in memory only, and no durable state names them (no GPU is bound; the pods'
+ * nominatedNodeName is the scheduler's preemption note, a PodGroup's status says nothing of
+ * nodes), so they are not rebuilt: the first of its pods to reach the restarted extender's
+ * filter chooses afresh from the view (here nvl-a again, the only domain that holds four),
+ * and the hold comes back with the choice; until then a lone pod may take the room.  A pod
+ * whose filter the old extender answered and whose bind the new one gets (a PodGroup
+ * cycle's binds follow its filters) makes its group adopt its node's domain, so the binding
+ * carries the record and the rest of the gang follows it. */
+static void
+gang_without_a_bound_member_chooses_afresh_after_a_restart(void **state)
+{
+        struct ext_request m[2], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        struct ext_config cfg;
+        struct ext_cluster *c, *c2 = NULL;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct score_choice got;
+        struct ext_group_record rec;
+        char *json = NULL;
+
+        for (int i = 0; i < 2; i++)
+                m[i] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                             .group = { .id = "topofit/ns/g4", .size = 4,
+                                                        .count = 4,
+                                                        .mode = PLACE_DOMAIN_REQUIRED } };
+        snprintf(m[0].uid, sizeof(m[0].uid), "g4-0");
+        snprintf(m[1].uid, sizeof(m[1].uid), "g4-1");
+        ext_config_default(&cfg);
+        c = tray_domains(&cfg); /* a0..a3, b0, b1 free; b2, b3 busy */
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+
+        /* Before the restart: g4-0's filter gives the group nvl-a, held from the lone pod. */
+        l = ext_ledger_new(&cfg);
+        assert_int_equal(ext_filter(c, l, &cfg, &m[0], nodes, 8, 1, v), 4);
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 2, v), 2);
+        ext_ledger_free(l);
+
+        /* Restarted, no member bound: nothing held until a member comes back, then the
+         * same choice and the hold again. */
+        l = ext_ledger_new(&cfg);
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 3, v), 6);
+        assert_int_equal(ext_filter(c, l, &cfg, &m[1], nodes, 8, 4, v), 4);
+        for (unsigned i = 0; i < 8; i++)
+                if (v[i].r == 0)
+                        assert_memory_equal(nodes[i]->name, "tray-a", 6);
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 5, v), 2);
+        ext_ledger_free(l);
+
+        /* Restarted between g4-0's filter and its bind on tray-a0: the group adopts nvl-a. */
+        l = ext_ledger_new(&cfg);
+        assert_int_equal(ext_bind(c, l, &cfg, &m[0], "tray-a0", 6, &got, NULL), 0);
+        assert_int_equal(ext_group_record_for(c, l, &m[0], 6, &json), 0);
+        assert_non_null(json);
+        assert_int_equal(ext_group_record_decode(json, strlen(json), &rec, NULL), 0);
+        assert_int_equal(rec.domain.level, 0);
+        assert_string_equal(rec.domain.name, "cluster-uuid.1");
+        assert_true(rec.domain.whole);
+        assert_int_equal(rec.group.size, 4);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "g4-0", "ns", "g4-0", "tray-a0", &got.set,
+                                              json, &c2), 0);
+        free(json);
+        ext_ledger_prune(l, c2, 7);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c2->nodes[i];
+        /* nvl-a's three free trays are the three pods left: held from the lone pod. */
+        assert_int_equal(ext_filter(c2, l, &cfg, &lone, nodes, 8, 8, v), 2);
+        assert_int_equal(ext_filter(c2, l, &cfg, &m[1], nodes, 8, 9, v), 3);
+        for (unsigned i = 0; i < 8; i++)
+                if (v[i].r == 0)
+                        assert_memory_equal(nodes[i]->name, "tray-a", 6);
+        ext_ledger_free(l);
+        ext_cluster_unref(c2);
+        ext_cluster_unref(c);
+}
+
 /* A gang member preempts only inside its group's domain (domain-required): the pair of
  * tray_domains is given nvl-b by its first pod's prioritize; its second pod's preemption of
  * busy-7 on tray-b3 stands, of a pod on nvl-a's tray-a0 is dropped.  Before any record (a
@@ -2804,6 +2882,7 @@ main(void)
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(preempt_never_splits_a_bound_gang),
+                cmocka_unit_test(gang_without_a_bound_member_chooses_afresh_after_a_restart),
                 cmocka_unit_test(cluster_view_keeps_the_gangs_of_bound_pods),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
