@@ -38,6 +38,10 @@ struct ext_cluster_builder {
          * order; a pod's group is 1 + its index here until finish sorts them. */
         size_t n_gids, alloc_gids;
         char (*gids)[PLACE_NAME_MAX];
+        /* Group keys (ext_cluster.group_keys): the base's at their indices ("" a free
+         * slot), and whether a PodGroup of this build named each; finish keeps those. */
+        char keys[PLACE_MAX_KEYS][EXT_LABEL_KEY_MAX];
+        bool key_named[PLACE_MAX_KEYS];
 };
 
 static int
@@ -217,6 +221,8 @@ ext_cluster_builder_new(const struct ext_config *cfg, const struct ext_cluster *
                 return NULL;
         b->cfg = cfg;
         b->base = base;
+        if (base)
+                memcpy(b->keys, base->group_keys, sizeof(b->keys));
         return b;
 }
 
@@ -353,6 +359,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 n->used = (struct topo_mask){ 0 };
                 /* Labels come again after the node: they may have changed. */
                 memset(n->label_domain, 0, sizeof(n->label_domain));
+                memset(n->key_value, 0, sizeof(n->key_value));
                 n->closed = false; /* and so may its state */
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
@@ -434,6 +441,16 @@ ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
         return 0;
 }
 
+/* The index of group key key among keys, -1 when none. */
+static int
+key_index(char (*keys)[EXT_LABEL_KEY_MAX], const char *key)
+{
+        for (int k = 0; k < PLACE_MAX_KEYS; k++)
+                if (keys[k][0] && strcmp(keys[k], key) == 0)
+                        return k;
+        return -1;
+}
+
 int
 ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, const char *value)
 {
@@ -444,6 +461,12 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
         if (b->n_nodes == 0)
                 return -ENOENT;
         n = &b->nodes[b->n_nodes - 1];
+        {
+                int g = key_index(b->keys, key);
+
+                if (g >= 0 && strlen(value) < EXT_LABEL_VALUE_MAX)
+                        str_copy(n->key_value[g], sizeof(n->key_value[g]), value, strlen(value));
+        }
         for (unsigned k = 0; k < b->cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
                 unsigned l = b->cfg->domain_labels[k].level;
 
@@ -457,6 +480,52 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
                 return 0;
         }
         return 0;
+}
+
+int
+ext_cluster_builder_group_key(struct ext_cluster_builder *b, const char *key)
+{
+        unsigned level;
+        int k;
+
+        if (!key || !key[0] || strlen(key) >= EXT_LABEL_KEY_MAX)
+                return -EINVAL;
+        if (ext_config_key_level(b->cfg, key, &level) == 0)
+                return 0; /* one node, or a domain label's level */
+        k = key_index(b->keys, key);
+        for (int f = 0; k < 0 && f < PLACE_MAX_KEYS; f++)
+                if (!b->keys[f][0]) {
+                        str_copy(b->keys[f], sizeof(b->keys[f]), key, strlen(key));
+                        k = f;
+                }
+        if (k < 0)
+                return -E2BIG;
+        b->key_named[k] = true;
+        return 0;
+}
+
+const char *
+ext_cluster_builder_key(const struct ext_cluster_builder *b, unsigned k)
+{
+        return k < PLACE_MAX_KEYS && b->keys[k][0] ? b->keys[k] : NULL;
+}
+
+void
+ext_key_domain_name(char name[PLACE_NAME_MAX], const char *key, const char *value)
+{
+        uint64_t h = 14695981039346656037ull;
+        size_t kl = strlen(key), vl = strlen(value);
+
+        if (kl + 1 + vl < PLACE_NAME_MAX) {
+                memcpy(name, key, kl);
+                name[kl] = '=';
+                memcpy(name + kl + 1, value, vl + 1);
+                return;
+        }
+        vl = MIN(vl, (size_t)PLACE_NAME_MAX - 19); /* a label value is 63 bytes at most */
+        for (const char *p = key; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        snprintf(name, PLACE_NAME_MAX, "#%016llx=%.*s", (unsigned long long)h, (int)vl, value);
 }
 
 int
@@ -613,14 +682,20 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
 {
         CLEANUP(freep) struct place_node *in = NULL;
         CLEANUP(freep) ssize_t *base_index = NULL;
+        CLEANUP(freep) char (*key_names)[PLACE_MAX_KEYS][PLACE_NAME_MAX] = NULL;
         unsigned hist[TOPO_MAX_GPUS + 1] = { 0 };
+        bool any_key = false;
 
         c->place = NULL;
         if (!cfg || cfg->place.cluster_share <= 0)
                 return;
+        for (unsigned k = 0; k < PLACE_MAX_KEYS; k++)
+                any_key = any_key || c->group_keys[k][0];
         in = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*in));
         base_index = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*base_index));
-        if (!in || !base_index)
+        if (any_key)
+                key_names = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*key_names));
+        if (!in || !base_index || (any_key && !key_names))
                 return;
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const struct ext_node *n = &c->nodes[i];
@@ -635,6 +710,12 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
                         in[i].domain[l] = n->label_domain[l];
                 if (n->domain[0])
                         in[i].domain[0] = n->domain; /* the annotation beats labels */
+                for (unsigned k = 0; any_key && k < PLACE_MAX_KEYS; k++)
+                        if (c->group_keys[k][0] && n->key_value[k][0]) {
+                                ext_key_domain_name(key_names[i][k], c->group_keys[k],
+                                                    n->key_value[k]);
+                                in[i].key_domain[k] = key_names[i][k];
+                        }
                 base_index[i] = old ? old - base->nodes : -1;
         }
         for (size_t i = 0; i < c->n_pods; i++)
@@ -704,6 +785,11 @@ ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
         if (min_count > PLACE_MAX_GROUP_PODS)
                 min_count = 0; /* as a foreign size that does not parse: unknown */
         within = ext_config_key_level(b->cfg, topology_key, &level) == 0;
+        if (!within && topology_key && topology_key[0] &&
+            ext_cluster_builder_group_key(b, topology_key) == 0) {
+                level = PLACE_LEVEL_KEY(key_index(b->keys, topology_key));
+                within = true;
+        }
         if (min_count == 0 && !within)
                 return 0;
         if (b->n_group_sizes >= EXT_MAX_GROUP_SIZES)
@@ -813,6 +899,10 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         for (size_t i = 0; i < b->n_classes; i++)
                 c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
         b->n_classes = 0;
+        /* The group keys a PodGroup named in this build; the others' slots come free. */
+        for (unsigned k = 0; k < PLACE_MAX_KEYS; k++)
+                if (b->key_named[k])
+                        memcpy(c->group_keys[k], b->keys[k], sizeof(c->group_keys[k]));
         place_build(c, b->cfg, b->base);
 
         if (b->n_group_sizes > 0)
@@ -901,6 +991,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
         topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
+        memcpy(next->group_keys, c->group_keys, sizeof(next->group_keys));
         /* The PodGroups and the bound pods' groups, the new pod's included. */
         if (c->n_group_sizes > 0) {
                 next->group_sizes = malloc(c->n_group_sizes * sizeof(*next->group_sizes));

@@ -79,6 +79,11 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
 
         if (!b)
                 return -ENOMEM;
+        /* PodGroups' topology keys first: the nodes' values of them are kept as they come. */
+        for (size_t i = 0; i < ks->n_podgroups; i++)
+                if (ks->podgroups[i]->topology_key && ks->podgroups[i]->topology_key[0] &&
+                    ext_cluster_builder_group_key(b, ks->podgroups[i]->topology_key) == -E2BIG)
+                        left_out++;
         for (size_t i = 0; r >= 0 && i < ks->n_nodes; i++) {
                 const struct kube_node *n = ks->nodes[i];
                 int64_t gpus = n->gpu_allocatable > 0 ? n->gpu_allocatable : 0;
@@ -89,7 +94,8 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                  * off it unless they tolerate the taint, so a gang could not start there). */
                 if (r >= 0)
                         (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
-                /* The cache keeps only the domain label keys (ext_live_start asks for them). */
+                /* The cache keeps every label (ext_live_start asks it to): the domain labels
+                 * and the PodGroups' keys are kept, the rest ignored. */
                 for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++)
                         (void)ext_cluster_builder_node_label(b, n->labels[k].key,
                                                              n->labels[k].value);
@@ -418,6 +424,8 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         kube_cache_options_init(&o);
         o.gpu_resources = resources;
         o.node_labels = domain_labels;
+        /* A PodGroup may name any node label key as its topology constraint. */
+        o.node_labels_all = true;
         o.watch_podgroups = true; /* group sizes from Kubernetes' PodGroups, when served */
         o.on_change = on_change;
         o.userdata = lv;

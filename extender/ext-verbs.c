@@ -645,7 +645,9 @@ static int
 adopted_domain(const struct place_view *v, size_t i, const struct place_group_request *g,
                struct place_group_domain *ret)
 {
-        static const unsigned order[] = { 0, PLACE_LEVEL_NODE, 1, 2, 3 };
+        /* The last entry: a constraint's key level (else a repeat of level 3, harmless). */
+        unsigned order[] = { 0, PLACE_LEVEL_NODE, 1, 2, 3,
+                             g->has_within && g->within > PLACE_LEVEL_NODE ? g->within : 3 };
         unsigned need = MAX(g->size, 1u);
         ssize_t first_d = -1;
         unsigned first_l = 0;
@@ -825,6 +827,13 @@ restore_member(const struct ext_cluster *c, const struct ext_group_member *m,
             topo_mask_count(&p->gpus) != ret->rec.group.count || ret->rec.group.count == 0)
                 return -EINVAL;
         d = place_view_find_domain(c->place, ret->rec.domain.level, ret->rec.domain.name);
+        /* A key level's index is the restarted view's: its domain names carry the key. */
+        for (unsigned k = 0; d < 0 && ret->rec.domain.level > PLACE_LEVEL_NODE && k < PLACE_MAX_KEYS;
+             k++) {
+                d = place_view_find_domain(c->place, PLACE_LEVEL_KEY(k), ret->rec.domain.name);
+                if (d >= 0)
+                        ret->rec.domain.level = PLACE_LEVEL_KEY(k);
+        }
         if (d < 0 || place_view_node_domain(c->place, (size_t)p->node, ret->rec.domain.level) != d)
                 return -EINVAL;
         ret->uid = m->uid;

@@ -1615,8 +1615,9 @@ podgroup_topology_key_keeps_the_gang_within_one_label_value(void **state)
                  * holds the pair with nothing to spare (leaf-2 ties, names break it), and
                  * the pod keeps to it (the constraint is required). */
                 { "network.topology.nvidia.com/leaf", "tray-a0 tray-a1" },
-                /* A key the extender does not read: no constraint. */
-                { "topology.kubernetes.io/zone", "tray-b0 tray-b1" },
+                /* Any other key is a level of its own: no tray carries the zone label, so
+                 * none may host the pair (the constraint is required). */
+                { "topology.kubernetes.io/zone", "" },
                 /* The NVLink-domain label: level 0, as without a key here. */
                 { "nvidia.com/gpu.clique", "tray-b0 tray-b1" },
         };
@@ -1627,6 +1628,123 @@ podgroup_topology_key_keeps_the_gang_within_one_label_value(void **state)
                 podgroup_pair_nodes(cases[i].key, got, sizeof(got));
                 assert_string_equal(got, cases[i].nodes);
         }
+}
+
+/* Issue 11: any node label key a PodGroup names is a domain level, in static mode (a cluster
+ * file) as in live mode (the builder the live cache feeds).  Four DGX H100 nodes, label
+ * example.com/rack r1 on n1 and n2, r2 on n3, none on n4; a PodGroup of two 8-GPU pods
+ * constrained to the rack key lands on r1 (the one rack that holds both); n3 (another rack)
+ * and n4 (no rack label) are refused.  A node's value and the key reach the view as the
+ * domain "example.com/rack=r1".  Without the key level the pair would go anywhere. */
+static void
+podgroup_any_label_key_is_a_group_domain_level(void **state)
+{
+        static const char body[] =
+                "{\"metadata\":{\"name\":\"p-0\",\"namespace\":\"ml\",\"uid\":\"u-p-0\"},"
+                "\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"pg\"},"
+                "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"nvidia.com/gpu\":\"8\"}}}]}}";
+        static const char *const racks[] = { "r1", "r1", "r2", NULL };
+        CLEANUP(freep) char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        struct ext_request req;
+        const struct ext_node *nodes[4];
+        struct ext_verdict v[4];
+        const struct ext_group_size *pg;
+        struct buf b;
+        const char *why = NULL;
+        ssize_t d;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_request_decode(body, strlen(body), &cfg, &req, NULL), 0);
+        buf_init(&b, 1 << 20);
+        /* The PodGroup after the nodes: the file's order does not matter. */
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"List\",\"items\":["), 0);
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(buf_printf(&b, "%s{\"kind\":\"Node\",\"metadata\":{\"name\":\"n%d\","
+                                                "\"labels\":{",
+                                            i ? "," : "", i + 1), 0);
+                if (racks[i])
+                        assert_int_equal(buf_printf(&b, "\"example.com/rack\":\"%s\"", racks[i]),
+                                         0);
+                assert_int_equal(buf_puts(&b, "},\"annotations\":{\"topofit.io/topology\":"), 0);
+                assert_int_equal(buf_put_json_string(&b, h100), 0);
+                assert_int_equal(buf_puts(&b, "}},\"status\":{\"allocatable\":"
+                                              "{\"nvidia.com/gpu\":\"8\"}}}"), 0);
+        }
+        assert_int_equal(buf_puts(&b, ",{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"pg\","
+                                      "\"namespace\":\"ml\"},\"spec\":{\"schedulingPolicy\":"
+                                      "{\"gang\":{\"minCount\":2}},\"schedulingConstraints\":"
+                                      "{\"topology\":[{\"key\":\"example.com/rack\"}]}}}]}"),
+                         0);
+        assert_int_equal(ext_cluster_decode(b.data, b.len, &cfg, NULL, 1, &c, &why), 0);
+        buf_release(&b);
+        assert_string_equal(c->group_keys[0], "example.com/rack");
+        pg = ext_cluster_group(c, "podgroup/ml/pg");
+        assert_non_null(pg);
+        assert_true(pg->has_within);
+        assert_int_equal(pg->within, PLACE_LEVEL_KEY(0));
+        assert_int_equal(pg->size, 2);
+        assert_int_equal(place_view_n_domains(c->place, PLACE_LEVEL_KEY(0)), 2);
+        d = place_view_find_domain(c->place, PLACE_LEVEL_KEY(0), "example.com/rack=r1");
+        assert_true(d >= 0);
+        assert_int_equal(place_view_domain(c->place, PLACE_LEVEL_KEY(0), (size_t)d)->n_nodes, 2);
+        assert_int_equal(place_view_node_domain(c->place, 3, PLACE_LEVEL_KEY(0)), -1);
+
+        l = ext_ledger_new(&cfg);
+        for (int i = 0; i < 4; i++)
+                nodes[i] = &c->nodes[i];
+        assert_int_equal(ext_filter(c, l, &cfg, &req, nodes, 4, 1, v), 2);
+        assert_int_equal(v[0].r, 0);
+        assert_int_equal(v[1].r, 0);
+        assert_int_not_equal(v[2].r, 0);
+        assert_int_not_equal(v[3].r, 0);
+        ext_ledger_free(l);
+
+        /* A rebuild from this view keeps the key at its index while a PodGroup names it, and
+         * frees the slot once none does. */
+        {
+                struct ext_cluster_builder *bb = ext_cluster_builder_new(&cfg, c);
+                struct ext_cluster *c2 = NULL, *c3 = NULL;
+
+                assert_int_equal(ext_cluster_builder_group_key(bb, "example.com/zone"), 0);
+                assert_int_equal(ext_cluster_builder_group_key(bb, "example.com/rack"), 0);
+                assert_int_equal(ext_cluster_builder_group_key(bb, "kubernetes.io/hostname"), 0);
+                assert_int_equal(ext_cluster_builder_add_node(bb, "n1", h100, strlen(h100), 8,
+                                                              NULL), 0);
+                assert_int_equal(ext_cluster_builder_node_label(bb, "example.com/rack", "r9"), 0);
+                assert_int_equal(ext_cluster_builder_finish(bb, 2, &c2), 0);
+                assert_string_equal(c2->group_keys[0], "example.com/rack");
+                assert_string_equal(c2->group_keys[1], "example.com/zone");
+                assert_int_equal(place_view_find_domain(c2->place, PLACE_LEVEL_KEY(0),
+                                                        "example.com/rack=r9"), 0);
+                bb = ext_cluster_builder_new(&cfg, c2);
+                assert_int_equal(ext_cluster_builder_group_key(bb, "example.com/zone"), 0);
+                assert_int_equal(ext_cluster_builder_finish(bb, 3, &c3), 0);
+                assert_string_equal(c3->group_keys[0], "");
+                assert_string_equal(c3->group_keys[1], "example.com/zone");
+                ext_cluster_unref(c3);
+                ext_cluster_unref(c2);
+        }
+        ext_cluster_unref(c);
+}
+
+/* Domain names of key levels carry the key (a long key by a hash of it). */
+static void
+key_domain_names_carry_their_key(void **state)
+{
+        char name[PLACE_NAME_MAX], key[EXT_LABEL_KEY_MAX];
+
+        ext_key_domain_name(name, "example.com/rack", "r1");
+        assert_string_equal(name, "example.com/rack=r1");
+        memset(key, 'k', 200);
+        key[200] = 0;
+        ext_key_domain_name(name, key, "v");
+        assert_int_equal(name[0], '#');
+        assert_int_equal(strlen(name), 1 + 16 + 2);
+        assert_string_equal(name + 17, "=v");
 }
 
 /* Which keys name which level. */
@@ -1662,7 +1780,7 @@ codec_round_trips_the_group_record(void **state)
                 "\"count\":4,\"require\":0,\"whole\":true}",
                 "{\"version\":1,\"group\":\"\",\"level\":0,\"domain\":\"d\",\"size\":2,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
-                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":5,\"domain\":\"d\",\"size\":2,"
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":9,\"domain\":\"d\",\"size\":2,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
                 "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":1025,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
@@ -1701,7 +1819,7 @@ codec_round_trips_the_group_record(void **state)
         assert_int_equal(got.group.require, 1);
         assert_true(got.domain.whole);
         free(json);
-        rec.domain.level = PLACE_LEVEL_NODE + 1; /* neither a level nor one node */
+        rec.domain.level = PLACE_N_LEVELS; /* neither a level, one node nor a key level */
         assert_int_equal(ext_group_record_encode(&rec, &json), -EINVAL);
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 why = NULL;
@@ -2882,6 +3000,8 @@ main(void)
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(preempt_never_splits_a_bound_gang),
+                cmocka_unit_test(podgroup_any_label_key_is_a_group_domain_level),
+                cmocka_unit_test(key_domain_names_carry_their_key),
                 cmocka_unit_test(gang_without_a_bound_member_chooses_afresh_after_a_restart),
                 cmocka_unit_test(cluster_view_keeps_the_gangs_of_bound_pods),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
