@@ -828,8 +828,8 @@ restore_member(const struct ext_cluster *c, const struct ext_group_member *m,
                 return -EINVAL;
         d = place_view_find_domain(c->place, ret->rec.domain.level, ret->rec.domain.name);
         /* A key level's index is the restarted view's: its domain names carry the key. */
-        for (unsigned k = 0; d < 0 && ret->rec.domain.level > PLACE_LEVEL_NODE && k < PLACE_MAX_KEYS;
-             k++) {
+        for (unsigned k = 0;
+             d < 0 && ret->rec.domain.level > PLACE_LEVEL_NODE && k < PLACE_MAX_KEYS; k++) {
                 d = place_view_find_domain(c->place, PLACE_LEVEL_KEY(k), ret->rec.domain.name);
                 if (d >= 0)
                         ret->rec.domain.level = PLACE_LEVEL_KEY(k);

@@ -262,7 +262,8 @@ DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
  * place_group_check: the free GPUs to count instead of the view's.  Returns 1 and *ret when
  * the group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in
  * any domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
- * group, or, with req->has_within, no node has a domain at its level (no node may host it); -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
+ * group, or, with req->has_within, no node has a domain at its level (no node may host
+ * it); -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
 int place_group_domain(struct place_groups *g, const struct place_view *v,
                        const struct place_group_request *req,
                        const struct topo_mask *const *free_of, uint64_t now_ns,

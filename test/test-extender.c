@@ -1663,8 +1663,9 @@ podgroup_any_label_key_is_a_group_domain_level(void **state)
         /* The PodGroup after the nodes: the file's order does not matter. */
         assert_int_equal(buf_puts(&b, "{\"kind\":\"List\",\"items\":["), 0);
         for (int i = 0; i < 4; i++) {
-                assert_int_equal(buf_printf(&b, "%s{\"kind\":\"Node\",\"metadata\":{\"name\":\"n%d\","
-                                                "\"labels\":{",
+                assert_int_equal(buf_printf(&b,
+                                            "%s{\"kind\":\"Node\",\"metadata\":{\"name\":"
+                                            "\"n%d\",\"labels\":{",
                                             i ? "," : "", i + 1), 0);
                 if (racks[i])
                         assert_int_equal(buf_printf(&b, "\"example.com/rack\":\"%s\"", racks[i]),
@@ -2694,7 +2695,8 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
 
         /* a binds on view s0; the next view, s1, shows it and the ledger is pruned with it. */
         assert_int_equal(ext_bind(s0, l, &cfg, &a, "bare", t, &a_got, NULL), 0);
-        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, NULL, &s1), 0);
+        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, NULL,
+                                              &s1), 0);
         ext_ledger_prune(l, s1, t + 1);
 
         /* Requests still on s0 must not get a's GPUs. */
@@ -2743,7 +2745,8 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         ext_config_default(&cfg);
         c = make_cluster(&cfg);
         topo_mask_set(&set, 5);
-        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, NULL, &next), 0);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, NULL, &next),
+                         0);
         assert_int_equal(next->generation, c->generation + 1);
         assert_int_equal(next->n_pods, c->n_pods + 1);
         assert_true(topo_mask_test(&ext_cluster_find_node(next, "pcie")->used, 5));
@@ -2773,8 +2776,8 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
                 assert_int_equal(ext_cluster_builder_add_node(b, "bare", NULL, 0, 8, NULL), 0);
                 assert_int_equal(ext_cluster_builder_finish(b, 1, &empty), 0);
                 assert_int_equal(empty->n_pods, 0);
-                assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set, NULL,
-                                                      &next), 0);
+                assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set,
+                                                      NULL, &next), 0);
                 assert_int_equal(next->n_pods, 1);
                 assert_non_null(ext_cluster_find_pod(next, "first"));
                 assert_true(topo_mask_test(&ext_cluster_find_node(next, "bare")->used, 5));
