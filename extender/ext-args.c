@@ -10,12 +10,14 @@
  * is skipped, validated.  Accepted: what the tree decoder accepted (ext__args_decode_tree,
  * kept as the oracle of the tests and of fuzz-ext-codec): the list not used (Nodes beside
  * NodeNames) may hold anything valid, capacity counts only without allocatable, and a
- * syntax error wins over the Pod's errors, which win over the lists'.  The args own their
- * names; everything else points into the body.
+ * syntax error wins over the Pod's errors, which win over the lists'.  Names are not
+ * copied: a name that is not escaped points into the body (its length beside it), and only
+ * an escaped one is unescaped into the args' own bytes.
  */
 #include "ext-core-private.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,16 +30,20 @@
 #define WHY_ALLOCATABLE "a Node's GPU allocatable is not a whole number"
 #define WHY_TOO_MANY "the request names more nodes than the limit"
 
+/* name_at[i] with this bit: an offset in the body; without: in strings. */
+#define AT_BODY ((size_t)1 << (sizeof(size_t) * CHAR_BIT - 1))
+
 /* One list of the request as it decodes: NodeNames or Nodes.items. */
 struct node_list {
         bool present;           /* its key was there, and not null */
         int r;                  /* its first error (0: none), and why */
         const char *why;
         size_t n, alloc;
-        size_t *name_at;        /* each name's offset in strings */
+        size_t *name_at;        /* each name's offset, in the body (AT_BODY) or in strings */
+        uint8_t *lens;          /* each name's length */
         bool *plain;            /* each name: ASCII and not escaped, so JSON as it stands */
         struct ext_args_node *nodes; /* Nodes.items only */
-        char *strings;          /* the names, each with its NUL */
+        char *strings;          /* the escaped names, unescaped */
         size_t strings_len, strings_alloc;
 };
 
@@ -63,6 +69,7 @@ static void
 list_release(struct node_list *l)
 {
         free(l->name_at);
+        free(l->lens);
         free(l->plain);
         free(l->nodes);
         free(l->strings);
@@ -86,15 +93,13 @@ list_fail(struct node_list *l, int r, const char *why)
         return r;
 }
 
-/* Room for entry l->n. */
+/* Room for entry l->n, when there is none. */
 static int
-list_grow(struct node_list *l, bool nodes)
+list_grow_slow(struct node_list *l, bool nodes)
 {
         size_t alloc = l->alloc ? 2 * l->alloc : 64;
         void *p;
 
-        if (l->n < l->alloc)
-                return 0;
         if (l->n >= EXT_MAX_NODES)
                 return list_fail(l, -E2BIG, WHY_TOO_MANY);
         alloc = MIN(alloc, (size_t)EXT_MAX_NODES);
@@ -102,6 +107,10 @@ list_grow(struct node_list *l, bool nodes)
         if (!p)
                 return -ENOMEM;
         l->name_at = p;
+        p = realloc(l->lens, alloc * sizeof(*l->lens));
+        if (!p)
+                return -ENOMEM;
+        l->lens = p;
         p = realloc(l->plain, alloc * sizeof(*l->plain));
         if (!p)
                 return -ENOMEM;
@@ -116,24 +125,28 @@ list_grow(struct node_list *l, bool nodes)
         return 0;
 }
 
-/* Room at once for the names of an array within the rest bytes of the body: their bytes
- * unescaped, each with its NUL, take no more than the rest (a name takes its two quotes
- * there), and a name takes at least 4 bytes ("a",) there, so rest / 4 of them at most;
- * rest / 12 entries to begin with (node names run 10-40 bytes), then doubling.  Growing
- * both by doubling from small copied them 13 times for 5,000 names. */
+static inline int
+list_grow(struct node_list *l, bool nodes)
+{
+        return l->n < l->alloc ? 0 : list_grow_slow(l, nodes);
+}
+
+/* Room at once for the entries of an array within the rest bytes of the body: a name
+ * takes at least 4 bytes ("a",) there, so rest / 4 of them at most; rest / 12 entries to
+ * begin with (node names run 10-40 bytes), then doubling.  Growing by doubling from small
+ * copied them 13 times for 5,000 names. */
 static int
 list_presize(struct node_list *l, size_t rest)
 {
         size_t entries = MIN(MAX(rest / 12, (size_t)64), (size_t)EXT_MAX_NODES);
 
-        if (l->strings || l->name_at)
+        if (l->name_at)
                 return 0;
-        l->strings = malloc(rest + EXT_NAME_MAX);
         l->name_at = malloc(entries * sizeof(*l->name_at));
+        l->lens = malloc(entries * sizeof(*l->lens));
         l->plain = malloc(entries * sizeof(*l->plain));
-        if (!l->strings || !l->name_at || !l->plain)
+        if (!l->name_at || !l->lens || !l->plain)
                 return -ENOMEM;
-        l->strings_alloc = rest + EXT_NAME_MAX;
         l->alloc = entries;
         return 0;
 }
@@ -144,30 +157,40 @@ list_presize(struct node_list *l, size_t rest)
 static bool
 ascii(const char *s, size_t n)
 {
-        uint64_t any = 0;
+        uint64_t any = 0, w;
         size_t i = 0;
 
+        if (n < 8) {
+                for (; i < n; i++)
+                        any |= (unsigned char)s[i];
+                return (any & 0x80) == 0;
+        }
         for (; i + 8 <= n; i += 8) {
-                uint64_t w;
-
                 memcpy(&w, s + i, 8);
                 any |= w;
         }
-        for (; i < n; i++)
-                any |= (unsigned char)s[i];
-        return (any & 0x8080808080808080ull) == 0;
+        memcpy(&w, s + n - 8, 8); /* the tail, overlapping the last word read */
+        return ((any | w) & 0x8080808080808080ull) == 0;
 }
 
-/* The name of entry l->n: a non-empty string shorter than EXT_NAME_MAX, unescaped into
- * l->strings (which grows by doubling: a buf's bounded appends, twice per name, were a
- * third of decoding 5,000 names). */
+/* The name of entry l->n: a non-empty string shorter than EXT_NAME_MAX.  One not escaped
+ * (nearly all) is where it stands in the body; an escaped one is unescaped into
+ * l->strings, which grows by doubling.  Copying every name, with its NUL, was a third of
+ * decoding 5,000 names. */
 static int
-list_put_name(struct node_list *l, const struct json_str *str, const char *why)
+list_put_name(struct node_list *l, const char *body, const struct json_str *str,
+              const char *why)
 {
         size_t n;
 
         if (str->len == 0 || (!str->escaped && str->len >= EXT_NAME_MAX))
                 return list_fail(l, -EINVAL, why);
+        if (!str->escaped) {
+                l->name_at[l->n] = AT_BODY | (size_t)(str->raw - body);
+                l->lens[l->n] = (uint8_t)str->len;
+                l->plain[l->n] = ascii(str->raw, str->len);
+                return 0;
+        }
         if (l->strings_alloc - l->strings_len < EXT_NAME_MAX) {
                 size_t alloc = MAX(2 * l->strings_alloc, (size_t)16 * EXT_NAME_MAX);
                 char *p = realloc(l->strings, alloc);
@@ -177,18 +200,12 @@ list_put_name(struct node_list *l, const struct json_str *str, const char *why)
                 l->strings = p;
                 l->strings_alloc = alloc;
         }
-        if (!str->escaped) {
-                /* Most names: copied as they stand (json_str_decode's first case, inline). */
-                memcpy(l->strings + l->strings_len, str->raw, str->len);
-                l->strings[l->strings_len + str->len] = 0;
-                n = str->len;
-                l->plain[l->n] = ascii(str->raw, str->len);
-        } else if (json_str_decode(str, l->strings + l->strings_len, EXT_NAME_MAX, &n) < 0)
+        if (json_str_decode(str, l->strings + l->strings_len, EXT_NAME_MAX, &n) < 0 || n == 0)
                 return list_fail(l, -EINVAL, why);
-        else
-                l->plain[l->n] = false;
         l->name_at[l->n] = l->strings_len;
-        l->strings_len += n + 1;
+        l->lens[l->n] = (uint8_t)n;
+        l->plain[l->n] = false;
+        l->strings_len += n;
         return 0;
 }
 
@@ -227,7 +244,7 @@ names_decode(struct args_scan *as, struct node_list *l, int kind)
                         break;
                 r = list_grow(l, false);
                 if (r >= 0)
-                        r = list_put_name(l, &str, WHY_NODE_NAMES_ENTRY);
+                        r = list_put_name(l, as->s.text, &str, WHY_NODE_NAMES_ENTRY);
                 if (r >= 0)
                         l->n++;
         }
@@ -372,7 +389,7 @@ meta_decode(struct args_scan *as, struct node_list *l, struct ext_args_node *e)
                 }
                 r = read_string(&as->s, l, &str, WHY_NODE_NAME);
                 if (r >= 0)
-                        r = list_put_name(l, &str, WHY_NODE_NAME);
+                        r = list_put_name(l, as->s.text, &str, WHY_NODE_NAME);
         }
         if (r == -ENOTUNIQ)
                 return list_fail(l, -EINVAL, EXT_WHY_REPEATED);
@@ -489,24 +506,27 @@ top_decode(struct args_scan *as)
 
 /* The list the answer uses into a, which takes its arrays and names. */
 static int
-args_take(struct node_list *l, bool names, struct ext_args *a)
+args_take(struct node_list *l, const char *body, bool names, struct ext_args *a)
 {
         a->names = malloc(MAX(l->n, (size_t)1) * sizeof(*a->names));
-        a->name_lens = malloc(MAX(l->n, (size_t)1));
-        if (!a->names || !a->name_lens)
+        if (!a->names)
                 return -ENOMEM;
+        if (!l->lens && !(l->lens = malloc(1))) /* an empty list */
+                return -ENOMEM;
+        a->name_lens = l->lens;
+        l->lens = NULL;
         a->strings = l->strings;
         l->strings = NULL;
         a->name_plain = l->plain;
         l->plain = NULL;
         for (size_t i = 0; i < l->n; i++) {
-                size_t end = i + 1 < l->n ? l->name_at[i + 1] : l->strings_len;
+                size_t at = l->name_at[i];
 
-                a->names[i] = a->strings + l->name_at[i];
-                a->name_lens[i] = (uint8_t)(end - l->name_at[i] - 1);
+                a->names[i] = at & AT_BODY ? body + (at & ~AT_BODY) : a->strings + at;
         }
         a->n = l->n;
         a->node_names = names;
+        a->names_in_body = names;
         if (!names) {
                 a->nodes = l->nodes;
                 l->nodes = NULL;
@@ -534,7 +554,7 @@ args_finish(struct args_scan *as, struct ext_args *a, const char **ret_why)
                 return set_why(ret_why, l->why), l->r;
         if (as->repeated)
                 return set_why(ret_why, EXT_WHY_REPEATED), -EINVAL;
-        return args_take(l, l == &as->names, a);
+        return args_take(l, as->s.text, l == &as->names, a);
 }
 
 int

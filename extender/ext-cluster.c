@@ -1043,12 +1043,13 @@ static int
 extra_node(struct ext_node *n, const struct ext_config *cfg, const struct ext_args *a, size_t i)
 {
         CLEANUP(freep) char *topo = NULL;
+        char name[EXT_NAME_MAX];
         size_t len = 0;
         int r = ext_args_topology(a, i, &topo, &len);
 
         if (r < 0)
                 return r;
-        return ext_node_init(n, cfg, a->names[i], topo, len, a->nodes[i].gpu_capacity, NULL);
+        return ext_node_init(n, cfg, ext_args_name(a, i, name), topo, len, a->nodes[i].gpu_capacity, NULL);
 }
 
 int

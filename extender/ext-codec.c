@@ -680,13 +680,19 @@ plain(const char *s, size_t n)
  * whole, anything else through buf_put_json_string(), which escapes what JSON requires and
  * turns bytes that are not UTF-8 into U+FFFD. */
 static int
-put_string(struct buf *out, const char *s)
+put_string(struct buf *out, const char *s, size_t n)
 {
-        size_t n = strlen(s);
         int r;
 
-        if (!plain(s, n))
-                return buf_put_json_string(out, s);
+        if (!plain(s, n)) {
+                char text[EXT_NAME_MAX]; /* a name (not NUL-terminated) as a C string */
+
+                if (n >= sizeof(text))
+                        return -EINVAL;
+                memcpy(text, s, n);
+                text[n] = 0;
+                return buf_put_json_string(out, text);
+        }
         r = buf_append(out, "\"", 1);
         if (r >= 0)
                 r = buf_append(out, s, n);
@@ -763,7 +769,7 @@ stage_put_string(struct stage *st, const char *s, size_t n, bool known_plain)
         }
         stage_flush(st);
         if (st->r >= 0)
-                st->r = put_string(st->out, s);
+                st->r = put_string(st->out, s, n);
 }
 
 /* {"node":"reason",...} of the failed verdicts; with only_unresolvable, of those that no
@@ -784,7 +790,7 @@ failed_map(const struct ext_args *a, const struct ext_verdict *v, bool only_unre
                         r = buf_puts(out, ",");
                 first = false;
                 if (r >= 0)
-                        r = put_string(out, a->names[i]);
+                        r = put_string(out, a->names[i], ext_args_name_len(a, i));
                 if (r >= 0)
                         r = buf_puts(out, ":");
                 if (r >= 0)
@@ -801,6 +807,7 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         int r;
 
         if (a->node_names) {
+                bool echo_run = a->names_in_body && a->name_plain;
                 struct stage st = { .out = out };
 
                 (void)buf_reserve(out, names_bytes(a, 3) + 256); /* an error shows below */
@@ -808,11 +815,26 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
 
                 stage_put(&st, head, sizeof(head) - 1);
                 for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
+                        size_t j = i;
+
                         if (v[i].r != 0)
                                 continue;
                         if (!first)
                                 stage_put(&st, ",", 1);
                         first = false;
+                        /* A run of fitting plain names, as the body's NodeNames has them
+                         * (commas and blanks between included): one copy for the run. */
+                        while (echo_run && a->name_plain[j] && j + 1 < a->n && v[j + 1].r == 0 &&
+                               a->name_plain[j + 1])
+                                j++;
+                        if (j > i) {
+                                const char *from = a->names[i] - 1;
+                                const char *to = a->names[j] + ext_args_name_len(a, j) + 1;
+
+                                stage_put(&st, from, (size_t)(to - from));
+                                i = j;
+                                continue;
+                        }
                         stage_put_string(&st, a->names[i], ext_args_name_len(a, i),
                                  a->name_plain && a->name_plain[i]);
                 }

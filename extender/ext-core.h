@@ -501,18 +501,31 @@ struct ext_args {
         struct ext_request req;
         bool node_names;   /* NodeNames mode (nodeCacheCapable); false: Nodes mode */
         size_t n;          /* nodes named or sent */
-        char **names;      /* n node names, unescaped (owned by the args) */
+        const char **names; /* n node names, unescaped, name_lens[i] bytes each and NOT
+                             * NUL-terminated: a name not escaped in the body points into
+                             * it, an escaped one into the args' own copy */
+        uint8_t *name_lens; /* names[i]'s length (names are shorter than EXT_NAME_MAX) */
         struct ext_args_node *nodes; /* Nodes mode: n entries; NULL in NodeNames mode */
-        uint8_t *name_lens; /* strlen(names[i]) (names are shorter than EXT_NAME_MAX); NULL:
-                            * not known, ext_args_name_len() measures */
         bool *name_plain;  /* names[i] is ASCII and was not escaped: JSON as it stands (NULL:
                             * not known, the encoder checks) */
-        char *strings;     /* private: the names' bytes */
+        bool names_in_body; /* NodeNames mode: each plain name is its string in the body's
+                             * NodeNames array, in order, so the text from one plain name's
+                             * opening quote to a later one's closing quote, when every name
+                             * between is plain too, is those elements as they stand */
+        char *strings;     /* private: the escaped names' bytes */
 };
 static inline size_t
 ext_args_name_len(const struct ext_args *a, size_t i)
 {
-        return a->name_lens ? a->name_lens[i] : strlen(a->names[i]);
+        return a->name_lens[i];
+}
+/* names[i] NUL-terminated in buf, which it returns (for logs and C-string interfaces). */
+static inline const char *
+ext_args_name(const struct ext_args *a, size_t i, char buf[EXT_NAME_MAX])
+{
+        memcpy(buf, a->names[i], a->name_lens[i]);
+        buf[a->name_lens[i]] = 0;
+        return buf;
 }
 /* ExtenderArgs from a request body, read by common/json.h's scanner without a tree
  * (extender/ext-args.c).  The result points into json (the Nodes' annotations and spans):

@@ -91,9 +91,11 @@ log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verd
 {
         int best = -1;
 
+        char name[EXT_NAME_MAX];
+
         for (size_t i = 0; i < a->n; i++) {
                 if (log_get_level() >= LOG_LEVEL_DEBUG)
-                        log_verdict(verb, &a->req, a->names[i], &v[i]);
+                        log_verdict(verb, &a->req, ext_args_name(a, i, name), &v[i]);
                 if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
                         best = (int)i;
         }
@@ -106,7 +108,7 @@ log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verd
                          "fit=%d best_node=%s gpus=%s busbw_gbps=%.1f score=%d",
                          ext_verb_to_string(verb), a->req.namespace, a->req.name, a->req.uid,
                          a->req.count, ext_placement_to_string(a->req.placement), a->n, fits,
-                         LOG_V(a->names[best]), gpus, v[best].choice.busbw_gbps, v[best].priority);
+                         LOG_V(ext_args_name(a, (size_t)best, name)), gpus, v[best].choice.busbw_gbps, v[best].priority);
         } else
                 log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
                          "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a->req.namespace,
@@ -124,6 +126,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         struct ext_nodes rn = { 0 };
         struct ext_args a = { 0 };
         const char *why = NULL, *wait = NULL;
+        char wait_name[EXT_NAME_MAX];
         int r, fits;
 
         r = ext_args_decode(body, len, &s->cfg, &a, &why);
@@ -154,7 +157,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
          * cluster event; an Error makes the scheduler retry it after its backoff. */
         for (size_t i = 0; verb == EXT_VERB_FILTER && fits == 0 && !wait && i < a.n; i++)
                 if (v[i].r != 0 && ext_ledger_grant_waiting(s->ledger, a.req.uid, rn.nodes[i], ext_now_ns()))
-                        wait = a.names[i];
+                        wait = ext_args_name(&a, i, wait_name);
         if (wait)
                 log_info("decision", "verb=filter pod=%s/%s uid=%s node=%s outcome=victims_in_view "
                          "reason=\"the preemption's victims are still in the cluster view\"",

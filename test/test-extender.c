@@ -78,7 +78,8 @@ codec_decodes_filter_fixtures_in_both_modes(void **state)
                 assert_string_equal(a.req.containers[0].name, "main");
                 assert_int_equal(a.n, 3);
                 for (size_t k = 0; k < 3; k++) {
-                        assert_string_equal(a.names[k], fixture_names[k]);
+                        assert_int_equal(a.name_lens[k], strlen(fixture_names[k]));
+                        assert_memory_equal(a.names[k], fixture_names[k], a.name_lens[k]);
                         if (!a.node_names) {
                                 /* The fixture nodes carry no topofit annotation: GPUs from
                                  * status.allocatable. */
@@ -579,8 +580,8 @@ codec_answers_are_json_whatever_the_node_names(void **state)
 {
         static const char json[] =
                 "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},"
-                "\"NodeNames\":[\"ok\",\"bad\xff\",\"q\\\"\\n\"]}";
-        struct ext_verdict v[3] = { { .r = 0 }, { .r = 0 }, { .r = -ENOSPC, .why = "x" } };
+                "\"NodeNames\":[\"ok\",\"bad\xff\",\"q\\\"\\n\",\"long-name-h\xff\"]}";
+        struct ext_verdict v[4] = { { .r = 0 }, { .r = 0 }, { .r = -ENOSPC, .why = "x" }, { .r = 0 } };
         struct ext_config cfg;
         struct ext_args a;
         struct buf out;
@@ -589,8 +590,10 @@ codec_answers_are_json_whatever_the_node_names(void **state)
         assert_int_equal(ext_args_decode(json, sizeof(json) - 1, &cfg, &a, NULL), 0);
         buf_init(&out, 1 << 20);
         assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
-        assert_non_null(strstr(out.data, "[\"ok\",\"bad\\ufffd\"]"));
+        assert_non_null(strstr(out.data, "[\"ok\",\"bad\\ufffd\",\"long-name-h\\ufffd\"]"));
         assert_non_null(strstr(out.data, "{\"q\\\"\\n\":\"x\"}"));
+        for (const unsigned char *p = (const unsigned char *)out.data; *p; p++)
+                assert_true(*p >= 0x20 && *p < 0x80);
         buf_reset(&out);
         assert_int_equal(ext_priorities_encode(&a, v, &out), 0);
         assert_non_null(strstr(out.data, "{\"Host\":\"bad\\ufffd\",\"Score\":"));
@@ -598,6 +601,44 @@ codec_answers_are_json_whatever_the_node_names(void **state)
                 assert_true(*p >= 0x20 && *p < 0x80);
         buf_release(&out);
         ext_args_release(&a);
+}
+
+/* The filter answer copies runs of fitting names as the body has them: for every pattern
+ * of fits over names plain, escaped, not ASCII and not UTF-8, with and without blanks
+ * between them, the answer is the one written name by name. */
+static void
+filter_answer_copies_runs_of_names_as_the_body_has_them(void **state)
+{
+        static const char *const bodies[] = {
+                "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},\"NodeNames\":"
+                "[\"a-1\",\"b-2\",\"c\\u002d3\",\"d-4\",\"e\xc3\xa9\",\"f\xff\",\"g-7\","
+                "\"long-name-h\xff\",\"i-9-long-name\"]}",
+                "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},\"NodeNames\":"
+                "[ \"a-1\" ,\n\t\"b-2\",\"c\\u002d3\" , \"d-4\",\"e\xc3\xa9\",\"f\xff\",\r\n \"g-7\" ,"
+                "\"long-name-h\xff\" , \"i-9-long-name\"]}",
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t b = 0; b < ELEMENTSOF(bodies); b++) {
+                struct ext_verdict v[9];
+                struct ext_args a;
+
+                assert_int_equal(ext_args_decode(bodies[b], strlen(bodies[b]), &cfg, &a, NULL), 0);
+                assert_int_equal(a.n, 9);
+                assert_true(a.names_in_body);
+                for (unsigned fit = 0; fit < 1u << 9; fit++) {
+                        const char *diff;
+
+                        for (unsigned i = 0; i < 9; i++)
+                                v[i] = (struct ext_verdict){ .r = fit >> i & 1 ? 0 : -ENOSPC,
+                                                             .why = "x" };
+                        diff = ext_oracle_filter_echo_differs(&a, v, b == 0);
+                        if (diff)
+                                fail_msg("body %zu, fits %#x: %s", b, fit, diff);
+                }
+                ext_args_release(&a);
+        }
 }
 
 static void
@@ -2971,6 +3012,7 @@ main(void)
                 cmocka_unit_test(codec_refuses_bindings_with_invalid_names),
                 cmocka_unit_test(codec_refuses_repeats_only_of_keys_it_reads),
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
+                cmocka_unit_test(filter_answer_copies_runs_of_names_as_the_body_has_them),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_finds_the_pods_group_and_domain_mode),
                 cmocka_unit_test(cluster_takes_domains_from_the_annotation_then_node_labels),

@@ -4,7 +4,8 @@
  * handlers call on a request body gets the same bytes (ExtenderArgs for filter/prioritize,
  * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, the
  * topofit.io/group-domain record (encoded back and read again: the same record), a cluster
- * List).  Accepted arguments are encoded back, as the handlers would.  And
+ * List).  Accepted arguments are encoded back, as the handlers would, and a filter answer
+ * that copies runs of the body's names must be the answer written name by name.  And
  * ExtenderArgs are read twice, by the scanner (ext_args_decode) and by the tree decoder it
  * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values.
  * Seeds: test/data/kube-scheduler-v1.20 and test/data/extender.
@@ -36,7 +37,8 @@ same_as_tree(const char *json, size_t size, const struct ext_config *cfg)
         }
 }
 
-/* ExtenderArgs accepted are encoded back, as the handlers would. */
+/* ExtenderArgs accepted are encoded back, as the handlers would; the filter answer's runs
+ * of names copied from the body are checked against the answer written name by name. */
 static void
 args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
 {
@@ -49,11 +51,22 @@ args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
         v = calloc(a.n + 1, sizeof(*v));
         if (!v)
                 abort();
-        /* Every other node fails, so both answer lists get entries. */
+        /* A node whose name's length is a multiple of 3 fails: the input decides where the
+         * runs of fitting names break, and both answer lists get entries. */
         for (size_t i = 0; i < a.n; i++) {
-                v[i].r = i % 2 ? -ENOSPC : 0;
-                v[i].why = i % 2 ? "not enough GPUs" : NULL;
+                bool fails = a.name_lens[i] % 3 == 0;
+
+                v[i].r = fails ? -ENOSPC : 0;
+                v[i].why = fails ? "not enough GPUs" : NULL;
                 v[i].priority = (int)(i % (EXT_PRIORITY_MAX + 1));
+        }
+        if (a.node_names) {
+                const char *diff = ext_oracle_filter_echo_differs(&a, v, false);
+
+                if (diff) {
+                        fprintf(stderr, "fuzz-ext-codec: %s\n", diff);
+                        abort();
+                }
         }
         buf_init(&out, EXT_MAX_BODY);
         (void)ext_filter_result_encode(&a, v, NULL, &out);
