@@ -1017,12 +1017,16 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
                         return -ENOMEM;
                 }
                 if (grouped && !known) {
-                        /* A new id sorts in at gat: later indices move up by one. */
-                        memcpy(next->pod_groups, c->pod_groups, gat * sizeof(*c->pod_groups));
+                        /* A new id sorts in at gat: later indices move up by one.  (c's
+                         * table is NULL when it has none: no copies then.) */
+                        if (gat > 0)
+                                memcpy(next->pod_groups, c->pod_groups,
+                                       gat * sizeof(*c->pod_groups));
                         str_copy(next->pod_groups[gat], sizeof(next->pod_groups[0]),
                                  rec.group.id, strlen(rec.group.id));
-                        memcpy(next->pod_groups + gat + 1, c->pod_groups + gat,
-                               (c->n_pod_groups - gat) * sizeof(*c->pod_groups));
+                        if (c->n_pod_groups > gat)
+                                memcpy(next->pod_groups + gat + 1, c->pod_groups + gat,
+                                       (c->n_pod_groups - gat) * sizeof(*c->pod_groups));
                         for (size_t i = 0; i < next->n_pods; i++)
                                 if (next->pods[i].group > gat)
                                         next->pods[i].group++;
