@@ -893,9 +893,12 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
                 /* The score and the closing brace, assembled without printf. */
                 p = stage_room(&st, sizeof(mid) - 1 + STR_UINT_DIGITS + 1);
                 p = mempcpy(p, mid, sizeof(mid) - 1);
-                if (score < 10)
-                        *p++ = (char)('0' + score); /* most scores: one digit */
-                else
+                if (score < 10) {
+                        *p++ = (char)('0' + score);
+                } else if (score < 100) { /* kube-scheduler's scores are 0-10 */
+                        *p++ = (char)('0' + score / 10);
+                        *p++ = (char)('0' + score % 10);
+                } else
                         p += str_format_uint(p, score);
                 *p++ = '}';
                 st.n = (size_t)(p - st.d);

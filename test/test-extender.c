@@ -1154,6 +1154,107 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
         return c;
 }
 
+/* ext_nodes_resolve tries the node after the last one found before the index: whatever the
+ * order of the names (sorted, reversed, rotated, strided, shuffled, repeated, with unknown
+ * names and near misses between), each resolves to the node the index alone finds. */
+static void
+node_lookup_finds_names_in_any_order(void **state)
+{
+        const struct ext_node *nodes[MANY_NODES];
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+
+        ext_config_default(&cfg);
+        c = many_node_cluster(&cfg, nodes);
+        for (unsigned order = 0; order < 6; order++) {
+                size_t idx[MANY_NODES];
+                struct ext_nodes rn;
+                struct ext_args a;
+                struct buf body;
+
+                for (size_t i = 0; i < MANY_NODES; i++)
+                        idx[i] = order == 0 ? i
+                                 : order == 1 ? MANY_NODES - 1 - i
+                                 : order == 2 ? (i + MANY_NODES - 7) % MANY_NODES
+                                 : order == 3 ? (i * 7) % MANY_NODES
+                                              : i;
+                for (size_t i = MANY_NODES - 1; order >= 4 && i > 0; i--) {
+                        size_t j, t;
+
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        j = (size_t)(x % (i + 1));
+                        t = idx[i], idx[i] = idx[j], idx[j] = t;
+                }
+                buf_init(&body, 1 << 20);
+                assert_int_equal(buf_puts(&body, POD("{\"nvidia.com/gpu\":\"1\"}", "")
+                                                  "\"NodeNames\":["), 0);
+                for (size_t i = 0; i < MANY_NODES; i++) {
+                        assert_int_equal(buf_printf(&body, "%s\"%s\"", i ? "," : "",
+                                                    nodes[idx[i]]->name), 0);
+                        /* Unknown names and near misses after some names; one repeated. */
+                        if (i % 97 == 5)
+                                assert_int_equal(buf_printf(&body, ",\"%sx\",\"%.*s\",\"n-9-0000\"",
+                                                            nodes[idx[i]]->name,
+                                                            (int)nodes[idx[i]]->name_len - 1,
+                                                            nodes[idx[i]]->name), 0);
+                        if (order == 5 && i % 13 == 0)
+                                assert_int_equal(buf_printf(&body, ",\"%s\"", nodes[idx[i]]->name), 0);
+                }
+                assert_int_equal(buf_puts(&body, "]}"), 0);
+                assert_int_equal(ext_args_decode(body.data, body.len, &cfg, &a, NULL), 0);
+                assert_int_equal(ext_nodes_resolve(c, &cfg, &a, &rn), 0);
+                for (size_t i = 0; i < a.n; i++) {
+                        const struct ext_node *want =
+                                ext_cluster_find_node_n(c, a.names[i], a.name_lens[i]);
+
+                        if (rn.nodes[i] != want)
+                                fail_msg("order %u, name %zu (%.*s): resolved to %s, the index "
+                                         "finds %s", order, i, (int)a.name_lens[i], a.names[i],
+                                         rn.nodes[i] ? rn.nodes[i]->name : "none",
+                                         want ? want->name : "none");
+                }
+                ext_nodes_release(&rn);
+                ext_args_release(&a);
+                buf_release(&body);
+        }
+        ext_cluster_unref(c);
+
+        /* Names that differ only before their last 8 bytes: after rack-a-node-0009 the
+         * guess is rack-b-node-0000, and the name asked is rack-c-node-0000. */
+        {
+                static const char req[] = POD("{\"nvidia.com/gpu\":\"1\"}", "")
+                        "\"NodeNames\":[\"rack-a-node-0009\",\"rack-c-node-0000\","
+                        "\"rack-b-node-0009\",\"rack-a-node-0000\",\"rack-d-node-0001\"]}";
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                char *json = annotation_of("dgx1-v100-sxm2-oneflow.txt");
+                struct ext_nodes rn;
+                struct ext_args a;
+
+                for (char r = 'a'; r <= 'c'; r++)
+                        for (unsigned i = 0; i < 10; i++) {
+                                char name[32];
+
+                                snprintf(name, sizeof(name), "rack-%c-node-%04u", r, i);
+                                assert_int_equal(ext_cluster_builder_add_node(b, name, json,
+                                                                              strlen(json), 8,
+                                                                              NULL), 0);
+                        }
+                free(json);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+                assert_int_equal(ext_args_decode(req, sizeof(req) - 1, &cfg, &a, NULL), 0);
+                assert_int_equal(ext_nodes_resolve(c, &cfg, &a, &rn), 0);
+                assert_string_equal(rn.nodes[0]->name, "rack-a-node-0009");
+                assert_string_equal(rn.nodes[1]->name, "rack-c-node-0000");
+                assert_string_equal(rn.nodes[2]->name, "rack-b-node-0009");
+                assert_string_equal(rn.nodes[3]->name, "rack-a-node-0000");
+                assert_null(rn.nodes[4]);
+                ext_nodes_release(&rn);
+                ext_args_release(&a);
+                ext_cluster_unref(c);
+        }
+}
+
 /* ext_filter over all MANY_NODES nodes at now_ns against the same node asked alone (below
  * the memo's and the holds gathering's minimum: each decided directly, each node's holds
  * looked up in the ledger): the same verdicts and free GPUs.  Returns how many fit. */
@@ -3026,6 +3127,7 @@ main(void)
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
+                cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
