@@ -72,6 +72,51 @@ bench_gang_config_default(struct bench_gang_config *c)
         };
 }
 
+/* --- the bandwidth model ------------------------------------------------------------ */
+
+/* Per-GPU all-reduce bandwidth between pods (GB/s), docs/benchmark.md "Bandwidth model". */
+#define GANG_NVLINK_DOMAIN_GBPS 900.0 /* NVLink 5: 1.8 TB/s per GPU both ways (GB200 NVL72) */
+#define GANG_RAIL_GBPS 50.0           /* one 400 Gb/s InfiniBand / RoCE NIC per GPU */
+#define GANG_CROSS_LEAF_GBPS 25.0     /* assumed 2:1 oversubscription above the leaf */
+
+/* A gang's run time between its pods at bw GB/s over its run time at ideal GB/s.  Its
+ * communication share comm is that of its steps at one rail per GPU (GANG_RAIL_GBPS), the
+ * fabric every multi-node placement has; communication time scales with 1 / bandwidth, so
+ * an NVLink domain speeds that part up 18 times: time(b) = (1 - comm) + comm x rail / b.
+ * (Taking comm at the NVLink domain instead made a gang spilt onto HGX nodes 9.5 times
+ * slower, which multiplied the work offered 5-8 times: docs/benchmark.md.) */
+static double
+fabric_stretch(double comm, double ideal, double bw)
+{
+        double at_bw = (1 - comm) + comm * GANG_RAIL_GBPS / bw;
+        double at_ideal = (1 - comm) + comm * GANG_RAIL_GBPS / ideal;
+
+        return at_bw / at_ideal;
+}
+
+/* The bandwidth every policy can give a gang, the fabric all nodes share: one rail per
+ * GPU inside a leaf when one leaf's HGX nodes could hold the gang, across leaves else. */
+static double
+gang_common_gbps(const struct bench_gang_config *cfg, unsigned pods, unsigned gpus)
+{
+        unsigned per_node = gpus ? 8 / gpus : 0;
+
+        return per_node > 0 && pods <= per_node * cfg->nodes_per_leaf ? GANG_RAIL_GBPS
+                                                                       : GANG_CROSS_LEAF_GBPS;
+}
+
+/* A gang's ideal bandwidth between its pods: one NVLink domain when its pods fit trays and one
+ * domain's size; else one leaf when one leaf's HGX nodes could hold it; else across leaves
+ * (the best an empty cluster gives it: a gang of more 8-GPU pods than a leaf has nodes
+ * crosses leaves wherever it goes). */
+static double
+gang_ideal_gbps(const struct bench_gang_config *cfg, unsigned pods, unsigned gpus)
+{
+        if (gpus <= 4 && pods <= cfg->trays_per_domain)
+                return GANG_NVLINK_DOMAIN_GBPS;
+        return gang_common_gbps(cfg, pods, gpus);
+}
+
 /* --- the seeded trace ---------------------------------------------------------------- */
 
 static uint64_t
@@ -123,7 +168,15 @@ bench_gang_generate(const struct bench_gang_config *cfg, struct bench_gang_job *
                         j[i].gpus = single_sizes[rnd(&s) % ELEMENTSOF(single_sizes)];
                         j[i].comm = j[i].gpus > 1 ? cfg->comm_single : 0;
                 }
-                gpu_s += j[i].duration * j[i].pods * j[i].gpus;
+                /* The work a job offers is its run time on the fabric every policy can
+                 * give it (one rail per GPU, or across leaves for gangs larger than a
+                 * leaf), not at the NVLink domain that only the trays' share of the GPUs
+                 * has: placement inside a domain shortens it. */
+                gpu_s += j[i].duration * j[i].pods * j[i].gpus *
+                         (j[i].pods > 1 ? fabric_stretch(j[i].comm,
+                                                         gang_ideal_gbps(cfg, j[i].pods, j[i].gpus),
+                                                         gang_common_gbps(cfg, j[i].pods, j[i].gpus))
+                                        : 1);
         }
         /* Poisson arrivals at the rate that offers `load` of the cluster's GPU time. */
         rate = cfg->n_jobs / (gpu_s / (cluster_gpus * cfg->load));
@@ -539,11 +592,6 @@ try_job(struct gsim *s, enum bench_gang_policy policy, unsigned job)
 
 /* --- metrics ------------------------------------------------------------------------------ */
 
-/* Per-GPU all-reduce bandwidth between pods (GB/s), docs/benchmark.md "Bandwidth model". */
-#define GANG_NVLINK_DOMAIN_GBPS 900.0 /* NVLink 5: 1.8 TB/s per GPU both ways (GB200 NVL72) */
-#define GANG_RAIL_GBPS 50.0           /* one 400 Gb/s InfiniBand / RoCE NIC per GPU */
-#define GANG_CROSS_LEAF_GBPS 25.0     /* assumed 2:1 oversubscription above the leaf */
-
 static double
 between(const struct gsim *s, unsigned a, unsigned b)
 {
@@ -570,6 +618,28 @@ static double
 pct(double *v, size_t n, double p)
 {
         return bench_percentile(v, n, p);
+}
+
+/* Whether a waiting job could use the free GPUs by their count: its pods' GPUs together are
+ * at most the free GPUs on the nodes large enough for one of its pods.  Only then are free
+ * GPUs stranded (by their shape, or by holds); when every waiting job needs more GPUs than
+ * are free, they are idle for want of capacity, which no placement could change. */
+static bool
+servable_waits(const struct gsim *s, const struct bench_gang_job *jobs, const unsigned *queue,
+               unsigned nq)
+{
+        unsigned free_by_size[2] = { 0, 0 }; /* on nodes of < 8 GPUs, of >= 8 */
+
+        for (unsigned i = 0; i < s->n_nodes; i++)
+                free_by_size[s->nodes[i].n_gpus >= 8] += s->nodes[i].n_free;
+        for (unsigned q = 0; q < nq; q++) {
+                const struct bench_gang_job *j = &jobs[queue[q]];
+                unsigned usable = free_by_size[1] + (j->gpus <= 4 ? free_by_size[0] : 0);
+
+                if ((uint64_t)j->pods * j->gpus <= usable)
+                        return true;
+        }
+        return false;
 }
 
 int
@@ -762,15 +832,11 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                                                  n->leaf == s.nodes[s.pod_node[job * s.max_pods]].leaf;
                                         one_node &= s.pod_node[at] == s.pod_node[job * s.max_pods];
                                 }
-                                /* A gang's ideal: one NVLink domain when its pods fit trays
-                                 * and one domain's size, else one leaf. */
                                 ideal = j->pods == 1 ? INFINITY
-                                        : j->gpus <= 4 && j->pods <= cfg->trays_per_domain
-                                                ? GANG_NVLINK_DOMAIN_GBPS
-                                                : GANG_RAIL_GBPS;
+                                                     : gang_ideal_gbps(cfg, j->pods, j->gpus);
                                 stretch[job] = 1 + j->comm * (1 / worst_pod - 1);
                                 if (j->pods > 1 && bw < ideal)
-                                        stretch[job] += j->comm * (ideal / bw - 1);
+                                        stretch[job] += fabric_stretch(j->comm, ideal, bw) - 1;
                                 one_d |= one_node;
                                 if (j->pods > 1) {
                                         if (could_d || could_l) {
@@ -804,7 +870,7 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                         free_now += s.nodes[i].n_free;
                 last_t = s.now;
                 last_free = free_now;
-                last_sat = nq > 0;
+                last_sat = servable_waits(&s, jobs, queue, nq);
         }
         sum.n_unplaced = nq;
         sum.gangs_inside = could ? (double)inside / could : 1;

@@ -56,6 +56,7 @@ struct bench_sim {
         bool have_last;           /* the state since the last event, for the integrals */
         double last_t;
         unsigned last_allocated, last_stranded;
+        bool last_sat;            /* a waiting job fitted the free GPUs by count */
 };
 
 /* The best set of `count` GPUs among free on a node of type `type`: exhaustive search,

@@ -95,6 +95,8 @@ bench_summarize(const struct bench_run *r, struct bench_summary *ret)
                 s.alloc_mean = r->alloc_gpu_s / (r->makespan * r->cluster_gpus);
                 s.stranded_mean = r->stranded_gpu_s / (r->makespan * r->cluster_gpus);
         }
+        if (r->sat_s > 0 && r->cluster_gpus > 0)
+                s.stranded_sat = r->sat_free_gpu_s / (r->sat_s * r->cluster_gpus);
         s.decisions_per_s = r->decision_s > 0 ? (double)r->decisions / r->decision_s : 0;
         *ret = s;
         return 0;
@@ -125,8 +127,8 @@ bench_report_markdown(const struct bench_summary *s, size_t n, struct buf *out)
                                s[i].mesh_busbw_p50[1], s[i].mesh_busbw_p10[1], s[i].decisions_per_s);
         r = r < 0 ? r : buf_puts(out,
                 "\n| policy | queueing p50 / p95 (min): 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | "
-                "makespan (h) | GPUs allocated | free GPUs stranded |\n"
-                "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+                "makespan (h) | GPUs allocated | free GPUs stranded | GPUs stranded at saturation |\n"
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 r = buf_printf(out, "| %s |", bench_policy_to_string(s[i].policy));
                 for (unsigned k = 0; r >= 0 && k < BENCH_REPORT_SIZES; k++) {
@@ -136,8 +138,9 @@ bench_report_markdown(const struct bench_summary *s, size_t n, struct buf *out)
                         r = r < 0 ? r : put_minutes(out, s[i].qdelay_p95[k], s[i].qdelay_n[k]);
                         r = r < 0 ? r : buf_puts(out, " |");
                 }
-                r = r < 0 ? r : buf_printf(out, " %.1f | %.1f%% | %.1f%% |\n", s[i].makespan_h,
-                                           100 * s[i].alloc_mean, 100 * s[i].stranded_mean);
+                r = r < 0 ? r : buf_printf(out, " %.1f | %.1f%% | %.1f%% | %.1f%% |\n", s[i].makespan_h,
+                                           100 * s[i].alloc_mean, 100 * s[i].stranded_mean,
+                                           100 * s[i].stranded_sat);
         }
         return r < 0 ? r : 0;
 }
@@ -150,7 +153,7 @@ bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *ou
                               "qdelay1_p50_s,qdelay1_p95_s,"
                               "qdelay2_p50_s,qdelay2_p95_s,qdelay4_p50_s,qdelay4_p95_s,"
                               "qdelay8_p50_s,qdelay8_p95_s,makespan_h,alloc_mean,stranded_mean,"
-                              "decisions_per_s\n");
+                              "decisions_per_s,stranded_sat\n");
 
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 r = buf_printf(out, "%s,%u,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f",
@@ -161,9 +164,9 @@ bench_report_summary_csv(const struct bench_summary *s, size_t n, struct buf *ou
                                            s[i].mesh_busbw_p10[1], s[i].n_unmodeled);
                 for (unsigned k = 0; r >= 0 && k < BENCH_REPORT_SIZES; k++)
                         r = buf_printf(out, ",%.1f,%.1f", s[i].qdelay_p50[k], s[i].qdelay_p95[k]);
-                r = r < 0 ? r : buf_printf(out, ",%.3f,%.6f,%.6f,%.0f\n", s[i].makespan_h,
+                r = r < 0 ? r : buf_printf(out, ",%.3f,%.6f,%.6f,%.0f,%.6f\n", s[i].makespan_h,
                                            s[i].alloc_mean, s[i].stranded_mean,
-                                           s[i].decisions_per_s);
+                                           s[i].decisions_per_s, s[i].stranded_sat);
         }
         return r < 0 ? r : 0;
 }

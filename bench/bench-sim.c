@@ -355,8 +355,31 @@ heap_pop(struct bench_sim *s)
         return top;
 }
 
+/* Saturation: a waiting job of g GPUs that the free GPUs of the nodes of at least g GPUs
+ * cover by count (it waits for their shape: no one node has g free).  Only then are free
+ * GPUs stranded rather than too few; the gang scenario counts the same way. */
+static bool
+saturated(const struct bench_sim *s, const unsigned *queue, unsigned queued)
+{
+        unsigned at_least[TOPO_MAX_GPUS + 2] = { 0 }; /* free GPUs on nodes of >= g GPUs */
+
+        if (queued == 0)
+                return false;
+        for (unsigned i = 0; i < s->n_nodes; i++)
+                at_least[MIN(s->nodes[i].n_gpus, (unsigned)TOPO_MAX_GPUS)] += s->nodes[i].n_free;
+        for (unsigned g = TOPO_MAX_GPUS; g-- > 0;)
+                at_least[g] += at_least[g + 1];
+        for (unsigned q = 0; q < queued; q++) {
+                unsigned g = s->trace->jobs[queue[q]].gpus;
+
+                if (g <= TOPO_MAX_GPUS && g <= at_least[g])
+                        return true;
+        }
+        return false;
+}
+
 static void
-sample(struct bench_sim *s, struct bench_run *run, unsigned queued)
+sample(struct bench_sim *s, struct bench_run *run, const unsigned *queue, unsigned queued)
 {
         unsigned free = 0, stranded = 0, total = run->cluster_gpus;
 
@@ -369,11 +392,17 @@ sample(struct bench_sim *s, struct bench_run *run, unsigned queued)
         if (s->have_last) {
                 run->alloc_gpu_s += s->last_allocated * (s->now - s->last_t);
                 run->stranded_gpu_s += s->last_stranded * (s->now - s->last_t);
+                if (s->last_sat) {
+                        run->sat_s += s->now - s->last_t;
+                        run->sat_free_gpu_s += (double)(total - s->last_allocated) *
+                                               (s->now - s->last_t);
+                }
         }
         s->have_last = true;
         s->last_t = s->now;
         s->last_allocated = total - free;
         s->last_stranded = stranded;
+        s->last_sat = saturated(s, queue, queued);
         if (run->n_series > 0 && run->series[run->n_series - 1].t == s->now)
                 run->n_series--; /* one sample per instant: the last state wins */
         if (run->n_series == run->series_alloc) {
@@ -602,7 +631,7 @@ bench_simulate(const struct bench_cluster *cl, const struct bench_trace *trace,
                 if (r < 0)
                         goto out;
                 nq = (unsigned)r;
-                sample(&s, &run, nq);
+                sample(&s, &run, queue, nq);
         }
         r = 0;
         run.n_unplaced = nq;

@@ -317,6 +317,8 @@ struct bench_run {
         double makespan;        /* last finish - first arrival */
         double alloc_gpu_s;     /* integral of allocated GPUs over [0, makespan] */
         double stranded_gpu_s;  /* integral of stranded free GPUs over [0, makespan] */
+        double sat_s;           /* time at saturation: a waiting job fits the free GPUs by count */
+        double sat_free_gpu_s;  /* integral of free GPUs over that time */
 };
 
 /* Runs the trace on the cluster under policy.  The trace must be sorted by arrival
@@ -351,6 +353,9 @@ struct bench_summary {
         double makespan_h;
         double alloc_mean;         /* time-averaged allocated GPUs / cluster GPUs */
         double stranded_mean;      /* time-averaged stranded free GPUs / cluster GPUs */
+        double stranded_sat;       /* at saturation (a job waits that the free GPUs of nodes
+                                    * its size fit by count): time-averaged free GPUs /
+                                    * cluster GPUs; 0 when never saturated */
         double decisions_per_s;
 };
 

@@ -3,7 +3,7 @@
  * ExtenderArgs, the body of every filter and prioritize, read with common/json.h's scanner
  * instead of a cJSON tree (a 5.4 MB body of 500 Nodes made some 200,000 tree values, of
  * which the extender reads three per Node).  Taken: the Pod's span, decoded by the codec's
- * cJSON decoder (ext_request_decode: a Pod is small); the NodeNames, copied unescaped; and
+ * cJSON decoder (ext_request_decode: a Pod is small); the NodeNames; and
  * of each Node of Nodes.items its metadata.name, its topofit.io/topology annotation (left
  * escaped where it stands: read only for a node outside the cluster view), its GPU
  * allocatable (else capacity) and its byte span, which the filter answer echoes.  The rest

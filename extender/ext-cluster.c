@@ -847,14 +847,22 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 return -ENOMEM;
         }
 
-        if (b->n_nodes > 0)
-                qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
-        for (size_t i = 1; i < b->n_nodes; i++)
-                if (strcmp(b->nodes[i - 1].name, b->nodes[i].name) == 0) {
-                        free(c->classes);
-                        free(c);
-                        return -EEXIST;
+        /* Live mode adds the nodes as kube-client's snapshot has them, sorted by name:
+         * checked in one pass, sorted only when they are not. */
+        for (size_t i = 1; i < b->n_nodes; i++) {
+                int cmp = strcmp(b->nodes[i - 1].name, b->nodes[i].name);
+
+                if (cmp < 0)
+                        continue;
+                if (cmp > 0) {
+                        qsort(b->nodes, b->n_nodes, sizeof(*b->nodes), node_cmp);
+                        i = 0; /* and check the sorted order for repeats */
+                        continue;
                 }
+                free(c->classes);
+                free(c);
+                return -EEXIST;
+        }
         c->nodes = TAKE_PTR(b->nodes);
         c->n_nodes = b->n_nodes;
         b->n_nodes = 0;

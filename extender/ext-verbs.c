@@ -535,7 +535,8 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
  * higher.  Pods that name no topology (placement none) are left as they are. */
 static void
 rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
-             const struct ext_request *req, struct ext_verdict *ret, size_t n)
+             const struct ext_request *req, const struct ext_node *const *nodes,
+             struct ext_verdict *ret, size_t n)
 {
         CLEANUP(freep) struct place_candidate *cand = NULL;
 
@@ -549,7 +550,12 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
                 cand[i] = (struct place_candidate){
                         .fits = ret[i].r == 0, .priority = ret[i].priority,
                         .tier = place_tier(&ret[i].choice), .busbw = ret[i].choice.busbw_gbps,
-                        .loss = ret[i].loss };
+                        .loss = ret[i].loss,
+                        .domain_free = nodes[i] && nodes[i] >= c->nodes &&
+                                                       nodes[i] < c->nodes + c->n_nodes
+                                               ? place_view_domain_free(c->place,
+                                                                        (size_t)(nodes[i] - c->nodes))
+                                               : 0 };
         place_rank(&cfg->place, cand, n);
         for (size_t i = 0; i < n; i++)
                 if (ret[i].r == 0)
@@ -596,7 +602,7 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 
                         ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
                 }
-        rank_cluster(c, cfg, req, ret, n);
+        rank_cluster(c, cfg, req, nodes, ret, n);
         rank_domain(ret, n);
         if (!req->uid[0])
                 return fits;

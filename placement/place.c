@@ -493,6 +493,7 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
                 vn->domain[l] = (int32_t)x;
                 d[x].n_nodes++;
                 d[x].free_gpus += vn->cls ? topo_mask_count(&vn->free) : 0;
+                d[x].n_gpus += vn->cls ? score_class_topo(vn->cls)->n_gpus : 0;
                 for (unsigned k = 0; k < v->cfg.n_classes; k++)
                         d[x].capacity[k] += vn->cap[k];
         }
@@ -663,6 +664,20 @@ place_view_node_name(const struct place_view *v, size_t i)
 /* --- the cluster term ----------------------------------------------------------------- */
 
 double
+place_view_domain_free(const struct place_view *v, size_t i)
+{
+        if (!v || i >= v->n_nodes)
+                return 0;
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
+                int32_t x = v->nodes[i].domain[l];
+
+                if (x >= 0 && v->domains[l] && v->domains[l][x].n_gpus > 0)
+                        return (double)v->domains[l][x].free_gpus / v->domains[l][x].n_gpus;
+        }
+        return 0;
+}
+
+double
 place_loss(const struct place_view *v, size_t i, struct score_class *cls,
            const struct topo_mask *free, const struct topo_mask *set)
 {
@@ -724,10 +739,13 @@ place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
                 if (c[i].fits && c[i].tier == top)
                         top_bw = MAX(top_bw, c[i].busbw);
 #define ELIGIBLE(x) ((x).fits && (x).tier == top && (x).busbw >= cfg->quality_band * top_bw)
+        /* The domain's free share, weighted far below any lost set, only orders candidates
+         * whose losses tie. */
+#define COST(x) ((x).loss + PLACE_DOMAIN_TIEBREAK * MIN(MAX((x).domain_free, 0.0), 1.0))
         for (size_t i = 0; i < n; i++)
                 if (ELIGIBLE(c[i])) {
-                        lo = MIN(lo, c[i].loss);
-                        hi = MAX(hi, c[i].loss);
+                        lo = MIN(lo, COST(c[i]));
+                        hi = MAX(hi, COST(c[i]));
                 }
         for (size_t i = 0; i < n; i++) {
                 double cluster = 0, p;
@@ -735,10 +753,11 @@ place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
                 if (!c[i].fits)
                         continue;
                 if (ELIGIBLE(c[i]))
-                        cluster = hi - lo > 1e-12 ? PLACE_PRIORITY_MAX * (hi - c[i].loss) / (hi - lo)
+                        cluster = hi - lo > 1e-12 ? PLACE_PRIORITY_MAX * (hi - COST(c[i])) / (hi - lo)
                                                   : PLACE_PRIORITY_MAX;
                 p = (1 - share) * c[i].priority + share * cluster;
                 c[i].priority = (int)MIN((double)PLACE_PRIORITY_MAX, MAX(0.0, floor(p + 0.5)));
         }
+#undef COST
 #undef ELIGIBLE
 }

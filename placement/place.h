@@ -52,6 +52,8 @@
 #define PLACE_CLUSTER_SHARE 0.5      /* default share of the cluster term in the priority */
 #define PLACE_QUALITY_BAND 0.5       /* default: competes on the term within half the best busbw */
 #define PLACE_PRIORITY_MAX 10        /* kube-scheduler's MaxExtenderPriority */
+#define PLACE_DOMAIN_TIEBREAK 1e-6   /* place_rank: weight of the domain's free share next to
+                                      * losses (a lost 8-GPU set of 512 weighs ~2e-4) */
 
 /* One request class of the mix. */
 struct place_class {
@@ -122,6 +124,7 @@ struct place_domain {
         unsigned level;
         unsigned n_nodes;
         unsigned free_gpus;
+        unsigned n_gpus;                      /* GPUs of its nodes, free or not */
         uint32_t capacity[PLACE_MAX_CLASSES]; /* sum over its nodes */
 };
 
@@ -167,6 +170,11 @@ ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const
 
 /* --- the cluster term ----------------------------------------------------------------- */
 
+/* The free share (free GPUs / GPUs) of node i's innermost multi-node domain (the lowest
+ * level it has one at), in 0..1; 0 when it has none or i is out of range.  What
+ * place_rank() breaks ties of the cluster term by. */
+double place_view_domain_free(const struct place_view *v, size_t i);
+
 /* What placing set on node i costs the cluster: sum over classes k of weight_k x (node i's
  * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
  * of k), in 0..1.  free is the node's free GPUs for this request (the view's, less holds:
@@ -185,6 +193,7 @@ struct place_candidate {
         unsigned tier;    /* place_tier() of its set */
         double busbw;     /* its set's modeled bus bandwidth (GB/s; 0 for one GPU) */
         double loss;      /* place_loss() */
+        double domain_free; /* place_view_domain_free() of its node */
 };
 
 /* The quality tier of a chosen set for the ranking: 2 all-NVLink ring, 1 direct
@@ -196,7 +205,11 @@ unsigned place_tier(const struct score_choice *ch);
  * among them.  Of those, the one losing least gets cluster score 10 and the one losing most
  * 0 (linear between; all 10 when they lose alike); the others get 0, so neither a worse
  * link class nor a much slower set is chosen to spare capacity.  Final = round((1 - share)
- * x priority + share x cluster score), share = cfg->cluster_share. */
+ * x priority + share x cluster score), share = cfg->cluster_share.  Candidates whose losses
+ * tie (within PLACE_DOMAIN_TIEBREAK) are told apart by their domain's free share: the
+ * fuller domain scores higher, so pods that take the same from their node fill a started
+ * NVLink domain or leaf before an emptier one, which stays whole for a gang (best fit at
+ * the domain level, as Kueue's Topology Aware Scheduling packs a rack). */
 void place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n);
 
 /* --- groups (gangs) ----------------------------------------------------------------------

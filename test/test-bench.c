@@ -807,6 +807,45 @@ allocation_and_stranding_are_time_averages_over_the_makespan(void **state)
         cluster_release(&cl);
 }
 
+/* Stranded at saturation counts free GPUs only while a waiting job fits them by count.  Two
+ * 4-GPU nodes, each running a 3-GPU job for 100 s: a 2-GPU job that arrives at 10 s waits
+ * 90 s with 2 GPUs free, one on each node: 2 of 8 stranded over that time.  When the two
+ * running jobs take all 4 GPUs of each node, a 1-GPU job waits for want of GPUs: nothing
+ * is stranded, and the run never saturates. */
+static void
+stranding_at_saturation_counts_only_free_gpus_a_waiting_job_could_use(void **state)
+{
+        static const struct bench_job shape[] = {
+                { 0, 100, 3, 0 },
+                { 0, 100, 3, 0 },
+                { 10, 10, 2, 0 },
+        };
+        static const struct bench_job count[] = {
+                { 0, 100, 4, 0 },
+                { 0, 100, 4, 0 },
+                { 10, 10, 1, 0 },
+        };
+        struct bench_trace t = { .jobs = (struct bench_job *)shape, .n = ELEMENTSOF(shape) };
+        struct bench_cluster cl;
+        struct bench_run run;
+        struct bench_summary s;
+
+        cluster_init(&cl, 0, 2);
+        assert_int_equal(bench_simulate(&cl, &t, BENCH_POLICY_K8S_DEFAULT, NULL, &run), 0);
+        assert_int_equal(bench_summarize(&run, &s), 0);
+        assert_true(fabs(run.sat_s - 90) < 1e-9);
+        assert_true(fabs(s.stranded_sat - 2.0 / 8.0) < 1e-12);
+        bench_run_release(&run);
+        t.jobs = (struct bench_job *)count;
+        assert_int_equal(bench_simulate(&cl, &t, BENCH_POLICY_K8S_DEFAULT, NULL, &run), 0);
+        assert_int_equal(bench_summarize(&run, &s), 0);
+        assert_true(run.sat_s == 0);
+        assert_true(s.stranded_sat == 0);
+        assert_int_equal(run.n_unplaced, 0);
+        bench_run_release(&run);
+        cluster_release(&cl);
+}
+
 static void
 report_writes_a_row_per_policy_in_every_output(void **state)
 {
@@ -925,6 +964,76 @@ gang_scenario_runs_every_policy_deterministically(void **state)
         score_class_unref(cl.hgx_cls);
 }
 
+/* The gang model's run time: a gang of two 4-GPU pods that k8s-default spreads over two HGX
+ * nodes of one leaf (least allocated: an empty HGX node keeps half free, a tray none) runs
+ * at one rail per GPU instead of its NVLink domain; with communication share 0.5 taken at
+ * the rail, that is (0.5 + 0.5) / (0.5 + 0.5 x 50 / 900) = 1.895 times its ideal (taken at
+ * the domain, it was 1 + 0.5 x (900 / 50 - 1) = 9.5).  A gang of 12 8-GPU pods, more than
+ * one leaf of 8 nodes holds, has its ideal across leaves: it does not stretch there. */
+static void
+gang_spilt_off_its_nvlink_domain_runs_at_rail_speed(void **state)
+{
+        struct bench_gang_cluster cl = {
+                .tray_cls = gang_class("gb200-tray-4gpu-8nic-gpu-numa-id.txt"),
+                .hgx_cls = gang_class("hgx-h100-13nic-mlx5ib-eth-penny.txt"),
+        };
+        const struct bench_gang_job spilt[] = {
+                { .arrival = 0, .duration = 3600, .comm = 0.5, .pods = 2, .gpus = 4 },
+        };
+        const struct bench_gang_job wide[] = {
+                { .arrival = 0, .duration = 3600, .comm = 0.5, .pods = 12, .gpus = 8 },
+        };
+        struct bench_gang_config cfg;
+        struct bench_gang_summary sum;
+
+        bench_gang_config_default(&cfg);
+        assert_int_equal(bench_gang_simulate(&cl, &cfg, spilt, 1, BENCH_GANG_K8S_DEFAULT, &sum,
+                                             NULL), 0);
+        assert_float_equal(sum.slowdown_mean, 1.0 / (0.5 + 0.5 * 50.0 / 900.0), 1e-9);
+        assert_int_equal(bench_gang_simulate(&cl, &cfg, wide, 1, BENCH_GANG_RACKPACK, &sum,
+                                             NULL), 0);
+        assert_float_equal(sum.slowdown_mean, 1.0, 1e-9);
+        score_class_unref(cl.tray_cls);
+        score_class_unref(cl.hgx_cls);
+}
+
+/* GPUs count as stranded only while a waiting job could use them by their count.  Every HGX
+ * node is taken but for 4 GPUs on each of the last two: an 8-GPU job that arrives then waits
+ * with 8 HGX GPUs free in the wrong shape, and the 288 tray GPUs idle beside it are stranded
+ * too (296 of 800).  When instead the whole HGX side is taken, the 8-GPU job waits for want
+ * of capacity: nothing is stranded (every free GPU counted before: 288 of 800). */
+static void
+gang_stranding_counts_only_while_free_gpus_could_serve_a_waiting_job(void **state)
+{
+        struct bench_gang_cluster cl = {
+                .tray_cls = gang_class("gb200-tray-4gpu-8nic-gpu-numa-id.txt"),
+                .hgx_cls = gang_class("hgx-h100-13nic-mlx5ib-eth-penny.txt"),
+        };
+        const struct bench_gang_job shape[] = {
+                { .arrival = 0, .duration = 3600, .comm = 0.5, .pods = 62, .gpus = 8 },
+                { .arrival = 0, .duration = 7200, .comm = 0.3, .pods = 1, .gpus = 4 },
+                { .arrival = 0, .duration = 7200, .comm = 0.3, .pods = 1, .gpus = 4 },
+                { .arrival = 10, .duration = 60, .comm = 0.3, .pods = 1, .gpus = 8 },
+        };
+        const struct bench_gang_job count[] = {
+                { .arrival = 0, .duration = 3600, .comm = 0.5, .pods = 64, .gpus = 8 },
+                { .arrival = 10, .duration = 60, .comm = 0.3, .pods = 1, .gpus = 8 },
+        };
+        struct bench_gang_config cfg;
+        struct bench_gang_summary sum;
+
+        bench_gang_config_default(&cfg);
+        assert_int_equal(bench_gang_simulate(&cl, &cfg, shape, ELEMENTSOF(shape),
+                                             BENCH_GANG_K8S_DEFAULT, &sum, NULL), 0);
+        assert_float_equal(sum.stranded_sat, 296.0 / 800.0, 1e-9);
+        assert_int_equal(bench_gang_simulate(&cl, &cfg, count, ELEMENTSOF(count),
+                                             BENCH_GANG_K8S_DEFAULT, &sum, NULL), 0);
+        assert_float_equal(sum.stranded_sat, 0.0, 1e-12);
+        assert_int_equal(sum.n_unplaced, 0);
+        score_class_unref(cl.tray_cls);
+        score_class_unref(cl.hgx_cls);
+}
+
 int
 main(void)
 {
@@ -949,9 +1058,12 @@ main(void)
                 cmocka_unit_test(simulator_applies_the_time_model_to_the_chosen_set),
                 cmocka_unit_test(simulator_is_deterministic_and_never_hands_a_gpu_out_twice),
                 cmocka_unit_test(allocation_and_stranding_are_time_averages_over_the_makespan),
+                cmocka_unit_test(stranding_at_saturation_counts_only_free_gpus_a_waiting_job_could_use),
                 cmocka_unit_test(report_writes_a_row_per_policy_in_every_output),
                 cmocka_unit_test(percentile_interpolates_between_ranks),
                 cmocka_unit_test(gang_scenario_runs_every_policy_deterministically),
+                cmocka_unit_test(gang_spilt_off_its_nvlink_domain_runs_at_rail_speed),
+                cmocka_unit_test(gang_stranding_counts_only_while_free_gpus_could_serve_a_waiting_job),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1154,6 +1154,38 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
         return c;
 }
 
+/* The builder takes nodes in any order (live mode's come sorted, and are only checked):
+ * the view is sorted by name either way, and a repeated name is refused either way. */
+static void
+builder_sorts_nodes_and_refuses_repeats(void **state)
+{
+        static const char *const orders[][4] = {
+                { "a", "b", "c", "d" }, { "d", "c", "b", "a" }, { "b", "a", "d", "c" },
+                { "a", "b", "b", "c" }, { "c", "a", "b", "a" }, { "a", "b", "c", "c" },
+        };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t o = 0; o < ELEMENTSOF(orders); o++) {
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                struct ext_cluster *c = NULL;
+                bool repeat = o >= 3;
+
+                for (size_t i = 0; i < 4; i++)
+                        assert_int_equal(ext_cluster_builder_add_node(b, orders[o][i], NULL, 0, 8,
+                                                                      NULL), 0);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &c), repeat ? -EEXIST : 0);
+                if (repeat)
+                        continue;
+                assert_int_equal(c->n_nodes, 4);
+                for (size_t i = 0; i < 4; i++) {
+                        assert_string_equal(c->nodes[i].name, orders[0][i]);
+                        assert_ptr_equal(ext_cluster_find_node(c, c->nodes[i].name), &c->nodes[i]);
+                }
+                ext_cluster_unref(c);
+        }
+}
+
 /* ext_nodes_resolve tries the node after the last one found before the index: whatever the
  * order of the names (sorted, reversed, rotated, strided, shuffled, repeated, with unknown
  * names and near misses between), each resolves to the node the index alone finds. */
@@ -3127,6 +3159,7 @@ main(void)
                 cmocka_unit_test(cluster_with_pod_adds_a_binding_to_a_new_snapshot),
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
+                cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),

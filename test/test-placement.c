@@ -5,6 +5,7 @@
  * domains), the cluster term (an empty HGX H100 loses more than partly used NVLink nodes),
  * the ranking rule, and the group holds.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -302,6 +303,58 @@ view_groups_nodes_into_domains(void **state)
         assert_int_equal(place_view_node_domain(v, 3, 0), -1);
         assert_int_equal(place_view_node_domain(v, 3, 1), 0);
         assert_null(place_view_domain(v, 0, 2));
+}
+
+/* Two leaves of HGX H100 nodes; each has one node with 4 GPUs taken, leaf-2 one empty node
+ * more.  A 4-GPU pod costs either half-used node the same (the other half is all it had
+ * left), so the ranking tells them apart by their leaf: the fuller leaf-1 (12 of 16 free)
+ * gets it, and leaf-2 (20 of 24 free) keeps its room whole for a gang.  A loss that differs
+ * still decides first: the empty node, which loses an 8-GPU set, ranks below both. */
+static void
+rank_fills_the_fuller_domain_when_losses_tie(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        struct place_node nodes[5] = {
+                { .cls = h100, .free = mask_of("4,5,6,7", 8), .domain = { NULL, "leaf-1" } },
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { NULL, "leaf-1" } },
+                { .cls = h100, .free = mask_of("4,5,6,7", 8), .domain = { NULL, "leaf-2" } },
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { NULL, "leaf-2" } },
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { NULL, "leaf-2" } },
+        };
+        struct score_request req = { .count = 4 };
+        struct place_candidate cand[3], pair[2];
+        const size_t at[3] = { 0, 2, 3 };
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        assert_int_equal(place_view_new(&cfg, nodes, 5, NULL, 0, NULL, NULL, &v), 0);
+        assert_int_equal(place_view_domain(v, 1, 0)->n_gpus, 16);
+        assert_true(fabs(place_view_domain_free(v, 0) - 12.0 / 16) < 1e-12);
+        assert_true(fabs(place_view_domain_free(v, 2) - 20.0 / 24) < 1e-12);
+        assert_true(place_view_domain_free(v, 9) == 0);
+        for (size_t k = 0; k < 3; k++) {
+                size_t i = at[k];
+                struct score_choice ch;
+
+                assert_int_equal(score_best(nodes[i].cls, &nodes[i].free, &req, &ch, NULL), 0);
+                cand[k] = (struct place_candidate){
+                        .fits = true, .priority = 10, .tier = place_tier(&ch), .busbw = ch.busbw_gbps,
+                        .loss = place_loss(v, i, nodes[i].cls, &nodes[i].free, &ch.set),
+                        .domain_free = place_view_domain_free(v, i) };
+        }
+        assert_true(cand[0].loss == cand[1].loss);
+        assert_true(cand[2].loss > cand[0].loss);
+        /* The two half-used nodes alone: their losses tie, the fuller leaf wins. */
+        pair[0] = cand[0];
+        pair[1] = cand[1];
+        place_rank(&cfg, pair, 2);
+        assert_int_equal(pair[0].priority, 10);
+        assert_int_equal(pair[1].priority, 5); /* 0.5 x 10 + 0.5 x 0 */
+        /* With the empty node: the loss decides, the half-used nodes stay above it. */
+        place_rank(&cfg, cand, 3);
+        assert_true(cand[0].priority >= cand[1].priority);
+        assert_true(cand[1].priority > cand[2].priority);
 }
 
 static void
@@ -720,6 +773,7 @@ main(void)
                 cmocka_unit_test(view_reuses_unchanged_nodes_of_its_base),
                 cmocka_unit_test(view_learns_weights_from_live_pod_sizes),
                 cmocka_unit_test(view_groups_nodes_into_domains),
+                cmocka_unit_test(rank_fills_the_fuller_domain_when_losses_tie),
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
                 cmocka_unit_test(group_within_a_level_never_spans_its_domains),
