@@ -34,6 +34,14 @@ struct ext_cluster_builder {
         const struct ext_cluster *base;
         size_t n_group_sizes, alloc_group_sizes;
         struct ext_group_size *group_sizes;
+        /* Group ids of grouped pods, one per ext_cluster_builder_pod_group() call, in call
+         * order; a pod's group is 1 + its index here until finish sorts them. */
+        size_t n_gids, alloc_gids;
+        char (*gids)[PLACE_NAME_MAX];
+        /* Group keys (ext_cluster.group_keys): the base's at their indices ("" a free
+         * slot), and whether a PodGroup of this build named each; finish keeps those. */
+        char keys[PLACE_MAX_KEYS][EXT_LABEL_KEY_MAX];
+        bool key_named[PLACE_MAX_KEYS];
 };
 
 static int
@@ -73,6 +81,7 @@ cluster_free(struct ext_cluster *c)
         free(c->classes);
         free(c->index);
         free(c->group_sizes);
+        free(c->pod_groups);
         place_view_unref(c->place);
         free(c);
 }
@@ -212,6 +221,8 @@ ext_cluster_builder_new(const struct ext_config *cfg, const struct ext_cluster *
                 return NULL;
         b->cfg = cfg;
         b->base = base;
+        if (base)
+                memcpy(b->keys, base->group_keys, sizeof(b->keys));
         return b;
 }
 
@@ -229,6 +240,7 @@ ext_cluster_builder_free(struct ext_cluster_builder *b)
         free(b->pod_node);
         free(b->classes);
         free(b->group_sizes);
+        free(b->gids);
         free(b);
         return NULL;
 }
@@ -347,6 +359,7 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
                 n->used = (struct topo_mask){ 0 };
                 /* Labels come again after the node: they may have changed. */
                 memset(n->label_domain, 0, sizeof(n->label_domain));
+                memset(n->key_value, 0, sizeof(n->key_value));
                 n->closed = false; /* and so may its state */
                 score_class_ref(n->cls);
                 set_why(ret_why, n->why_unannotated);
@@ -428,6 +441,16 @@ ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
         return 0;
 }
 
+/* The index of group key key among keys, -1 when none. */
+static int
+key_index(char (*keys)[EXT_LABEL_KEY_MAX], const char *key)
+{
+        for (int k = 0; k < PLACE_MAX_KEYS; k++)
+                if (keys[k][0] && strcmp(keys[k], key) == 0)
+                        return k;
+        return -1;
+}
+
 int
 ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, const char *value)
 {
@@ -438,6 +461,12 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
         if (b->n_nodes == 0)
                 return -ENOENT;
         n = &b->nodes[b->n_nodes - 1];
+        {
+                int g = key_index(b->keys, key);
+
+                if (g >= 0 && strlen(value) < EXT_LABEL_VALUE_MAX)
+                        str_copy(n->key_value[g], sizeof(n->key_value[g]), value, strlen(value));
+        }
         for (unsigned k = 0; k < b->cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
                 unsigned l = b->cfg->domain_labels[k].level;
 
@@ -451,6 +480,52 @@ ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key, c
                 return 0;
         }
         return 0;
+}
+
+int
+ext_cluster_builder_group_key(struct ext_cluster_builder *b, const char *key)
+{
+        unsigned level;
+        int k;
+
+        if (!key || !key[0] || strlen(key) >= EXT_LABEL_KEY_MAX)
+                return -EINVAL;
+        if (ext_config_key_level(b->cfg, key, &level) == 0)
+                return 0; /* one node, or a domain label's level */
+        k = key_index(b->keys, key);
+        for (int f = 0; k < 0 && f < PLACE_MAX_KEYS; f++)
+                if (!b->keys[f][0]) {
+                        str_copy(b->keys[f], sizeof(b->keys[f]), key, strlen(key));
+                        k = f;
+                }
+        if (k < 0)
+                return -E2BIG;
+        b->key_named[k] = true;
+        return 0;
+}
+
+const char *
+ext_cluster_builder_key(const struct ext_cluster_builder *b, unsigned k)
+{
+        return k < PLACE_MAX_KEYS && b->keys[k][0] ? b->keys[k] : NULL;
+}
+
+void
+ext_key_domain_name(char name[PLACE_NAME_MAX], const char *key, const char *value)
+{
+        uint64_t h = 14695981039346656037ull;
+        size_t kl = strlen(key), vl = strlen(value);
+
+        if (kl + 1 + vl < PLACE_NAME_MAX) {
+                memcpy(name, key, kl);
+                name[kl] = '=';
+                memcpy(name + kl + 1, value, vl + 1);
+                return;
+        }
+        vl = MIN(vl, (size_t)PLACE_NAME_MAX - 19); /* a label value is 63 bytes at most */
+        for (const char *p = key; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        snprintf(name, PLACE_NAME_MAX, "#%016llx=%.*s", (unsigned long long)h, (int)vl, value);
 }
 
 int
@@ -503,6 +578,101 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
         return 0;
 }
 
+bool
+ext__id_in_namespace(const char *id, const char *ns)
+{
+        const char *p = strchr(id, '/');
+        size_t n = ns ? strlen(ns) : 0;
+
+        return p && n > 0 && strncmp(p + 1, ns, n) == 0 && p[1 + n] == '/';
+}
+
+int
+ext_cluster_builder_pod_group(struct ext_cluster_builder *b, const char *ns, const char *json,
+                              size_t len)
+{
+        struct ext_group_record rec;
+        int r;
+
+        if (b->n_pods == 0)
+                return -ENOENT;
+        if (!json || ext_group_record_decode(json, len, &rec, NULL) < 0 ||
+            !ext__id_in_namespace(rec.group.id, ns))
+                return -EINVAL;
+        r = grow((void **)&b->gids, &b->alloc_gids, b->n_gids + 1, sizeof(*b->gids));
+        if (r < 0)
+                return r;
+        str_copy(b->gids[b->n_gids], sizeof(b->gids[0]), rec.group.id, strlen(rec.group.id));
+        b->pods[b->n_pods - 1].group = (uint32_t)++b->n_gids;
+        return 0;
+}
+
+const char *
+ext_cluster_pod_group(const struct ext_cluster *c, const struct ext_pod *p)
+{
+        return c && p && p->group > 0 && p->group <= c->n_pod_groups ? c->pod_groups[p->group - 1]
+                                                                      : NULL;
+}
+
+/* Where id sorts in the n sorted ids: its index when present (*ret_found), else where it
+ * would go. */
+static size_t
+gid_find(char (*ids)[PLACE_NAME_MAX], size_t n, const char *id, bool *ret_found)
+{
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int x = strcmp(ids[mid], id);
+
+                if (x == 0) {
+                        *ret_found = true;
+                        return mid;
+                }
+                if (x < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = false;
+        return lo;
+}
+
+static int
+gid_cmp(const void *a, const void *b)
+{
+        return strcmp(*(const char (*)[PLACE_NAME_MAX])a, *(const char (*)[PLACE_NAME_MAX])b);
+}
+
+/* The builder's group ids into c->pod_groups (sorted, unique), and each pod's group index
+ * from the builder's numbering to the table's.  0 or -ENOMEM. */
+static int
+pod_groups_finish(struct ext_cluster_builder *b, struct ext_cluster *c)
+{
+        size_t n = 0;
+
+        if (b->n_gids == 0)
+                return 0;
+        c->pod_groups = malloc(b->n_gids * sizeof(*c->pod_groups));
+        if (!c->pod_groups)
+                return -ENOMEM;
+        memcpy(c->pod_groups, b->gids, b->n_gids * sizeof(*b->gids));
+        qsort(c->pod_groups, b->n_gids, sizeof(*c->pod_groups), gid_cmp);
+        for (size_t i = 0; i < b->n_gids; i++)
+                if (n == 0 || strcmp(c->pod_groups[n - 1], c->pod_groups[i]) != 0)
+                        memmove(c->pod_groups[n++], c->pod_groups[i], sizeof(c->pod_groups[0]));
+        c->n_pod_groups = n;
+        for (size_t i = 0; i < b->n_pods; i++) {
+                bool found;
+
+                if (b->pods[i].group > 0)
+                        b->pods[i].group = 1 + (uint32_t)gid_find(c->pod_groups, n,
+                                                                  b->gids[b->pods[i].group - 1],
+                                                                  &found);
+        }
+        return 0;
+}
+
 /* The cluster term's view of c (placement/): per node its class, free GPUs (healthy, not
  * on live pods) and domain, and the live pods' sizes for the learnt weights.  base (may be
  * NULL) lends the capacities of nodes that did not change.  Left NULL when the term is off
@@ -512,14 +682,20 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
 {
         CLEANUP(freep) struct place_node *in = NULL;
         CLEANUP(freep) ssize_t *base_index = NULL;
+        CLEANUP(freep) char (*key_names)[PLACE_MAX_KEYS][PLACE_NAME_MAX] = NULL;
         unsigned hist[TOPO_MAX_GPUS + 1] = { 0 };
+        bool any_key = false;
 
         c->place = NULL;
         if (!cfg || cfg->place.cluster_share <= 0)
                 return;
+        for (unsigned k = 0; k < PLACE_MAX_KEYS; k++)
+                any_key = any_key || c->group_keys[k][0];
         in = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*in));
         base_index = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*base_index));
-        if (!in || !base_index)
+        if (any_key)
+                key_names = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*key_names));
+        if (!in || !base_index || (any_key && !key_names))
                 return;
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const struct ext_node *n = &c->nodes[i];
@@ -534,6 +710,12 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
                         in[i].domain[l] = n->label_domain[l];
                 if (n->domain[0])
                         in[i].domain[0] = n->domain; /* the annotation beats labels */
+                for (unsigned k = 0; any_key && k < PLACE_MAX_KEYS; k++)
+                        if (c->group_keys[k][0] && n->key_value[k][0]) {
+                                ext_key_domain_name(key_names[i][k], c->group_keys[k],
+                                                    n->key_value[k]);
+                                in[i].key_domain[k] = key_names[i][k];
+                        }
                 base_index[i] = old ? old - base->nodes : -1;
         }
         for (size_t i = 0; i < c->n_pods; i++)
@@ -603,6 +785,11 @@ ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
         if (min_count > PLACE_MAX_GROUP_PODS)
                 min_count = 0; /* as a foreign size that does not parse: unknown */
         within = ext_config_key_level(b->cfg, topology_key, &level) == 0;
+        if (!within && topology_key && topology_key[0] &&
+            ext_cluster_builder_group_key(b, topology_key) == 0) {
+                level = PLACE_LEVEL_KEY(key_index(b->keys, topology_key));
+                within = true;
+        }
         if (min_count == 0 && !within)
                 return 0;
         if (b->n_group_sizes >= EXT_MAX_GROUP_SIZES)
@@ -684,6 +871,10 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 return -ENOMEM;
         }
 
+        if (pod_groups_finish(b, c) < 0) {
+                cluster_free(c);
+                return -ENOMEM;
+        }
         /* Resolve node names before sorting pods (pod_node is indexed like pods). */
         for (size_t i = 0; i < b->n_pods; i++) {
                 const struct ext_node *n =
@@ -716,6 +907,10 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         for (size_t i = 0; i < b->n_classes; i++)
                 c->classes[c->n_classes++] = TAKE_PTR(b->classes[i].cls);
         b->n_classes = 0;
+        /* The group keys a PodGroup named in this build; the others' slots come free. */
+        for (unsigned k = 0; k < PLACE_MAX_KEYS; k++)
+                if (b->key_named[k])
+                        memcpy(c->group_keys[k], b->keys[k], sizeof(c->group_keys[k]));
         place_build(c, b->cfg, b->base);
 
         if (b->n_group_sizes > 0)
@@ -734,14 +929,16 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
 int
 ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, const char *uid,
                      const char *namespace, const char *name, const char *node,
-                     const struct topo_mask *gpus, struct ext_cluster **ret)
+                     const struct topo_mask *gpus, const char *group_record,
+                     struct ext_cluster **ret)
 {
         struct ext_cluster *next;
         const struct ext_node *n;
         struct ext_pod pod = { .node = -1 };
-        size_t at, lo = 0, hi;
+        struct ext_group_record rec;
+        bool grouped = false, known = false;
+        size_t at, lo = 0, hi, gat = 0;
 
-        (void)namespace;
         (void)name;
         if (ext_cluster_find_pod(c, uid))
                 return -EEXIST;
@@ -802,6 +999,52 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->pods[at] = pod;
         next->n_pods = c->n_pods + 1;
         topo_mask_or(&next->nodes[pod.node].used, &pod.gpus);
+        memcpy(next->group_keys, c->group_keys, sizeof(next->group_keys));
+        /* The PodGroups and the bound pods' groups, the new pod's included. */
+        if (c->n_group_sizes > 0) {
+                next->group_sizes = malloc(c->n_group_sizes * sizeof(*next->group_sizes));
+                if (!next->group_sizes) {
+                        cluster_free(next);
+                        return -ENOMEM;
+                }
+                memcpy(next->group_sizes, c->group_sizes,
+                       c->n_group_sizes * sizeof(*next->group_sizes));
+                next->n_group_sizes = c->n_group_sizes;
+        }
+        grouped = group_record &&
+                  ext_group_record_decode(group_record, strlen(group_record), &rec, NULL) == 0 &&
+                  ext__id_in_namespace(rec.group.id, namespace);
+        if (grouped)
+                gat = gid_find(c->pod_groups, c->n_pod_groups, rec.group.id, &known);
+        if (c->n_pod_groups > 0 || grouped) {
+                size_t ng = c->n_pod_groups + (grouped && !known);
+
+                next->pod_groups = malloc(ng * sizeof(*next->pod_groups));
+                if (!next->pod_groups) {
+                        cluster_free(next);
+                        return -ENOMEM;
+                }
+                if (grouped && !known) {
+                        /* A new id sorts in at gat: later indices move up by one.  (c's
+                         * table is NULL when it has none: no copies then.) */
+                        if (gat > 0)
+                                memcpy(next->pod_groups, c->pod_groups,
+                                       gat * sizeof(*c->pod_groups));
+                        str_copy(next->pod_groups[gat], sizeof(next->pod_groups[0]),
+                                 rec.group.id, strlen(rec.group.id));
+                        if (c->n_pod_groups > gat)
+                                memcpy(next->pod_groups + gat + 1, c->pod_groups + gat,
+                                       (c->n_pod_groups - gat) * sizeof(*c->pod_groups));
+                        for (size_t i = 0; i < next->n_pods; i++)
+                                if (next->pods[i].group > gat)
+                                        next->pods[i].group++;
+                } else if (c->n_pod_groups > 0) {
+                        memcpy(next->pod_groups, c->pod_groups,
+                               c->n_pod_groups * sizeof(*c->pod_groups));
+                }
+                next->n_pod_groups = ng;
+                next->pods[at].group = grouped ? (uint32_t)gat + 1 : 0;
+        }
         place_build(next, cfg, c); /* only the pod's node is computed again */
         *ret = next;
         return 0;

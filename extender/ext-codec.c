@@ -1200,10 +1200,21 @@ item_is_podgroup(const cJSON *item, const char *list_kind)
 /* A PodGroup (scheduling.k8s.io, as `kubectl get podgroups -o json` lists it): its gang
  * minCount and first topology key, as the live cache reads them (kube-client's decoder).  A
  * minCount that is not a whole number in 1..PLACE_MAX_GROUP_PODS leaves the size unknown. */
+/* A PodGroup's topology constraint key (the first), NULL when none. */
+static const char *
+podgroup_key(const cJSON *pg)
+{
+        const cJSON *topo = get(get(get(pg, "spec"), "schedulingConstraints"), "topology");
+
+        if (cJSON_IsArray(topo) && cJSON_GetArraySize(topo) > 0)
+                return string_at(cJSON_GetArrayItem(topo, 0), "key");
+        return NULL;
+}
+
 static int
 add_podgroup_item(struct ext_cluster_builder *b, const cJSON *pg, const char **ret_why)
 {
-        const cJSON *meta = get(pg, "metadata"), *spec = get(pg, "spec"), *topo;
+        const cJSON *meta = get(pg, "metadata"), *spec = get(pg, "spec");
         char ns[EXT_NAME_MAX], name[EXT_NAME_MAX];
         const char *key = NULL;
         int64_t min = 0;
@@ -1216,9 +1227,7 @@ add_podgroup_item(struct ext_cluster_builder *b, const cJSON *pg, const char **r
         if (json_get_int64(get(get(get(spec, "schedulingPolicy"), "gang"), "minCount"), 1,
                            PLACE_MAX_GROUP_PODS, &min) < 0)
                 min = 0;
-        topo = get(get(spec, "schedulingConstraints"), "topology");
-        if (cJSON_IsArray(topo) && cJSON_GetArraySize(topo) > 0)
-                key = string_at(cJSON_GetArrayItem(topo, 0), "key");
+        key = podgroup_key(pg);
         return ext_cluster_builder_add_podgroup(b, ns, name, (unsigned)min, key);
 }
 
@@ -1239,15 +1248,28 @@ add_node_labels(struct ext_cluster_builder *b, const struct ext_config *cfg, con
                                 return r;
                 }
         }
+        /* The PodGroups' topology keys (registered before the nodes). */
+        for (unsigned k = 0; k < PLACE_MAX_KEYS; k++) {
+                const char *key = ext_cluster_builder_key(b, k);
+                const char *v = key ? string_at(labels, key) : NULL;
+
+                if (v && strlen(v) < EXT_LABEL_VALUE_MAX) {
+                        int r = ext_cluster_builder_node_label(b, key, v);
+
+                        if (r < 0)
+                                return r;
+                }
+        }
         return 0;
 }
 
 static int
 add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_why)
 {
-        const cJSON *meta = get(pod, "metadata"), *phase, *gpus_a, *node;
+        const cJSON *meta = get(pod, "metadata"), *phase, *gpus_a, *node, *rec;
         char uid[EXT_UID_MAX], ns[EXT_NAME_MAX], name[EXT_NAME_MAX];
         struct topo_mask gpus = { 0 };
+        int r;
 
         if (copy_string(get(meta, "uid"), uid, sizeof(uid), true) < 0 ||
             copy_string(get(meta, "namespace"), ns, sizeof(ns), false) < 0 ||
@@ -1268,8 +1290,19 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
         if (cJSON_IsString(gpus_a))
                 (void)ext_gpus_annotation_decode(gpus_a->valuestring, strlen(gpus_a->valuestring),
                                                  TOPO_MAX_GPUS, &gpus, NULL);
-        return ext_cluster_builder_add_pod(b, uid, ns, name,
-                                           cJSON_IsString(node) ? node->valuestring : NULL, &gpus);
+        r = ext_cluster_builder_add_pod(b, uid, ns, name,
+                                        cJSON_IsString(node) ? node->valuestring : NULL, &gpus);
+        /* Its gang, for preempt: the group record topofit bound it with (a bad one: none). */
+        rec = get(get(meta, "annotations"), EXT_GROUP_RECORD_ANNOTATION);
+        if (r >= 0 && cJSON_IsString(rec)) {
+                bool repeated = tl_repeated; /* the record's own decode resets it */
+
+                if (ext_cluster_builder_pod_group(b, ns, rec->valuestring,
+                                                  strlen(rec->valuestring)) == -ENOMEM)
+                        r = -ENOMEM;
+                tl_repeated = repeated;
+        }
+        return r;
 }
 
 int
@@ -1303,6 +1336,16 @@ ext_cluster_decode(const char *json, size_t len, const struct ext_config *cfg,
                 goto out;
         }
         r = 0;
+        /* The PodGroups' topology keys first: nodes keep their values of them as they come
+         * (a key over PLACE_MAX_KEYS, or not a label key, is ignored). */
+        cJSON_ArrayForEach(item, items) {
+                const char *key = cJSON_IsObject(item) && item_is_podgroup(item, list_kind)
+                                          ? podgroup_key(item)
+                                          : NULL;
+
+                if (key && key[0])
+                        (void)ext_cluster_builder_group_key(b, key);
+        }
         cJSON_ArrayForEach(item, items) {
                 if (!cJSON_IsObject(item)) {
                         r = why_err(ret_why, "a List item is not an object", -EINVAL);
@@ -1350,7 +1393,7 @@ ext_group_record_encode(const struct ext_group_record *rec, char **ret_json)
         int r;
 
         if (!rec->group.id[0] || !rec->domain.name[0] ||
-            (rec->domain.level >= PLACE_MAX_LEVELS && rec->domain.level != PLACE_LEVEL_NODE))
+            rec->domain.level >= PLACE_N_LEVELS)
                 return -EINVAL;
         buf_init(&b, EXT_GROUP_RECORD_MAX);
         r = buf_puts(&b, "{\"version\":1,\"group\":");
@@ -1428,7 +1471,7 @@ ext_group_record_decode(const char *json, size_t len, struct ext_group_record *r
                  !printable_ascii(rec.domain.name))
                 r = why_err(ret_why, "the group record's group or domain is not a valid string "
                                      "of printable ASCII", -EINVAL);
-        else if (record_uint(get(doc, "level"), PLACE_LEVEL_NODE, &rec.domain.level) < 0 ||
+        else if (record_uint(get(doc, "level"), PLACE_N_LEVELS - 1, &rec.domain.level) < 0 ||
                  record_uint(get(doc, "size"), PLACE_MAX_GROUP_PODS, &rec.group.size) < 0 ||
                  record_uint(get(doc, "count"), TOPO_MAX_GPUS, &rec.group.count) < 0 ||
                  record_uint(get(doc, "require"), 0xffff, &rec.group.require) < 0 ||

@@ -43,6 +43,8 @@ int ext__ledger_holds_locked(struct ext_ledger *l, const char *uid, uint64_t vie
                              uint64_t now_ns, struct ext_held *ret, size_t max);
 /* The hash of a node name that the snapshot's index and the ledger's buckets use. */
 uint32_t ext__name_hash(const char *s);
+/* Whether group id (ext_group_id: "source/ns/...") belongs to namespace ns. */
+bool ext__id_in_namespace(const char *id, const char *ns);
 uint32_t ext__name_hash_n(const char *s, size_t n);
 /* Lock held.  The live entry of (uid, node), or NULL. */
 const struct topo_mask *ext__ledger_find_locked(struct ext_ledger *l, const char *uid,

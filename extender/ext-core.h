@@ -52,6 +52,7 @@
 #define EXT_DEFAULT_RESOURCE "nvidia.com/gpu"
 #define EXT_MAX_DOMAIN_LABELS 15          /* node label keys naming domains (kube cache keeps 16) */
 #define EXT_LABEL_KEY_MAX 320              /* a label key: 253-byte prefix, '/', 63-byte name */
+#define EXT_LABEL_VALUE_MAX 64             /* a label value: 63 bytes + NUL */
 #define EXT_GROUP_ANNOTATION "topofit.io/group"           /* label or annotation */
 #define EXT_GROUP_SIZE_ANNOTATION "topofit.io/group-size" /* label or annotation */
 
@@ -172,6 +173,8 @@ struct ext_node {
          * cfg->domain_labels of the key that set each (lower wins). */
         char label_domain[PLACE_MAX_LEVELS][PLACE_NAME_MAX];
         uint8_t label_rank[PLACE_MAX_LEVELS];
+        /* Its value of the snapshot's group_keys[k] label ("" when it has none). */
+        char key_value[PLACE_MAX_KEYS][EXT_LABEL_VALUE_MAX];
         /* Closed to new groups: cordoned (spec.unschedulable) or, in live mode, not Ready.
          * It holds no free room for a group's domain choice or holds (docs/placement.md,
          * "Groups"); pods bound there still count, and filter still answers for it (a pod
@@ -183,6 +186,7 @@ struct ext_node {
 struct ext_pod {
         char uid[EXT_UID_MAX];
         int node;             /* index into the snapshot's nodes, -1 when not bound here */
+        uint32_t group;       /* its gang: 1 + index into the snapshot's pod_groups, 0 none */
         struct topo_mask gpus; /* from topofit.io/gpus; empty when none */
 };
 
@@ -206,6 +210,19 @@ struct ext_cluster {
          * request's group id: "podgroup/<ns>/<name>"); none in static mode. */
         size_t n_group_sizes;
         struct ext_group_size *group_sizes;
+        /* The groups (gangs) bound pods belong to, as their group records
+         * (EXT_GROUP_RECORD_ANNOTATION) name them: sorted, unique; ext_pod.group indexes it.
+         * Preempt reads it so that no victim set splits a bound gang. */
+        size_t n_pod_groups;
+        char (*pod_groups)[PLACE_NAME_MAX];
+        /* Node label keys that PodGroups name as their topology constraint and that are
+         * neither EXT_HOSTNAME_LABEL nor a domain label: key k is the view's level
+         * PLACE_LEVEL_KEY(k), its domains named "key=value" (ext_key_domain_name).  A
+         * snapshot built from a base keeps the base's keys that PodGroups still name at
+         * their indices (a group's recorded level stays valid) and puts new ones in free
+         * slots ("": free; a slot's next key has other domain names, so a stale record
+         * finds no domain rather than a wrong one). */
+        char group_keys[PLACE_MAX_KEYS][EXT_LABEL_KEY_MAX];
 };
 
 /* A PodGroup's gang size (minCount) and topology constraint, keyed like
@@ -265,10 +282,28 @@ int ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name
                                  const char *topo_json, size_t len, unsigned gpu_capacity,
                                  const char **ret_why);
 /* One label of the node added last: when cfg->domain_labels lists key, value becomes the
- * node's domain at that key's level (a key listed earlier wins).  Other keys are ignored.
- * Returns 0, -ENOENT (no node added yet), -EINVAL (NULL key or value). */
+ * node's domain at that key's level (a key listed earlier wins); when key is a registered
+ * group key (ext_cluster_builder_group_key), the node's value of it.  Other keys, and values
+ * of 64 bytes or more, are ignored.  Returns 0, -ENOENT (no node added yet), -EINVAL (NULL
+ * key or value). */
 int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *key,
                                    const char *value);
+/* The pod added last belongs to the group its group record (EXT_GROUP_RECORD_ANNOTATION,
+ * json/len) names, when the record decodes and names a group of namespace ns.  Returns 0,
+ * -ENOENT (no pod added yet), -EINVAL (a record that does not decode, or of another
+ * namespace: the pod stays without a group), -ENOMEM. */
+int ext_cluster_builder_pod_group(struct ext_cluster_builder *b, const char *ns,
+                                  const char *json, size_t len);
+/* Registers key (a PodGroup's topology key) as a level of the view before nodes are added,
+ * so that ext_cluster_builder_node_label() keeps the nodes' values of it.  EXT_HOSTNAME_LABEL
+ * and the domain labels need none (0).  Returns 0 (known or added), -E2BIG (PLACE_MAX_KEYS
+ * keys already: the constraint is ignored), -EINVAL (not a label key). */
+int ext_cluster_builder_group_key(struct ext_cluster_builder *b, const char *key);
+/* Group key k of the builder (PLACE_LEVEL_KEY(k)), NULL when slot k is free. */
+const char *ext_cluster_builder_key(const struct ext_cluster_builder *b, unsigned k);
+/* The name of the domain of label key's value at its key level: "key=value", or, when that
+ * is over PLACE_NAME_MAX - 1 bytes, "#" and 16 hex digits of a hash of the key, "=value". */
+void ext_key_domain_name(char name[PLACE_NAME_MAX], const char *key, const char *value);
 /* Marks the node added last closed to new groups (ext_node.closed): cordoned, or not
  * Ready.  Returns 0 or -ENOENT (no node added yet). */
 int ext_cluster_builder_node_closed(struct ext_cluster_builder *b, bool closed);
@@ -285,9 +320,10 @@ int ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
 int ext_cluster_builder_add_group_size(struct ext_cluster_builder *b, const char *ns,
                                        const char *name, unsigned min_count);
 /* The same with the PodGroup's topology constraint key (NULL or "": none).  A key that
- * ext_config_key_level() maps makes the group land within one domain of that level; such a
- * PodGroup is kept even when it is not a gang (size unknown).  A key it does not map is
- * ignored.  Same returns. */
+ * ext_config_key_level() maps, or a key registered with ext_cluster_builder_group_key()
+ * (its key level), makes the group land within one domain of that level; such a PodGroup
+ * is kept even when it is not a gang (size unknown).  Another key is ignored.  Same
+ * returns. */
 int ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *ns,
                                      const char *name, unsigned min_count,
                                      const char *topology_key);
@@ -297,12 +333,15 @@ int ext_cluster_builder_add_podgroup(struct ext_cluster_builder *b, const char *
 int ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen,
                                struct ext_cluster **ret);
 
-/* A copy of c with one more pod (static mode's bind), generation + 1.  -EEXIST when the
- * uid is already there, -ENOENT when node is not in c. */
+/* A copy of c with one more pod (static mode's bind), generation + 1; group_record (may
+ * be NULL) is the pod's group record, read as ext_cluster_builder_pod_group does.  -EEXIST
+ * when the uid is already there, -ENOENT when node is not in c, -ENOMEM. */
 int ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg,
                          const char *uid, const char *namespace, const char *name,
                          const char *node, const struct topo_mask *gpus,
-                         struct ext_cluster **ret);
+                         const char *group_record, struct ext_cluster **ret);
+/* The id of the group pod p (of c) belongs to, NULL when none. */
+const char *ext_cluster_pod_group(const struct ext_cluster *c, const struct ext_pod *p);
 
 /* A node built from a Node object the scheduler sent that is not in the cluster view (full
  * mode).  Caller releases it with ext_node_release().  Same arguments as add_node. */
@@ -432,8 +471,13 @@ int ext_groups_restore(const struct ext_cluster *c, struct ext_ledger *l,
 /* Preempt, for one candidate node: whether evicting (some of) the n victims (pod UIDs)
  * frees a set that satisfies req.  On 0 sets needed[i] for the victims to keep in the
  * answer: victims holding GPUs of the chosen set, and victims holding no recorded GPUs
- * (the scheduler chose them for other resources).  Returns 0, -ENOSPC / -EAGAIN /
- * -ENOEXEC (drop the node), -ENOENT (node unknown). */
+ * (the scheduler chose them for other resources).  A bound gang (ext_pod.group) is never
+ * split: its members are all taken or none; when every bound member is a victim on this
+ * node, one needed member makes all of them needed; when not, none of its GPUs count as
+ * freed, and a set that still needs one of its members drops the node.  Victims bound on
+ * other nodes (kube-scheduler 1.37 lists a PodGroup evicted whole that way) drop the node.
+ * No victim is ever added: needed[] only picks among the scheduler's own victims.  Returns
+ * 0, -ENOSPC / -EAGAIN / -ENOEXEC (drop the node), -ENOENT (node unknown), -ENOMEM. */
 int ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
                 const struct ext_request *req, const struct ext_node *node,
                 const char *const *victims, size_t n, uint64_t now_ns, bool *needed,
@@ -567,7 +611,9 @@ int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
  * domains and holds from the pods already bound (ext_groups_restore):
  *   {"version":1,"group":ID,"level":L,"domain":NAME,"size":N,"count":C,"require":R,
  *    "whole":B}
- * level 0..PLACE_MAX_LEVELS-1, or PLACE_LEVEL_NODE (one node, named by domain).  At most
+ * level 0..PLACE_MAX_LEVELS-1, PLACE_LEVEL_NODE (one node, named by domain), or a key
+ * level PLACE_LEVEL_KEY(k) (domain "key=value": ext_key_domain_name; a restart finds it by
+ * that name whatever k the key has then).  At most
  * EXT_GROUP_RECORD_MAX bytes. */
 #define EXT_GROUP_RECORD_ANNOTATION "topofit.io/group-domain"
 #define EXT_GROUP_RECORD_MAX 1024

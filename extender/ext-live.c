@@ -67,6 +67,29 @@ annotation(const struct kube_pod *p, const char *key)
         return NULL;
 }
 
+/* Which label key lengths the builder keeps (the domain labels and the group keys): a
+ * node's other labels, most of them, are passed over by their length alone, since the cache
+ * keeps every label (ext_live_start) and a rebuild reads every node. */
+#define KEY_LEN_WORDS (EXT_LABEL_KEY_MAX / 64 + 1)
+static void
+kept_key_lengths(const struct ext_config *cfg, const struct ext_cluster_builder *b,
+                 uint64_t bits[KEY_LEN_WORDS])
+{
+        memset(bits, 0, KEY_LEN_WORDS * sizeof(*bits));
+        for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
+                size_t n = strlen(cfg->domain_labels[k].key);
+
+                bits[n / 64] |= 1ull << (n % 64);
+        }
+        for (unsigned k = 0; k < PLACE_MAX_KEYS; k++) {
+                const char *key = ext_cluster_builder_key(b, k);
+                size_t n = key ? strlen(key) : 0;
+
+                if (key)
+                        bits[n / 64] |= 1ull << (n % 64);
+        }
+}
+
 /* One kube snapshot into one cluster view. */
 static int
 rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
@@ -75,10 +98,17 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         struct ext_cluster_builder *b = ext_cluster_builder_new(&lv->s->cfg, base);
         struct ext_cluster *c = NULL;
         unsigned bad_records = 0, left_out = 0;
+        uint64_t key_lens[KEY_LEN_WORDS];
         int r = 0;
 
         if (!b)
                 return -ENOMEM;
+        /* PodGroups' topology keys first: the nodes' values of them are kept as they come. */
+        for (size_t i = 0; i < ks->n_podgroups; i++)
+                if (ks->podgroups[i]->topology_key && ks->podgroups[i]->topology_key[0] &&
+                    ext_cluster_builder_group_key(b, ks->podgroups[i]->topology_key) == -E2BIG)
+                        left_out++;
+        kept_key_lengths(&lv->s->cfg, b, key_lens);
         for (size_t i = 0; r >= 0 && i < ks->n_nodes; i++) {
                 const struct kube_node *n = ks->nodes[i];
                 int64_t gpus = n->gpu_allocatable > 0 ? n->gpu_allocatable : 0;
@@ -89,10 +119,15 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                  * off it unless they tolerate the taint, so a gang could not start there). */
                 if (r >= 0)
                         (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
-                /* The cache keeps only the domain label keys (ext_live_start asks for them). */
-                for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++)
-                        (void)ext_cluster_builder_node_label(b, n->labels[k].key,
-                                                             n->labels[k].value);
+                /* The cache keeps every label (ext_live_start asks it to): the domain labels
+                 * and the PodGroups' keys are kept, the rest ignored. */
+                for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++) {
+                        size_t kl = strlen(n->labels[k].key);
+
+                        if (kl < EXT_LABEL_KEY_MAX && (key_lens[kl / 64] >> (kl % 64) & 1))
+                                (void)ext_cluster_builder_node_label(b, n->labels[k].key,
+                                                                     n->labels[k].value);
+                }
                 if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                         left_out++; /* over the cap or malformed: left out, the rest works */
                         r = 0;
@@ -122,6 +157,11 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                                 unrecorded += p->gpu_request;
                         topo_mask_or(&held, &gpus);
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
+                        /* Its gang, for preempt (a bad record: no gang, as for restore). */
+                        rec = r >= 0 ? annotation(p, EXT_GROUP_RECORD_ANNOTATION) : NULL;
+                        if (rec && ext_cluster_builder_pod_group(b, p->ns, rec, strlen(rec)) ==
+                                           -ENOMEM)
+                                r = -ENOMEM;
                         if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                                 left_out++;
                                 r = 0;
@@ -413,6 +453,8 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         kube_cache_options_init(&o);
         o.gpu_resources = resources;
         o.node_labels = domain_labels;
+        /* A PodGroup may name any node label key as its topology constraint. */
+        o.node_labels_all = true;
         o.watch_podgroups = true; /* group sizes from Kubernetes' PodGroups, when served */
         o.on_change = on_change;
         o.userdata = lv;

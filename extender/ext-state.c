@@ -85,14 +85,15 @@ ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct
 {
         int r;
 
-        (void)group_record; /* the view is the file's plus these bindings: nothing to restart */
+        /* The view is the file's plus these bindings: nothing to restart, but the group
+         * record says which gang the pod is in (preempt keeps gangs whole). */
         /* Binds are serialized here so that concurrent ones each see the other's pod. */
         pthread_mutex_lock(&s->snap_lock);
         {
                 struct ext_cluster *next = NULL;
 
                 r = ext_cluster_with_pod(s->snap, &s->cfg, b->pod_uid, b->pod_namespace,
-                                         b->pod_name, node->name, gpus, &next);
+                                         b->pod_name, node->name, gpus, group_record, &next);
                 if (r >= 0) {
                         ext_cluster_unref(s->snap);
                         s->snap = next;

@@ -626,6 +626,102 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         return fits;
 }
 
+/* Sets of the group's shape on the view's nodes in domain d of level l (PLACE_LEVEL_NODE: d
+ * is the node). */
+static unsigned
+sets_in(const struct place_view *v, unsigned l, ssize_t d, const struct place_group_request *g)
+{
+        unsigned sets = 0;
+
+        for (size_t j = 0; j < place_view_n_nodes(v); j++) {
+                struct score_class *cls = place_view_node_class(v, j);
+
+                if (cls && place_view_node_domain(v, j, l) == d)
+                        sets += place_count_sets(cls, place_view_node_free(v, j), g->count,
+                                                 g->require);
+        }
+        return sets;
+}
+
+/* The domain of node i for a group that has no record when one of its pods binds there:
+ * in placement's order (the multi-node NVLink domain, the node itself, the network tiers
+ * innermost first), the first domain of the node that holds the whole group (its free sets
+ * counting the GPUs this pod takes: the view predates the bind), else the node's first
+ * domain (not whole).  With a topology constraint, only the node (when it holds the group)
+ * or the node's domain of the constraint's level.  0 and *ret, or -ENOENT (no domain). */
+static int
+adopted_domain(const struct place_view *v, size_t i, const struct place_group_request *g,
+               struct place_group_domain *ret)
+{
+        /* The last entry: a constraint's key level (else a repeat of level 3, harmless). */
+        unsigned order[] = { 0, PLACE_LEVEL_NODE, 1, 2, 3,
+                             g->has_within && g->within > PLACE_LEVEL_NODE ? g->within : 3 };
+        unsigned need = MAX(g->size, 1u);
+        ssize_t first_d = -1;
+        unsigned first_l = 0;
+        const char *name;
+
+        for (size_t k = 0; k < ELEMENTSOF(order); k++) {
+                unsigned l = order[k];
+                ssize_t d = place_view_node_domain(v, i, l);
+                bool whole;
+
+                if (d < 0 || (l == PLACE_LEVEL_NODE && !place_view_node_name(v, i)))
+                        continue;
+                if (g->has_within && l != g->within && l != PLACE_LEVEL_NODE)
+                        continue;
+                if (l == PLACE_LEVEL_NODE && g->size <= 1 &&
+                    !(g->has_within && g->within == PLACE_LEVEL_NODE))
+                        continue;
+                whole = g->size > 0 && sets_in(v, l, d, g) >= need;
+                if (!whole) {
+                        if (first_d < 0 && l != PLACE_LEVEL_NODE) {
+                                first_d = d;
+                                first_l = l;
+                        }
+                        /* One node is taken not whole only when the constraint says so. */
+                        if (!(l == PLACE_LEVEL_NODE && g->has_within && g->within == l))
+                                continue;
+                }
+                *ret = (struct place_group_domain){ .level = l, .whole = whole };
+                name = l == PLACE_LEVEL_NODE ? place_view_node_name(v, i)
+                                             : place_view_domain(v, l, (size_t)d)->name;
+                str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+                return 0;
+        }
+        if (first_d < 0)
+                return -ENOENT;
+        *ret = (struct place_group_domain){ .level = first_l };
+        name = place_view_domain(v, first_l, (size_t)first_d)->name;
+        str_copy(ret->name, sizeof(ret->name), name, strlen(name));
+        return 0;
+}
+
+/* A grouped pod bound while its group has no record: the group table lives in memory, so a
+ * restarted extender binds gang members that its predecessor's filter kept to a domain (a
+ * PodGroup cycle's binds follow its filters; a topofit.io/group gang's pods bind one by
+ * one).  The group adopts the domain of the node the pod binds to (adopted_domain), with
+ * the pod counted bound, so the binding carries the record, the rest of the gang follows
+ * it rather than choosing afresh (which could split the gang: the domain now holds one pod
+ * less than the whole group), and others are held out of its room. */
+static void
+adopt_group(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+            const struct ext_node *n, uint64_t now_ns)
+{
+        struct place_group_request sized;
+        const struct place_group_request *grp = group_of(c, req, &sized);
+        struct place_groups *g = ext__ledger_groups(l);
+        struct place_group_domain d;
+        const char *uid = req->uid;
+
+        if (!grp->id[0] || grp->mode == PLACE_DOMAIN_OFF || grp->count == 0 || !c || !c->place ||
+            n < c->nodes || n >= c->nodes + c->n_nodes ||
+            place_group_get(g, grp->id, now_ns, NULL, NULL) != 0 ||
+            adopted_domain(c->place, (size_t)(n - c->nodes), grp, &d) < 0)
+                return;
+        (void)place_group_restore(g, grp, &d, &uid, 1, now_ns);
+}
+
 int
 ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
          const struct ext_request *req, const char *node, uint64_t now_ns,
@@ -681,8 +777,9 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
         if (req->group.id[0]) {
                 struct place_group_request sized;
 
-                (void)place_group_bound(ext__ledger_groups(l), group_of(c, req, &sized), req->uid,
-                                        now_ns);
+                if (place_group_bound(ext__ledger_groups(l), group_of(c, req, &sized), req->uid,
+                                      now_ns) == -ENOENT)
+                        adopt_group(c, l, req, n, now_ns);
         }
         *ret = v.choice;
         return 0;
@@ -724,16 +821,6 @@ restored_cmp(const void *a, const void *b)
                       ((const struct restored *)b)->rec.group.id);
 }
 
-/* Whether group id (ext_group_id: "source/ns/...") belongs to namespace ns. */
-static bool
-id_in_namespace(const char *id, const char *ns)
-{
-        const char *p = strchr(id, '/');
-        size_t n = ns ? strlen(ns) : 0;
-
-        return p && n > 0 && strncmp(p + 1, ns, n) == 0 && p[1 + n] == '/';
-}
-
 /* Checks member m against c's view: 0 and *ret, or -EINVAL. */
 static int
 restore_member(const struct ext_cluster *c, const struct ext_group_member *m,
@@ -744,10 +831,17 @@ restore_member(const struct ext_cluster *c, const struct ext_group_member *m,
 
         if (!p || p->node < 0 || !m->record ||
             ext_group_record_decode(m->record, m->record_len, &ret->rec, NULL) < 0 ||
-            !id_in_namespace(ret->rec.group.id, m->ns) ||
+            !ext__id_in_namespace(ret->rec.group.id, m->ns) ||
             topo_mask_count(&p->gpus) != ret->rec.group.count || ret->rec.group.count == 0)
                 return -EINVAL;
         d = place_view_find_domain(c->place, ret->rec.domain.level, ret->rec.domain.name);
+        /* A key level's index is the restarted view's: its domain names carry the key. */
+        for (unsigned k = 0;
+             d < 0 && ret->rec.domain.level > PLACE_LEVEL_NODE && k < PLACE_MAX_KEYS; k++) {
+                d = place_view_find_domain(c->place, PLACE_LEVEL_KEY(k), ret->rec.domain.name);
+                if (d >= 0)
+                        ret->rec.domain.level = PLACE_LEVEL_KEY(k);
+        }
         if (d < 0 || place_view_node_domain(c->place, (size_t)p->node, ret->rec.domain.level) != d)
                 return -EINVAL;
         ret->uid = m->uid;
@@ -834,14 +928,82 @@ in_group_domain(const struct ext_cluster *c, struct ext_ledger *l, const struct 
         return place_view_node_domain(c->place, (size_t)(node - c->nodes), d.level) == dom;
 }
 
+/* One victim of a preempt call, as the view knows it. */
+struct preempt_victim {
+        const struct ext_pod *p; /* NULL: not in the view */
+        bool here;               /* bound to the candidate node */
+        bool split;              /* in a group that may not lose members here */
+};
+
+static int
+pod_index_cmp(const void *a, const void *b)
+{
+        const struct ext_pod *x = *(const struct ext_pod *const *)a,
+                             *y = *(const struct ext_pod *const *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* Preempt's gang check.  A bound gang (pods of one group record, ext_pod.group) may lose all
+ * its bound members or none: a victim set that evicts some of them strands the rest (they
+ * hold GPUs and wait for peers that are gone).  Per group among the victims: whole when
+ * every bound member is on this node and among the scheduler's victims (then the set takes
+ * all of them or none: they were the scheduler's own choices, so its priority and PDB
+ * checks hold for each), else split (none of its members may be taken here).  Sets
+ * pv[i].split; 0 or -ENOMEM.  O(victims x pods) per group among them: preempt is rare. */
+static int
+gang_split(const struct ext_cluster *c, struct preempt_victim *pv, size_t n)
+{
+        CLEANUP(freep) const struct ext_pod **here = calloc(MAX(n, (size_t)1), sizeof(*here));
+        size_t n_here = 0;
+
+        if (!here)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (pv[i].p && pv[i].here)
+                        here[n_here++] = pv[i].p;
+        qsort(here, n_here, sizeof(*here), pod_index_cmp);
+        for (size_t i = 0; i < n; i++) {
+                uint32_t g = pv[i].p ? pv[i].p->group : 0;
+                bool split = false, seen = false;
+
+                if (g == 0)
+                        continue;
+                for (size_t k = 0; k < i && !seen; k++)
+                        if (pv[k].p && pv[k].p->group == g) {
+                                pv[i].split = pv[k].split;
+                                seen = true;
+                        }
+                if (seen)
+                        continue;
+                for (size_t q = 0; q < c->n_pods && !split; q++) {
+                        const struct ext_pod *m = &c->pods[q];
+
+                        if (m->group != g || m->node < 0)
+                                continue;
+                        split = !bsearch(&m, here, n_here, sizeof(*here), pod_index_cmp);
+                }
+                pv[i].split = split;
+        }
+        return 0;
+}
+
+static const char why_split[] = "the victims would split a bound pod group (its other members "
+                                "are on other nodes or are not victims here)";
+static const char why_remote[] = "the victims include pods on other nodes (a pod group evicted "
+                                 "whole), which the preemption answer cannot name";
+
 int
 ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
             const struct ext_request *req, const struct ext_node *node,
             const char *const *victims, size_t n, uint64_t now_ns, bool *needed,
             struct ext_verdict *ret)
 {
-        struct topo_mask free, freed = { 0 }, with;
+        CLEANUP(freep) struct preempt_victim *pv = NULL;
+        struct topo_mask free, freed = { 0 }, withheld = { 0 }, with;
         struct ext_verdict v;
+        bool any_split = false;
+        int r;
 
         if (!node) {
                 *ret = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
@@ -853,16 +1015,38 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                                                     "group was given (domain-required)" };
                 return -EAGAIN;
         }
+        pv = calloc(MAX(n, (size_t)1), sizeof(*pv));
+        if (!pv) {
+                *ret = (struct ext_verdict){ .r = -ENOMEM, .why = "out of memory" };
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                pv[i].p = ext_cluster_find_pod(c, victims[i]);
+                pv[i].here = pv[i].p && pv[i].p->node >= 0 && &c->nodes[pv[i].p->node] == node;
+                /* kube-scheduler 1.37 evicts a PodGroup with disruptionMode All whole and lists
+                 * its members on every node as this node's victims; its extender client looks
+                 * the answer's victims up on this node only (an error for the others), and
+                 * leaving them out would split the group. */
+                if (pv[i].p && pv[i].p->node >= 0 && !pv[i].here) {
+                        *ret = (struct ext_verdict){ .r = -EAGAIN, .why = why_remote };
+                        return -EAGAIN;
+                }
+        }
+        r = gang_split(c, pv, n);
+        if (r < 0) {
+                *ret = (struct ext_verdict){ .r = r, .why = "out of memory" };
+                return r;
+        }
         ext__ledger_lock(l);
         free_gpus_locked(c, l, req, node, now_ns, &free);
         ext__ledger_unlock(l);
 
-        for (size_t i = 0; i < n; i++) {
-                const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
-
-                if (p && p->node >= 0 && &c->nodes[p->node] == node)
-                        topo_mask_or(&freed, &p->gpus);
-        }
+        /* GPUs the victims free, less those of gangs that may not lose members here. */
+        for (size_t i = 0; i < n; i++)
+                if (pv[i].here) {
+                        topo_mask_or(pv[i].split ? &withheld : &freed, &pv[i].p->gpus);
+                        any_split = any_split || pv[i].split;
+                }
         topo_mask_and(&freed, &node->healthy);
 
         /* Fewest evictions first: does it fit without the GPU victims at all? */
@@ -873,15 +1057,28 @@ ext_preempt(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_
                 decide(cfg, req, node, &with, true, &v);
         }
         if (v.r != 0) {
+                if (any_split && topo_mask_count(&withheld) > 0)
+                        v.why = why_split;
                 *ret = v;
                 return v.r;
         }
         for (size_t i = 0; i < n; i++) {
-                const struct ext_pod *p = ext_cluster_find_pod(c, victims[i]);
-                bool gpu_victim = p && p->node >= 0 && &c->nodes[p->node] == node &&
-                                  topo_mask_count(&p->gpus) > 0;
+                bool gpu_victim = pv[i].here && topo_mask_count(&pv[i].p->gpus) > 0;
 
-                needed[i] = !gpu_victim || topo_mask_intersects(&p->gpus, &v.choice.set);
+                needed[i] = !gpu_victim || topo_mask_intersects(&pv[i].p->gpus, &v.choice.set);
+        }
+        /* A gang is taken whole or not at all: one needed member takes its members here
+         * (every one of them is a victim here, else it is split). */
+        for (size_t i = 0; i < n; i++) {
+                if (!needed[i] || !pv[i].p || pv[i].p->group == 0)
+                        continue;
+                if (pv[i].split) {
+                        *ret = (struct ext_verdict){ .r = -EAGAIN, .why = why_split };
+                        return -EAGAIN;
+                }
+                for (size_t k = 0; k < n; k++)
+                        if (pv[k].p && pv[k].p->group == pv[i].p->group)
+                                needed[k] = true;
         }
         *ret = v;
         return 0;

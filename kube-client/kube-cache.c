@@ -927,6 +927,7 @@ kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts
         c->node_labels = strv_copy(c->opts.node_labels, KUBE_MAX_KEPT_LABELS, NULL);
         c->dopts.gpu_resources = (const char *const *)c->gpu_resources;
         c->dopts.node_labels = (const char *const *)c->node_labels;
+        c->dopts.node_labels_all = c->opts.node_labels_all;
         /* Copied option strings; the caller's may go away. */
         c->opts.gpu_resources = NULL;
         c->opts.node_labels = NULL;

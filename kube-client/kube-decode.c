@@ -178,7 +178,8 @@ decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj 
         const cJSON *meta = jobj(o, "metadata"), *spec = jobj(o, "spec"),
                     *status = jobj(o, "status"), *labels, *annotations, *cond;
         const char *name = jstr(meta, "name"), *rv = jstr(meta, "resourceVersion"), *topo;
-        const char *kept_key[KUBE_MAX_KEPT_LABELS], *kept_val[KUBE_MAX_KEPT_LABELS];
+        const char *kept_key[KUBE_MAX_ALL_LABELS], *kept_val[KUBE_MAX_ALL_LABELS];
+        const cJSON *label, *all;
         size_t n_kept = 0, strings = 0;
         int64_t alloc = 0, cap = 0;
         bool ready = false;
@@ -196,8 +197,19 @@ decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj 
         if (topo && strlen(topo) > KUBE_MAX_ANNOTATION)
                 topo = NULL; /* over the cap: treated as absent, the node scores as unknown */
         labels = jobj(meta, "labels");
-        for (const char *const *k = d->node_labels; k && *k && n_kept < KUBE_MAX_KEPT_LABELS;
-             k++) {
+        all = d->node_labels_all && cJSON_IsObject(labels) ? labels : NULL;
+        cJSON_ArrayForEach(label, all) {
+                if (n_kept >= KUBE_MAX_ALL_LABELS)
+                        break;
+                if (!cJSON_IsString(label) || !label->string ||
+                    strlen(label->string) > KUBE_MAX_LABEL_KEY ||
+                    strlen(label->valuestring) > KUBE_MAX_NAME)
+                        continue;
+                kept_key[n_kept] = label->string;
+                kept_val[n_kept++] = label->valuestring;
+        }
+        for (const char *const *k = d->node_labels_all ? NULL : d->node_labels;
+             k && *k && n_kept < KUBE_MAX_KEPT_LABELS; k++) {
                 const char *v = jstr(labels, *k);
                 if (!v || strlen(v) > KUBE_MAX_NAME)
                         continue;

@@ -41,6 +41,8 @@
 #define KUBE_MAX_NAME 253                 /* a DNS subdomain name (node, pod, namespace) */
 #define KUBE_MAX_PATH 4096                /* a request path with its query */
 #define KUBE_MAX_KEPT_LABELS 16           /* label keys a cache keeps per node */
+#define KUBE_MAX_ALL_LABELS 64            /* labels kept per node with node_labels_all */
+#define KUBE_MAX_LABEL_KEY 317            /* a label key: 253-byte prefix, '/', 63 */
 #define KUBE_MAX_GPU_RESOURCES 8          /* resource names counted as GPUs */
 #define KUBE_MAX_GROUP_MIN_COUNT (1u << 20) /* a PodGroup's gang minCount */
 #define KUBE_LIST_PAGE_DEFAULT 500        /* LIST ?limit= */
@@ -244,7 +246,8 @@ struct kube_node {
         const char *topology;     /* topofit.io/topology annotation, NULL when absent */
         uint32_t topology_len;
         uint32_t n_labels;
-        const struct kube_kv *labels; /* only the keys in kube_cache_options.node_labels */
+        const struct kube_kv *labels; /* only the keys in kube_cache_options.node_labels,
+                                       * or all (node_labels_all) */
         int64_t gpu_allocatable;  /* status.allocatable, summed over the GPU resource names */
         int64_t gpu_capacity;     /* status.capacity, same */
         bool ready;               /* condition Ready=True */
@@ -326,6 +329,10 @@ struct kube_cache_options {
         const char *node_field_selector; /* e.g. "metadata.name=node-1" */
         const char *const *gpu_resources; /* NULL-terminated; NULL: {KUBE_GPU_RESOURCE_DEFAULT} */
         const char *const *node_labels; /* label keys kept, NULL-terminated, <= KUBE_MAX_KEPT_LABELS */
+        bool node_labels_all;         /* false.  When true, every label of a node is kept
+                                       * (the first KUBE_MAX_ALL_LABELS with string values;
+                                       * node_labels ignored): for label keys known only
+                                       * later, such as PodGroups' topology keys */
         unsigned page_size;           /* 0: KUBE_LIST_PAGE_DEFAULT */
         unsigned backoff_initial_ms;  /* 0: 200 ms; doubles per failure, jittered +-25% */
         unsigned backoff_max_ms;      /* 0: 30 s */

@@ -368,8 +368,16 @@ choose(const struct place_groups *g, const struct place_view *v,
                 if (x != 0)
                         return x;
         }
+        /* A constraint to a label key's level: its domains come last (their nesting with the
+         * levels above is unknown; those inside one of them were tried first). */
+        if (req->has_within && req->within > PLACE_LEVEL_NODE) {
+                x = choose_at_level(g, v, req, free_of, now_ns, req->within, &st, ret);
+                if (x != 0)
+                        return x;
+        }
+        /* A constraint to a level no node carries: no node may host the group. */
         if (!st.any_level)
-                return 0;
+                return req->has_within ? -ENOSPC : 0;
         if (!st.have_most)
                 return -ENOSPC;
         *ret = st.most;

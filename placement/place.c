@@ -39,12 +39,14 @@ struct place_memo {
         struct memo_entry e[PLACE_MEMO_SLOTS];
 };
 
+#define PLACE_DOMAIN_SLOTS (PLACE_MAX_LEVELS + PLACE_MAX_KEYS) /* levels with named domains */
+
 struct view_node {
         const char *name; /* borrowed, may be NULL */
         struct score_class *cls;
         struct topo_mask free;
         uint16_t cap[PLACE_MAX_CLASSES];
-        int32_t domain[PLACE_MAX_LEVELS]; /* -1: none */
+        int32_t domain[PLACE_DOMAIN_SLOTS]; /* per slot (level_slot()), -1: none */
 };
 
 struct place_view {
@@ -56,9 +58,33 @@ struct place_view {
         double weight[PLACE_MAX_CLASSES];
         size_t computed;
         struct place_memo *memo;
-        size_t n_domains[PLACE_MAX_LEVELS];
-        struct place_domain *domains[PLACE_MAX_LEVELS];
+        size_t n_domains[PLACE_DOMAIN_SLOTS];
+        struct place_domain *domains[PLACE_DOMAIN_SLOTS];
 };
+
+/* The slot of a level with named domains: 0..PLACE_MAX_LEVELS-1 as they are, the key levels
+ * after them; -1 for PLACE_LEVEL_NODE and ids out of range. */
+static int
+level_slot(unsigned level)
+{
+        if (level < PLACE_MAX_LEVELS)
+                return (int)level;
+        if (level > PLACE_LEVEL_NODE && level < PLACE_N_LEVELS)
+                return (int)level - 1;
+        return -1;
+}
+
+static unsigned
+slot_level(unsigned slot)
+{
+        return slot < PLACE_MAX_LEVELS ? slot : slot + 1;
+}
+
+static const char *
+node_slot_name(const struct place_node *n, unsigned slot)
+{
+        return slot < PLACE_MAX_LEVELS ? n->domain[slot] : n->key_domain[slot - PLACE_MAX_LEVELS];
+}
 
 void
 place_config_default(struct place_config *cfg)
@@ -337,7 +363,7 @@ place_view_unref(struct place_view *v)
 {
         if (!v || __atomic_sub_fetch(&v->n_ref, 1, __ATOMIC_ACQ_REL) > 0)
                 return NULL;
-        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+        for (unsigned l = 0; l < PLACE_DOMAIN_SLOTS; l++)
                 free(v->domains[l]);
         memo_unref(v->memo);
         free(v->nodes);
@@ -412,7 +438,7 @@ find_domain(const struct place_domain *d, size_t n, const char *name)
         return -1;
 }
 
-/* Level l's domains: distinct names sorted, then each node's index and the sums. */
+/* Slot l's domains (level_slot()): distinct names sorted, then each node's index and the sums. */
 static int
 build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
 {
@@ -420,7 +446,7 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
         size_t n = 0;
 
         for (size_t i = 0; i < v->n_nodes; i++)
-                n += nodes[i].domain[l] && nodes[i].domain[l][0];
+                n += node_slot_name(&nodes[i], l) && node_slot_name(&nodes[i], l)[0];
         if (n == 0) {
                 for (size_t i = 0; i < v->n_nodes; i++)
                         v->nodes[i].domain[l] = -1;
@@ -431,12 +457,12 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
         if (!d)
                 return -ENOMEM;
         for (size_t i = 0; i < v->n_nodes; i++) {
-                const char *name = nodes[i].domain[l];
+                const char *name = node_slot_name(&nodes[i], l);
 
                 if (!name || !name[0])
                         continue;
                 str_copy(d[n].name, sizeof(d[n].name), name, strnlen(name, PLACE_NAME_MAX - 1));
-                d[n].level = l;
+                d[n].level = slot_level(l);
                 n++;
         }
         if (n > 0)
@@ -455,11 +481,12 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
                 char name[PLACE_NAME_MAX];
                 ssize_t x;
 
+                const char *from = node_slot_name(&nodes[i], l);
+
                 vn->domain[l] = -1;
-                if (!nodes[i].domain[l] || !nodes[i].domain[l][0])
+                if (!from || !from[0])
                         continue;
-                str_copy(name, sizeof(name), nodes[i].domain[l],
-                         strnlen(nodes[i].domain[l], PLACE_NAME_MAX - 1));
+                str_copy(name, sizeof(name), from, strnlen(from, PLACE_NAME_MAX - 1));
                 x = find_domain(d, u, name);
                 if (x < 0)
                         continue; /* not reached: every name was added above */
@@ -525,7 +552,7 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
                         v->total[k] += vn->cap[k];
         }
         learn_weights(v, size_hist, hist_len);
-        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
+        for (unsigned l = 0; l < PLACE_DOMAIN_SLOTS; l++) {
                 r = build_domains(v, nodes, l);
                 if (r < 0)
                         return r;
@@ -585,29 +612,36 @@ place_view_node_free(const struct place_view *v, size_t i)
 size_t
 place_view_n_domains(const struct place_view *v, unsigned level)
 {
-        return v && level < PLACE_MAX_LEVELS ? v->n_domains[level] : 0;
+        int l = level_slot(level);
+
+        return v && l >= 0 ? v->n_domains[l] : 0;
 }
 
 const struct place_domain *
 place_view_domain(const struct place_view *v, unsigned level, size_t d)
 {
-        return v && level < PLACE_MAX_LEVELS && d < v->n_domains[level] ? &v->domains[level][d]
-                                                                          : NULL;
+        int l = level_slot(level);
+
+        return v && l >= 0 && d < v->n_domains[l] ? &v->domains[l][d] : NULL;
 }
 
 ssize_t
 place_view_node_domain(const struct place_view *v, size_t i, unsigned level)
 {
+        int l = level_slot(level);
+
         if (!v || i >= v->n_nodes)
                 return -1;
         if (level == PLACE_LEVEL_NODE)
                 return v->nodes[i].name ? (ssize_t)i : -1;
-        return level < PLACE_MAX_LEVELS ? v->nodes[i].domain[level] : -1;
+        return l >= 0 ? v->nodes[i].domain[l] : -1;
 }
 
 ssize_t
 place_view_find_domain(const struct place_view *v, unsigned level, const char *name)
 {
+        int l = level_slot(level);
+
         if (!v || !name)
                 return -1;
         if (level == PLACE_LEVEL_NODE) {
@@ -616,9 +650,9 @@ place_view_find_domain(const struct place_view *v, unsigned level, const char *n
                                 return (ssize_t)i;
                 return -1;
         }
-        if (level >= PLACE_MAX_LEVELS)
+        if (l < 0)
                 return -1;
-        return find_domain(v->domains[level], v->n_domains[level], name);
+        return find_domain(v->domains[l], v->n_domains[l], name);
 }
 
 const char *

@@ -38,6 +38,13 @@
 #define PLACE_MAX_LEVELS 4           /* domain levels: NVLink domain + network tiers */
 #define PLACE_LEVEL_NODE PLACE_MAX_LEVELS /* a group's "domain" that is one node (its own
                                            * NVLink/NVSwitch domain): named by the node */
+/* Levels named by any other node label key (a PodGroup's topology constraint): nodes that
+ * share the key's value form one domain.  Level ids PLACE_LEVEL_KEY(0..PLACE_MAX_KEYS-1),
+ * after PLACE_LEVEL_NODE, so the ids of the levels above keep their values (records carry
+ * them). */
+#define PLACE_MAX_KEYS 4
+#define PLACE_LEVEL_KEY(k) (PLACE_LEVEL_NODE + 1 + (k))
+#define PLACE_N_LEVELS PLACE_LEVEL_KEY(PLACE_MAX_KEYS) /* every level id is below it */
 #define PLACE_NAME_MAX 96            /* a domain or group name, NUL included */
 #define PLACE_MAX_DOMAINS 20000      /* distinct domains per level in one view */
 #define PLACE_QUALITY_EPS 1e-6       /* "as good as the best": relative busbw tolerance */
@@ -107,6 +114,9 @@ struct place_node {
          * NVLink domain (clique), levels 1.. the network tiers innermost first (rack, then
          * block...).  At most PLACE_NAME_MAX - 1 bytes each; longer names are cut. */
         const char *domain[PLACE_MAX_LEVELS];
+        /* Its domain at level PLACE_LEVEL_KEY(k), "" or NULL when none (the key's label is
+         * not on the node); cut like domain[]. */
+        const char *key_domain[PLACE_MAX_KEYS];
 };
 
 struct place_domain {
@@ -150,7 +160,8 @@ void place_view_memo_stats(const struct place_view *v, uint64_t *ret_hits, uint6
 /* Domains at level (sorted by name); node i's domain index at level, -1 when none.  At
  * PLACE_LEVEL_NODE every named node is its own domain, indexed like the nodes: n_domains and
  * domain() say nothing there (0, NULL), node_domain(i) is i, find_domain finds the node by
- * name (a linear scan). */
+ * name (a linear scan).  Levels are 0..PLACE_MAX_LEVELS-1, PLACE_LEVEL_NODE and
+ * PLACE_LEVEL_KEY(k). */
 size_t place_view_n_domains(const struct place_view *v, unsigned level);
 const struct place_domain *place_view_domain(const struct place_view *v, unsigned level, size_t d);
 ssize_t place_view_node_domain(const struct place_view *v, size_t i, unsigned level);
@@ -267,8 +278,9 @@ DEFINE_CLEANUP_FUNC(struct place_groups, place_groups_free)
  * there, others took the room) is chosen afresh.  free_of (may be NULL) as in
  * place_group_check: the free GPUs to count instead of the view's.  Returns 1 and *ret when
  * the group has a domain; 0 when req is not grouped, its mode is off, or no node of v is in
- * any domain (nothing to choose; with req->has_within: none at that level); -ENOSPC when no domain has room for even one pod of the
- * group; -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
+ * any domain (nothing to choose); -ENOSPC when no domain has room for even one pod of the
+ * group, or, with req->has_within, no node has a domain at its level (no node may host
+ * it); -E2BIG when PLACE_MAX_GROUPS live groups are recorded; -EINVAL. */
 int place_group_domain(struct place_groups *g, const struct place_view *v,
                        const struct place_group_request *req,
                        const struct topo_mask *const *free_of, uint64_t now_ns,

@@ -1099,7 +1099,7 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
         assert_true(got.all_nvlink_ring);
         snprintf(ret_four_node, size, "%s", nodes[best]->name);
         assert_int_equal(ext_cluster_with_pod(c, &cfg, four.uid, "ns", "four", nodes[best]->name,
-                                              &got.set, &next), 0);
+                                              &got.set, NULL, &next), 0);
         ext_ledger_prune(l, next, 2);
         for (size_t i = 0; i < ELEMENTSOF(spec); i++)
                 nodes[i] = ext_cluster_find_node(next, spec[i].name);
@@ -1846,8 +1846,9 @@ podgroup_topology_key_keeps_the_gang_within_one_label_value(void **state)
                  * holds the pair with nothing to spare (leaf-2 ties, names break it), and
                  * the pod keeps to it (the constraint is required). */
                 { "network.topology.nvidia.com/leaf", "tray-a0 tray-a1" },
-                /* A key the extender does not read: no constraint. */
-                { "topology.kubernetes.io/zone", "tray-b0 tray-b1" },
+                /* Any other key is a level of its own: no tray carries the zone label, so
+                 * none may host the pair (the constraint is required). */
+                { "topology.kubernetes.io/zone", "" },
                 /* The NVLink-domain label: level 0, as without a key here. */
                 { "nvidia.com/gpu.clique", "tray-b0 tray-b1" },
         };
@@ -1858,6 +1859,124 @@ podgroup_topology_key_keeps_the_gang_within_one_label_value(void **state)
                 podgroup_pair_nodes(cases[i].key, got, sizeof(got));
                 assert_string_equal(got, cases[i].nodes);
         }
+}
+
+/* Issue 11: any node label key a PodGroup names is a domain level, in static mode (a cluster
+ * file) as in live mode (the builder the live cache feeds).  Four DGX H100 nodes, label
+ * example.com/rack r1 on n1 and n2, r2 on n3, none on n4; a PodGroup of two 8-GPU pods
+ * constrained to the rack key lands on r1 (the one rack that holds both); n3 (another rack)
+ * and n4 (no rack label) are refused.  A node's value and the key reach the view as the
+ * domain "example.com/rack=r1".  Without the key level the pair would go anywhere. */
+static void
+podgroup_any_label_key_is_a_group_domain_level(void **state)
+{
+        static const char body[] =
+                "{\"metadata\":{\"name\":\"p-0\",\"namespace\":\"ml\",\"uid\":\"u-p-0\"},"
+                "\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"pg\"},"
+                "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"nvidia.com/gpu\":\"8\"}}}]}}";
+        static const char *const racks[] = { "r1", "r1", "r2", NULL };
+        CLEANUP(freep) char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        struct ext_request req;
+        const struct ext_node *nodes[4];
+        struct ext_verdict v[4];
+        const struct ext_group_size *pg;
+        struct buf b;
+        const char *why = NULL;
+        ssize_t d;
+
+        ext_config_default(&cfg);
+        assert_int_equal(ext_request_decode(body, strlen(body), &cfg, &req, NULL), 0);
+        buf_init(&b, 1 << 20);
+        /* The PodGroup after the nodes: the file's order does not matter. */
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"List\",\"items\":["), 0);
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(buf_printf(&b,
+                                            "%s{\"kind\":\"Node\",\"metadata\":{\"name\":"
+                                            "\"n%d\",\"labels\":{",
+                                            i ? "," : "", i + 1), 0);
+                if (racks[i])
+                        assert_int_equal(buf_printf(&b, "\"example.com/rack\":\"%s\"", racks[i]),
+                                         0);
+                assert_int_equal(buf_puts(&b, "},\"annotations\":{\"topofit.io/topology\":"), 0);
+                assert_int_equal(buf_put_json_string(&b, h100), 0);
+                assert_int_equal(buf_puts(&b, "}},\"status\":{\"allocatable\":"
+                                              "{\"nvidia.com/gpu\":\"8\"}}}"), 0);
+        }
+        assert_int_equal(buf_puts(&b, ",{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"pg\","
+                                      "\"namespace\":\"ml\"},\"spec\":{\"schedulingPolicy\":"
+                                      "{\"gang\":{\"minCount\":2}},\"schedulingConstraints\":"
+                                      "{\"topology\":[{\"key\":\"example.com/rack\"}]}}}]}"),
+                         0);
+        assert_int_equal(ext_cluster_decode(b.data, b.len, &cfg, NULL, 1, &c, &why), 0);
+        buf_release(&b);
+        assert_string_equal(c->group_keys[0], "example.com/rack");
+        pg = ext_cluster_group(c, "podgroup/ml/pg");
+        assert_non_null(pg);
+        assert_true(pg->has_within);
+        assert_int_equal(pg->within, PLACE_LEVEL_KEY(0));
+        assert_int_equal(pg->size, 2);
+        assert_int_equal(place_view_n_domains(c->place, PLACE_LEVEL_KEY(0)), 2);
+        d = place_view_find_domain(c->place, PLACE_LEVEL_KEY(0), "example.com/rack=r1");
+        assert_true(d >= 0);
+        assert_int_equal(place_view_domain(c->place, PLACE_LEVEL_KEY(0), (size_t)d)->n_nodes, 2);
+        assert_int_equal(place_view_node_domain(c->place, 3, PLACE_LEVEL_KEY(0)), -1);
+
+        l = ext_ledger_new(&cfg);
+        for (int i = 0; i < 4; i++)
+                nodes[i] = &c->nodes[i];
+        assert_int_equal(ext_filter(c, l, &cfg, &req, nodes, 4, 1, v), 2);
+        assert_int_equal(v[0].r, 0);
+        assert_int_equal(v[1].r, 0);
+        assert_int_not_equal(v[2].r, 0);
+        assert_int_not_equal(v[3].r, 0);
+        ext_ledger_free(l);
+
+        /* A rebuild from this view keeps the key at its index while a PodGroup names it, and
+         * frees the slot once none does. */
+        {
+                struct ext_cluster_builder *bb = ext_cluster_builder_new(&cfg, c);
+                struct ext_cluster *c2 = NULL, *c3 = NULL;
+
+                assert_int_equal(ext_cluster_builder_group_key(bb, "example.com/zone"), 0);
+                assert_int_equal(ext_cluster_builder_group_key(bb, "example.com/rack"), 0);
+                assert_int_equal(ext_cluster_builder_group_key(bb, "kubernetes.io/hostname"), 0);
+                assert_int_equal(ext_cluster_builder_add_node(bb, "n1", h100, strlen(h100), 8,
+                                                              NULL), 0);
+                assert_int_equal(ext_cluster_builder_node_label(bb, "example.com/rack", "r9"), 0);
+                assert_int_equal(ext_cluster_builder_finish(bb, 2, &c2), 0);
+                assert_string_equal(c2->group_keys[0], "example.com/rack");
+                assert_string_equal(c2->group_keys[1], "example.com/zone");
+                assert_int_equal(place_view_find_domain(c2->place, PLACE_LEVEL_KEY(0),
+                                                        "example.com/rack=r9"), 0);
+                bb = ext_cluster_builder_new(&cfg, c2);
+                assert_int_equal(ext_cluster_builder_group_key(bb, "example.com/zone"), 0);
+                assert_int_equal(ext_cluster_builder_finish(bb, 3, &c3), 0);
+                assert_string_equal(c3->group_keys[0], "");
+                assert_string_equal(c3->group_keys[1], "example.com/zone");
+                ext_cluster_unref(c3);
+                ext_cluster_unref(c2);
+        }
+        ext_cluster_unref(c);
+}
+
+/* Domain names of key levels carry the key (a long key by a hash of it). */
+static void
+key_domain_names_carry_their_key(void **state)
+{
+        char name[PLACE_NAME_MAX], key[EXT_LABEL_KEY_MAX];
+
+        ext_key_domain_name(name, "example.com/rack", "r1");
+        assert_string_equal(name, "example.com/rack=r1");
+        memset(key, 'k', 200);
+        key[200] = 0;
+        ext_key_domain_name(name, key, "v");
+        assert_int_equal(name[0], '#');
+        assert_int_equal(strlen(name), 1 + 16 + 2);
+        assert_string_equal(name + 17, "=v");
 }
 
 /* Which keys name which level. */
@@ -1893,7 +2012,7 @@ codec_round_trips_the_group_record(void **state)
                 "\"count\":4,\"require\":0,\"whole\":true}",
                 "{\"version\":1,\"group\":\"\",\"level\":0,\"domain\":\"d\",\"size\":2,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
-                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":5,\"domain\":\"d\",\"size\":2,"
+                "{\"version\":1,\"group\":\"g/ns/x\",\"level\":9,\"domain\":\"d\",\"size\":2,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
                 "{\"version\":1,\"group\":\"g/ns/x\",\"level\":0,\"domain\":\"d\",\"size\":1025,"
                 "\"count\":4,\"require\":0,\"whole\":true}",
@@ -1932,7 +2051,7 @@ codec_round_trips_the_group_record(void **state)
         assert_int_equal(got.group.require, 1);
         assert_true(got.domain.whole);
         free(json);
-        rec.domain.level = PLACE_LEVEL_NODE + 1; /* neither a level nor one node */
+        rec.domain.level = PLACE_N_LEVELS; /* neither a level, one node nor a key level */
         assert_int_equal(ext_group_record_encode(&rec, &json), -EINVAL);
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 why = NULL;
@@ -2024,6 +2143,84 @@ gang_domain_and_hold_survive_a_restart(void **state)
                 ext_ledger_free(l);
                 ext_cluster_unref(c);
         }
+}
+
+/* Issue 11: a gang none of whose pods is bound when the extender restarts.  Its record and
+ * hold lived in memory only, and no durable state names them (no GPU is bound; the pods'
+ * nominatedNodeName is the scheduler's preemption note, a PodGroup's status says nothing of
+ * nodes), so they are not rebuilt: the first of its pods to reach the restarted extender's
+ * filter chooses afresh from the view (here nvl-a again, the only domain that holds four),
+ * and the hold comes back with the choice; until then a lone pod may take the room.  A pod
+ * whose filter the old extender answered and whose bind the new one gets (a PodGroup
+ * cycle's binds follow its filters) makes its group adopt its node's domain, so the binding
+ * carries the record and the rest of the gang follows it. */
+static void
+gang_without_a_bound_member_chooses_afresh_after_a_restart(void **state)
+{
+        struct ext_request m[2], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        struct ext_config cfg;
+        struct ext_cluster *c, *c2 = NULL;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[8];
+        struct ext_verdict v[8];
+        struct score_choice got;
+        struct ext_group_record rec;
+        char *json = NULL;
+
+        for (int i = 0; i < 2; i++)
+                m[i] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                             .group = { .id = "topofit/ns/g4", .size = 4,
+                                                        .count = 4,
+                                                        .mode = PLACE_DOMAIN_REQUIRED } };
+        snprintf(m[0].uid, sizeof(m[0].uid), "g4-0");
+        snprintf(m[1].uid, sizeof(m[1].uid), "g4-1");
+        ext_config_default(&cfg);
+        c = tray_domains(&cfg); /* a0..a3, b0, b1 free; b2, b3 busy */
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c->nodes[i];
+
+        /* Before the restart: g4-0's filter gives the group nvl-a, held from the lone pod. */
+        l = ext_ledger_new(&cfg);
+        assert_int_equal(ext_filter(c, l, &cfg, &m[0], nodes, 8, 1, v), 4);
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 2, v), 2);
+        ext_ledger_free(l);
+
+        /* Restarted, no member bound: nothing held until a member comes back, then the
+         * same choice and the hold again. */
+        l = ext_ledger_new(&cfg);
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 3, v), 6);
+        assert_int_equal(ext_filter(c, l, &cfg, &m[1], nodes, 8, 4, v), 4);
+        for (unsigned i = 0; i < 8; i++)
+                if (v[i].r == 0)
+                        assert_memory_equal(nodes[i]->name, "tray-a", 6);
+        assert_int_equal(ext_filter(c, l, &cfg, &lone, nodes, 8, 5, v), 2);
+        ext_ledger_free(l);
+
+        /* Restarted between g4-0's filter and its bind on tray-a0: the group adopts nvl-a. */
+        l = ext_ledger_new(&cfg);
+        assert_int_equal(ext_bind(c, l, &cfg, &m[0], "tray-a0", 6, &got, NULL), 0);
+        assert_int_equal(ext_group_record_for(c, l, &m[0], 6, &json), 0);
+        assert_non_null(json);
+        assert_int_equal(ext_group_record_decode(json, strlen(json), &rec, NULL), 0);
+        assert_int_equal(rec.domain.level, 0);
+        assert_string_equal(rec.domain.name, "cluster-uuid.1");
+        assert_true(rec.domain.whole);
+        assert_int_equal(rec.group.size, 4);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "g4-0", "ns", "g4-0", "tray-a0", &got.set,
+                                              json, &c2), 0);
+        free(json);
+        ext_ledger_prune(l, c2, 7);
+        for (unsigned i = 0; i < 8; i++)
+                nodes[i] = &c2->nodes[i];
+        /* nvl-a's three free trays are the three pods left: held from the lone pod. */
+        assert_int_equal(ext_filter(c2, l, &cfg, &lone, nodes, 8, 8, v), 2);
+        assert_int_equal(ext_filter(c2, l, &cfg, &m[1], nodes, 8, 9, v), 3);
+        for (unsigned i = 0; i < 8; i++)
+                if (v[i].r == 0)
+                        assert_memory_equal(nodes[i]->name, "tray-a", 6);
+        ext_ledger_free(l);
+        ext_cluster_unref(c2);
+        ext_cluster_unref(c);
 }
 
 /* A gang member preempts only inside its group's domain (domain-required): the pair of
@@ -2346,6 +2543,188 @@ preempt_keeps_only_the_victims_it_needs(void **state)
         ext_cluster_unref(c);
 }
 
+/* A group record (EXT_GROUP_RECORD_ANNOTATION) for group id, as bind writes it. */
+static char *
+record_of(const char *id, unsigned size, unsigned count)
+{
+        struct ext_group_record rec = { .group = { .size = size, .count = count },
+                                        .domain = { .level = PLACE_LEVEL_NODE, .name = "n1" } };
+        char *json = NULL;
+
+        snprintf(rec.group.id, sizeof(rec.group.id), "%s", id);
+        assert_int_equal(ext_group_record_encode(&rec, &json), 0);
+        return json;
+}
+
+/* Adds a bound pod of namespace ns on node with GPUs [lo, hi), in the group its record
+ * names (id NULL: none). */
+static void
+add_member(struct ext_cluster_builder *b, const char *uid, const char *ns, const char *node,
+           unsigned lo, unsigned hi, const char *id)
+{
+        struct topo_mask gpus = { 0 };
+
+        for (unsigned g = lo; g < hi; g++)
+                topo_mask_set(&gpus, g);
+        assert_int_equal(ext_cluster_builder_add_pod(b, uid, ns, uid, node, &gpus), 0);
+        if (id) {
+                char *rec = record_of(id, 2, hi - lo);
+
+                assert_int_equal(ext_cluster_builder_pod_group(b, ns, rec, strlen(rec)), 0);
+                free(rec);
+        }
+}
+
+/* Issue 11: preempt never returns a victim set that takes some but not all of a bound
+ * gang's members.  Two DGX H100 nodes and a third: gang g1 has both its members on n1,
+ * gang g2 one member on n1 and one on n2; n3's pod carries a record of g1 written in
+ * another namespace, which must not make it a member. */
+static void
+preempt_never_splits_a_bound_gang(void **state)
+{
+        static const struct {
+                const char *name;
+                const char *node;
+                unsigned count;
+                const char *victims[4];
+                size_t n;
+                int r;
+                bool needed[4];
+                const char *why; /* part of the reason when r != 0 */
+        } cases[] = {
+                { "the whole node would evict one member of a gang spread over two nodes", "n1",
+                  8, { "g2-a", "g1-a", "g1-b" }, 3, -ENOSPC, { false }, "split a bound pod group" },
+                { "four GPUs: the gang whose members are all victims here goes whole, the "
+                  "spread one stays", "n1", 4, { "g2-a", "g1-a", "g1-b" }, 3, 0,
+                  { false, true, true } },
+                { "two GPUs: one member needed takes its peer on the node too", "n1", 2,
+                  { "g1-a", "g1-b" }, 2, 0, { true, true } },
+                { "a member whose peer here is not a victim may not go", "n1", 2, { "g1-a" }, 1,
+                  -ENOSPC, { false }, "split a bound pod group" },
+                { "a lone pod beside a spread gang's member: only the lone pod", "n2", 4,
+                  { "solo", "g2-b" }, 2, 0, { true, false } },
+                { "a group evicted whole across nodes cannot be answered", "n1", 4,
+                  { "g2-a", "g2-b" }, 2, -EAGAIN, { false }, "pods on other nodes" },
+                { "a record of another namespace makes no member", "n3", 8, { "stray" }, 1, 0,
+                  { true } },
+        };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_non_null(b);
+        for (int i = 1; i <= 3; i++) {
+                char name[8];
+
+                snprintf(name, sizeof(name), "n%d", i);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, h100, strlen(h100), 8, NULL),
+                                 0);
+        }
+        add_member(b, "g2-a", "d", "n1", 0, 4, "topofit/d/g2");
+        add_member(b, "g1-a", "d", "n1", 4, 6, "topofit/d/g1");
+        add_member(b, "g1-b", "d", "n1", 6, 8, "topofit/d/g1");
+        add_member(b, "g2-b", "d", "n2", 0, 4, "topofit/d/g2");
+        add_member(b, "solo", "d", "n2", 4, 8, NULL);
+        add_member(b, "stray", "other", "n3", 0, 8, NULL);
+        {
+                char *rec = record_of("topofit/d/g1", 2, 8);
+
+                assert_int_equal(ext_cluster_builder_pod_group(b, "other", rec, strlen(rec)),
+                                 -EINVAL);
+                free(rec);
+        }
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_string_equal(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "g1-b")),
+                            "topofit/d/g1");
+        assert_null(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "stray")));
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req = { .uid = "pre", .count = cases[i].count,
+                                           .placement = EXT_PLACEMENT_BEST_EFFORT };
+                bool needed[4] = { false, false, false, false };
+                struct ext_verdict v = { 0 };
+                int r = ext_preempt(c, l, &cfg, &req, ext_cluster_find_node(c, cases[i].node),
+                                    cases[i].victims, cases[i].n, 0, needed, &v);
+
+                if (r != cases[i].r)
+                        fail_msg("%s: got %d, want %d (%s)", cases[i].name, r, cases[i].r,
+                                 v.why ? v.why : "");
+                if (r != 0 && !strstr(v.why, cases[i].why))
+                        fail_msg("%s: reason \"%s\"", cases[i].name, v.why);
+                for (size_t k = 0; r == 0 && k < cases[i].n; k++)
+                        if (needed[k] != cases[i].needed[k])
+                                fail_msg("%s: victim %s needed=%d", cases[i].name,
+                                         cases[i].victims[k], needed[k]);
+        }
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        free(h100);
+}
+
+/* The gangs of bound pods reach the view from a static cluster file's group records, and
+ * a static bind keeps them (and the PodGroups) while a new group id sorts in. */
+static void
+cluster_view_keeps_the_gangs_of_bound_pods(void **state)
+{
+        CLEANUP(freep) char *rec_m = record_of("topofit/d/m", 2, 1);
+        CLEANUP(freep) char *rec_a = record_of("topofit/d/a", 2, 1);
+        CLEANUP(freep) char *json = NULL;
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct topo_mask one = { 0 };
+        struct buf b;
+        const char *why = NULL;
+
+        buf_init(&b, 1 << 20);
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"List\",\"items\":["
+                                      "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"},"
+                                      "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"4\"}}},"
+                                      "{\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"pg\","
+                                      "\"namespace\":\"d\"},\"spec\":{\"schedulingPolicy\":"
+                                      "{\"gang\":{\"minCount\":2}}}},"
+                                      "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"m0\","
+                                      "\"namespace\":\"d\",\"uid\":\"m0\",\"annotations\":"
+                                      "{\"topofit.io/group-domain\":"), 0);
+        assert_int_equal(buf_put_json_string(&b, rec_m), 0);
+        assert_int_equal(buf_puts(&b, "}},\"spec\":{\"nodeName\":\"n1\"}},"
+                                      "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\","
+                                      "\"namespace\":\"d\",\"uid\":\"x\",\"annotations\":"
+                                      "{\"topofit.io/group-domain\":\"{not a record\"}},"
+                                      "\"spec\":{\"nodeName\":\"n1\"}}]}"), 0);
+        ext_config_default(&cfg);
+        assert_int_equal(ext_cluster_decode(b.data, b.len, &cfg, NULL, 1, &c, &why),
+                         0);
+        assert_string_equal(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "m0")),
+                            "topofit/d/m");
+        assert_null(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "x")));
+        /* "topofit/d/a" sorts before "topofit/d/m": m0's index moves, its group does not. */
+        topo_mask_set(&one, 1);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "a0", "d", "a0", "n1", &one, rec_a, &next),
+                         0);
+        assert_int_equal(next->n_pod_groups, 2);
+        assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "a0")),
+                            "topofit/d/a");
+        assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "m0")),
+                            "topofit/d/m");
+        assert_int_equal(ext_cluster_group_size(next, "podgroup/d/pg"), 2);
+        ext_cluster_unref(c);
+        c = next;
+        /* Another namespace's record names no group. */
+        topo_mask_clear(&one);
+        topo_mask_set(&one, 2);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "o0", "other", "o0", "n1", &one, rec_m,
+                                              &next), 0);
+        assert_null(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "o0")));
+        assert_int_equal(next->n_pod_groups, 2);
+        ext_cluster_unref(c);
+        ext_cluster_unref(next);
+        buf_release(&b);
+}
+
 static void
 cluster_decode_skips_finished_pods_and_counts_used_gpus(void **state)
 {
@@ -2547,7 +2926,8 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
 
         /* a binds on view s0; the next view, s1, shows it and the ledger is pruned with it. */
         assert_int_equal(ext_bind(s0, l, &cfg, &a, "bare", t, &a_got, NULL), 0);
-        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, &s1), 0);
+        assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, NULL,
+                                              &s1), 0);
         ext_ledger_prune(l, s1, t + 1);
 
         /* Requests still on s0 must not get a's GPUs. */
@@ -2596,7 +2976,8 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         ext_config_default(&cfg);
         c = make_cluster(&cfg);
         topo_mask_set(&set, 5);
-        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, &next), 0);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, NULL, &next),
+                         0);
         assert_int_equal(next->generation, c->generation + 1);
         assert_int_equal(next->n_pods, c->n_pods + 1);
         assert_true(topo_mask_test(&ext_cluster_find_node(next, "pcie")->used, 5));
@@ -2610,9 +2991,9 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         assert_false(topo_mask_test(&ext_cluster_find_node(c, "pcie")->used, 5));
         assert_ptr_equal(ext_cluster_find_node(next, "pcie")->cls,
                          ext_cluster_find_node(c, "pcie")->cls);
-        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, &c),
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, NULL, &c),
                          -EEXIST);
-        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, &c),
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, NULL, &c),
                          -ENOENT);
         ext_cluster_unref(next);
         ext_cluster_unref(c);
@@ -2627,7 +3008,7 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
                 assert_int_equal(ext_cluster_builder_finish(b, 1, &empty), 0);
                 assert_int_equal(empty->n_pods, 0);
                 assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set,
-                                                      &next), 0);
+                                                      NULL, &next), 0);
                 assert_int_equal(next->n_pods, 1);
                 assert_non_null(ext_cluster_find_pod(next, "first"));
                 assert_true(topo_mask_test(&ext_cluster_find_node(next, "bare")->used, 5));
@@ -2856,6 +3237,11 @@ main(void)
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
+                cmocka_unit_test(preempt_never_splits_a_bound_gang),
+                cmocka_unit_test(podgroup_any_label_key_is_a_group_domain_level),
+                cmocka_unit_test(key_domain_names_carry_their_key),
+                cmocka_unit_test(gang_without_a_bound_member_chooses_afresh_after_a_restart),
+                cmocka_unit_test(cluster_view_keeps_the_gangs_of_bound_pods),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
                 cmocka_unit_test(placement_rows_reach_the_codec_and_the_docs),

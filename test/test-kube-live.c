@@ -971,6 +971,38 @@ wait_podgroups(struct kube_cache *cache, size_t n)
         return ks;
 }
 
+/* node_labels_all (the extender's, for PodGroup topology keys known only later): a node's
+ * every label reaches the snapshot, not only listed keys. */
+static void
+cache_keeps_every_node_label_when_asked(void **state)
+{
+        static const char *const listed[] = { "nvidia.com/gpu.product", NULL };
+        struct kube_cache *cache = NULL;
+        struct kube_cache_options o;
+        struct kube_snapshot *ks;
+        const struct kube_node *n;
+        bool zone = false, product = false;
+
+        kube_cache_options_init(&o);
+        o.watch_pods = false;
+        o.node_labels = listed;
+        o.node_labels_all = true;
+        assert_int_equal(kube_cache_new(client, &o, &cache), 0);
+        assert_int_equal(kube_cache_wait_synced(cache, 5000), 0);
+        ks = kube_cache_snapshot(cache);
+        n = kube_snapshot_node(ks, "node-00001");
+        assert_non_null(n);
+        for (uint32_t k = 0; k < n->n_labels; k++) {
+                zone = zone || (strcmp(n->labels[k].key, "topology.kubernetes.io/zone") == 0 &&
+                                strcmp(n->labels[k].value, "zone-1") == 0);
+                product = product || strcmp(n->labels[k].key, "nvidia.com/gpu.product") == 0;
+        }
+        assert_true(zone);
+        assert_true(product);
+        kube_snapshot_unref(ks);
+        kube_cache_free(cache);
+}
+
 /* PodGroups: found by discovery, listed, watched (create, delete); against a server without
  * them, the cache syncs with none and no error. */
 #define PG_JSON                                                                            \
@@ -1080,6 +1112,7 @@ main(void)
                 cmocka_unit_test(a_cache_against_a_dead_server_backs_off_instead_of_spinning),
                 cmocka_unit_test(a_watch_is_cancelled_from_another_thread),
                 cmocka_unit_test(a_server_that_is_down_is_econnrefused),
+                cmocka_unit_test(cache_keeps_every_node_label_when_asked),
                 cmocka_unit_test(cache_watches_podgroups_where_the_server_serves_them),
         };
         signal(SIGPIPE, SIG_IGN);

@@ -575,6 +575,40 @@ node_decoder_keeps_what_topofit_needs(void **state)
         kube__obj_unref(o);
 }
 
+/* node_labels_all: every label with a string value (a PodGroup may name any key), up to
+ * KUBE_MAX_ALL_LABELS; the node_labels list does not narrow it. */
+static void
+node_decoder_keeps_every_label_when_asked(void **state)
+{
+        const char *const labels[] = { "zone", NULL };
+        struct kube__decode_opts d = { .node_labels = labels, .node_labels_all = true };
+        CLEANUP(cJSON_Deletep) cJSON *j = cJSON_Parse(
+                "{\"metadata\":{\"name\":\"gpu-1\",\"labels\":{\"example.com/rack\":\"r1\","
+                "\"other\":\"x\",\"n\":7}},\"status\":{}}");
+        CLEANUP(cJSON_Deletep) cJSON *many = cJSON_Parse("{\"metadata\":{\"name\":\"m\","
+                                                         "\"labels\":{}},\"status\":{}}");
+        struct kube__obj *o = NULL;
+
+        assert_non_null(j);
+        assert_int_equal(kube__decode_node(j, &d, &o, NULL), 0);
+        assert_int_equal(o->node.n_labels, 2); /* "n" is not a string */
+        assert_string_equal(o->node.labels[0].key, "example.com/rack");
+        assert_string_equal(o->node.labels[0].value, "r1");
+        assert_string_equal(o->node.labels[1].key, "other");
+        kube__obj_unref(o);
+        for (int i = 0; i < KUBE_MAX_ALL_LABELS + 5; i++) {
+                char key[32];
+
+                snprintf(key, sizeof(key), "k%d", i);
+                cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(many, "metadata"),
+                                                            "labels"),
+                                        key, "v");
+        }
+        assert_int_equal(kube__decode_node(many, &d, &o, NULL), 0);
+        assert_int_equal(o->node.n_labels, KUBE_MAX_ALL_LABELS);
+        kube__obj_unref(o);
+}
+
 static void
 node_decoder_drops_an_oversized_topology_annotation(void **state)
 {
@@ -737,6 +771,7 @@ main(void)
                 cmocka_unit_test(podgroup_decoder_cases),
                 cmocka_unit_test(podgroup_decoder_refuses_an_oversized_name),
                 cmocka_unit_test(node_decoder_keeps_what_topofit_needs),
+                cmocka_unit_test(node_decoder_keeps_every_label_when_asked),
                 cmocka_unit_test(node_decoder_drops_an_oversized_topology_annotation),
                 cmocka_unit_test(base64_decoder_cases),
                 cmocka_unit_test(query_values_are_percent_encoded),

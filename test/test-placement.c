@@ -649,10 +649,13 @@ group_within_a_level_never_spans_its_domains(void **state)
         assert_int_equal(place_group_domain(g, v, &half_pair, NULL, 0, &d), 1);
         assert_int_equal(d.level, PLACE_LEVEL_NODE);
         assert_true(d.whole);
-        /* A level no node has a domain at: nothing to choose. */
+        /* A level no node has a domain at: no node may host the group (the constraint is
+         * required), while without a constraint the same group gets a domain. */
         snprintf(outer.id, sizeof(outer.id), "ns/core");
         outer.within = 3;
-        assert_int_equal(place_group_domain(g, v, &outer, NULL, 0, &d), 0);
+        assert_int_equal(place_group_domain(g, v, &outer, NULL, 0, &d), -ENOSPC);
+        outer.has_within = false;
+        assert_int_equal(place_group_domain(g, v, &outer, NULL, 0, &d), 1);
 }
 
 /* A group's record made again after its owner restarted: the domain given, the pods bound

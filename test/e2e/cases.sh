@@ -1042,6 +1042,69 @@ t_gang_waits() {
         E2E_NOTE="single pods on $on while gang-w waited; gang-w in $dom once tray-2-4 came free"
 }
 
+# e2e_log_grew FILE PATTERN N: FILE has more than N lines matching PATTERN.
+e2e_log_grew() { [ "$(grep -c "$2" "$1" 2>/dev/null)" -gt "$3" ]; }
+
+# e2e_pod_intact NAME: the pod is bound and not being deleted.
+e2e_pod_intact() {
+        e2e_pod_bound "$1" && [ -z "$(kubectl get pod "$1" -o 'jsonpath={.metadata.deletionTimestamp}' 2>/dev/null)" ]
+}
+
+# e2e_gang_v_judged LOG N: the extender logged a dropped tray for splitting a gang (more than
+# N such lines), or a member of gang-v is gone or going (a split).
+e2e_gang_v_judged() {
+        e2e_log_grew "$1" "split a bound pod group" "$2" || ! e2e_pod_intact gang-v-0 || ! e2e_pod_intact gang-v-1
+}
+
+# Preempt never splits a bound gang (issue 11): only tray-1-1 and tray-1-2 open, a group of
+# two 4-GPU pods (topofit.io/group, priority 0) bound one on each, so each tray's only
+# victim for a 4-GPU pod of higher priority is one gang member.  Evicting it would strand
+# the other member: topofit's preempt drops both trays (without the rule kube-scheduler
+# evicts one member), the gang stays whole and the pod waits.  Then tray-1-3, holding a
+# lone priority-0 pod, is uncordoned: the pod preempts that one and lands there.
+t_gang_preempt() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "the gang cluster needs Kubernetes 1.35 or later"; return; }
+        local log=$E2E_DIR/log/extender.log before p node
+        e2e_gang_cluster || { fail "$E2E_WHY"; return; }
+        e2e_cordon_all_but tray-1-1 tray-1-2 || { fail "cordoning all but two trays failed"; return; }
+        e2e_tray_pod lone tray-1-3 || { fail "creating the lone pod on tray-1-3 failed"; return; }
+        sleep 2 # the extender's watch sees the cordons
+        e2e_group_pods gang-v 2 0 1 || { fail "creating gang-v failed"; return; }
+        e2e_wait 60 "gang-v bound" e2e_bound_at_least 2 gang-v ||
+                { fail "gang-v: $(e2e_bound_count gang-v) of 2 pods bound in 60 s"; return; }
+        for p in gang-v-0 gang-v-1; do
+                kubectl get pod "$p" -o 'jsonpath={.metadata.annotations.topofit\.io/group-domain}' |
+                        grep -q '"group":"topofit/default/gang-v"' ||
+                        { fail "$p carries no group record of gang-v"; return; }
+        done
+        kubectl create priorityclass topofit-e2e-high --value 1000 >/dev/null 2>&1
+        before=$(grep -c "split a bound pod group" "$log" 2>/dev/null)
+        sleep 2 # the extender's view shows both members with their records
+        e2e_gpu_pod urgent 4 "" "" "" scenario topofit-e2e-high ||
+                { fail "creating the high-priority pod failed"; return; }
+        e2e_wait 60 "the preemption judged" e2e_gang_v_judged "$log" "${before:-0}" ||
+                { fail "neither a dropped tray nor an eviction in 60 s (log/kube-scheduler.log)"; return; }
+        sleep 5 # time for an eviction, were one answered
+        for p in gang-v-0 gang-v-1; do
+                e2e_pod_intact "$p" || { fail "$p was evicted: the gang was split"; return; }
+        done
+        e2e_log_grew "$log" "split a bound pod group" "${before:-0}" ||
+                { fail "the extender's preempt never dropped a tray for splitting gang-v (log/extender.log)"; return; }
+        e2e_pod_bound urgent && { fail "urgent bound with no tray free"; return; }
+        kubectl uncordon tray-1-3 >/dev/null || { fail "uncordoning tray-1-3 failed"; return; }
+        e2e_wait 120 "urgent bound" e2e_pod_bound urgent ||
+                { fail "urgent not placed 120 s after tray-1-3 opened (log/kube-scheduler.log)"; return; }
+        node=$(e2e_pod_node urgent)
+        [ "$node" = tray-1-3 ] || { fail "urgent landed on $node"; return; }
+        e2e_pod_gone lone || { fail "urgent is on tray-1-3 but lone was not evicted"; return; }
+        [ "$(e2e_bound_count gang-v)" = 2 ] || { fail "gang-v lost a member"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="gang-v on $(e2e_nodes_of gang-v | sort | tr '\n' ' ')kept whole; urgent waited, then preempted lone on tray-1-3"
+}
+
 # e2e_gpu_pods_4 PREFIX FROM TO: best-effort pods of 4 GPUs each, labelled PREFIX, one request.
 e2e_gpu_pods_4() {
         "$E2E_PY" - "$@" <<'PY' | kubectl create -f - >/dev/null
