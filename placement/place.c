@@ -101,6 +101,7 @@ place_config_default(struct place_config *cfg)
                 .prior_pods = PLACE_PRIOR_PODS,
                 .cluster_share = PLACE_CLUSTER_SHARE,
                 .quality_band = PLACE_QUALITY_BAND,
+                .drain_weight = PLACE_DRAIN_WEIGHT,
         };
 }
 
@@ -129,6 +130,8 @@ place_config_check(const struct place_config *cfg, const char **ret_why)
                 return set_why(ret_why, "the cluster share is not within 0..1"), -EINVAL;
         if (!(cfg->quality_band >= 0 && cfg->quality_band <= 1))
                 return set_why(ret_why, "the quality band is not within 0..1"), -EINVAL;
+        if (!(cfg->drain_weight >= 0 && cfg->drain_weight <= 1))
+                return set_why(ret_why, "the drain weight is not within 0..1"), -EINVAL;
         return 0;
 }
 
@@ -686,6 +689,16 @@ place_view_has_domains(const struct place_view *v)
         return false;
 }
 
+/* Whether the node is in a multi-node domain (an NVLink domain or a network tier). */
+static bool
+in_multi_node_domain(const struct view_node *vn)
+{
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                if (vn->domain[l] >= 0)
+                        return true;
+        return false;
+}
+
 double
 place_loss(const struct place_view *v, size_t i, struct score_class *cls,
            const struct topo_mask *free, const struct topo_mask *set)
@@ -717,6 +730,24 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
 
                 if (before[k] > after[k] && total > 0)
                         loss += v->weight[k] * (before[k] - after[k]) / total;
+        }
+        if (v->cfg.drain_weight > 0 && !(vn && in_multi_node_domain(vn))) {
+                /* The node drained: every healthy GPU free (an empty node: as now). */
+                struct topo_mask all;
+
+                topo_mask_fill(&all, score_class_topo(cls)->n_gpus);
+                mask_in_node(&all, score_class_topo(cls));
+                if (!topo_mask_equal(&all, &f)) {
+                        capacity_memo(v->memo, &v->cfg, cls, &all, before);
+                        left = all;
+                        topo_mask_andnot(&left, set);
+                        capacity_memo(v->memo, &v->cfg, cls, &left, after);
+                }
+                for (unsigned k = 0; k < v->cfg.n_classes; k++)
+                        if (before[k] > after[k])
+                                loss += v->cfg.drain_weight * v->weight[k] *
+                                        (before[k] - after[k]) /
+                                        (double)MAX(v->total[k], (uint64_t)1);
         }
         return loss;
 }
