@@ -604,6 +604,93 @@ codec_answers_are_json_whatever_the_node_names(void **state)
         ext_args_release(&a);
 }
 
+/* NodeNames as kube-scheduler writes them are read a block of 16 bytes at a time, the rest by
+ * the scanner, and a plain name's priorities entry is put in one piece: bodies of names of
+ * every length from 1 to past EXT_NAME_MAX (so closing quotes fall at every place of a
+ * block, and some names end within 16 bytes of the body's end),
+ * ASCII, UTF-8, not UTF-8, escaped, with blanks, and now and then one the request must be
+ * refused for (empty, too long, a raw control byte, not a string, a broken escape), in
+ * lists longer than the decoder first sizes for: both decoders agree (accepted or not; the
+ * same names), the filter answer that copies runs of names is the one written name by name,
+ * and the priorities answer is the one written with no name known plain. */
+static void
+codec_reads_plain_names_in_blocks_as_the_scanner_does(void **state)
+{
+        static const char *const odd[] = { " ", "\xc3\xa9", "\xff", "\\u002d", "\\\"", "\\\\",
+                                            "\x7f" };
+        static const char *const bad[] = { "\"\"", "\"a\x01z\"", "7", "\"a\\x\"", "null",
+                                            "\"a\\u12\"" };
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+        unsigned refused = 0, accepted = 0;
+        struct ext_config cfg;
+        struct buf body;
+
+        ext_config_default(&cfg);
+        buf_init(&body, 1 << 20);
+        for (unsigned t = 0; t < 600; t++) {
+                unsigned n = 1 + t % 97, bad_at = t % 4 == 0 ? t % n : n;
+                struct ext_verdict *v;
+                const char *diff;
+                struct ext_args a;
+
+                buf_reset(&body);
+                assert_int_equal(buf_puts(&body, "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},"
+                                                 "\"NodeNames\":["), 0);
+                for (unsigned i = 0; i < n; i++) {
+                        unsigned len;
+
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        if (i > 0)
+                                assert_int_equal(buf_puts(&body, x % 23 == 0 ? " , " : ","), 0);
+                        if (i == bad_at) {
+                                assert_int_equal(buf_puts(&body, bad[x / 23 % ELEMENTSOF(bad)]),
+                                                 0);
+                                continue;
+                        }
+                        /* Mostly 1-48 bytes; 1 in 32 past 240, up to EXT_NAME_MAX + 2 (those
+                         * of EXT_NAME_MAX bytes or more refuse the request). */
+                        len = x % 32 == 0 ? 240 + (unsigned)(x >> 8) % 17
+                                          : 1 + (unsigned)(x >> 8) % 48;
+                        assert_int_equal(buf_append(&body, "\"", 1), 0);
+                        for (unsigned k = 0; k < len; k++) {
+                                char ch = (char)('a' + (k + i) % 26);
+
+                                assert_int_equal(buf_append(&body, &ch, 1), 0);
+                        }
+                        if (x % 7 == 0) /* something only the scanner reads, at the name's end */
+                                assert_int_equal(buf_puts(&body, odd[x / 7 % ELEMENTSOF(odd)]), 0);
+                        assert_int_equal(buf_append(&body, "\"", 1), 0);
+                }
+                assert_int_equal(buf_puts(&body, "]}"), 0);
+                diff = ext_oracle_differs(body.data, body.len, &cfg);
+                if (diff)
+                        fail_msg("body %u: %s", t, diff);
+                if (ext_args_decode(body.data, body.len, &cfg, &a, NULL) < 0) {
+                        refused++;
+                        continue;
+                }
+                accepted++;
+                assert_int_equal(a.n, n);
+                v = calloc(n, sizeof(*v));
+                assert_non_null(v);
+                for (unsigned i = 0; i < n; i++)
+                        v[i] = (struct ext_verdict){ .r = (x >> i % 61) & 1 ? 0 : -ENOSPC,
+                                                     .why = "x" };
+                for (unsigned i = 0; i < n; i += 3)
+                        v[i].priority = (int)((x >> i % 53) % 12); /* 0-11: past 10 too */
+                diff = ext_oracle_filter_echo_differs(&a, v, false);
+                if (!diff)
+                        diff = ext_oracle_priorities_differ(&a, v);
+                if (diff)
+                        fail_msg("body %u: %s", t, diff);
+                free(v);
+                ext_args_release(&a);
+        }
+        if (!(refused > 50 && accepted > 300))
+                fail_msg("refused %u, accepted %u", refused, accepted);
+        buf_release(&body);
+}
+
 /* The filter answer copies runs of fitting names as the body has them: for every pattern
  * of fits over names plain, escaped, not ASCII and not UTF-8, with and without blanks
  * between them, the answer is the one written name by name. */
@@ -1118,7 +1205,8 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
 enum { MANY_PER_FILE = 400, MANY_NODES = 3 * MANY_PER_FILE };
 
 static struct ext_cluster *
-many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
+many_node_cluster_used(const struct ext_config *cfg, const struct ext_node **nodes,
+                       uint64_t used_bits, bool leaves)
 {
         static const char *const files[] = { "dgx1-v100-sxm2-oneflow.txt",
                                               "hgx-h100-13nic-mlx5ib-eth-penny.txt",
@@ -1137,8 +1225,16 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
                         snprintf(name, sizeof(name), "n-%zu-%04u", f, i);
                         assert_int_equal(ext_cluster_builder_add_node(b, name, json, strlen(json),
                                                                       8, NULL), 0);
+                        if (leaves) {
+                                char leaf[16];
+
+                                snprintf(leaf, sizeof(leaf), "leaf-%u", i % 5);
+                                assert_int_equal(ext_cluster_builder_node_label(
+                                                         b, "network.topology.nvidia.com/leaf",
+                                                         leaf), 0);
+                        }
                         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                        used.w[0] = (x >> 11) & 0xff;
+                        used.w[0] = (x >> 11) & used_bits;
                         snprintf(uid, sizeof(uid), "pod-%s", name);
                         assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name,
                                                                      &used), 0);
@@ -1154,6 +1250,14 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
                 assert_non_null(nodes[i]);
         }
         return c;
+}
+
+/* MANY_NODES nodes of three classes, each with GPUs 0-7 used at random (up to 768 distinct
+ * verdicts per request). */
+static struct ext_cluster *
+many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
+{
+        return many_node_cluster_used(cfg, nodes, 0xff, false);
 }
 
 /* Through prioritize, the cluster term's tie-break by leaf: two DGX H100 nodes with 4 GPUs
@@ -1445,6 +1549,107 @@ gathered_holds_equal_each_nodes_own(void **state)
         assert_true(fits_held <= fits_empty);
         ext_ledger_free(l);
         ext_cluster_unref(c);
+        free(nodes);
+}
+
+/* The node a prioritize call reserved for uid (NULL: none). */
+static const struct ext_node *
+reserved_node(struct ext_ledger *l, const struct ext_node **nodes, const char *uid)
+{
+        const struct ext_node *at = NULL;
+
+        ext__ledger_lock(l);
+        for (size_t i = 0; i < MANY_NODES; i++)
+                if (ext__ledger_find_locked(l, uid, nodes[i]->name, EXT_HOLD_RESERVED, 0)) {
+                        assert_null(at);
+                        at = nodes[i];
+                }
+        ext__ledger_unlock(l);
+        return at;
+}
+
+/* Prioritize ranks only the distinct verdicts when copies would rank alike (a domain-less
+ * view, no group step), and gives each copy its rep's priority: the same verdicts, the same
+ * priorities and the same reserved node (the highest priority, the first name among equals)
+ * as ranking every node, on a cluster of few distinct
+ * verdicts (GPUs 0-3 used at random: 48 at most, the distinct path), of many (0-7: up to
+ * 768 of 1,200, past its half, every node ranked) and of few in five leaves (the leaf's
+ * free share breaks ties between copies: every node ranked), for every placement and size. */
+static void
+prioritize_ranks_distinct_verdicts_as_every_node(void **state)
+{
+        static const struct {
+                uint64_t used_bits;
+                bool leaves;
+        } clusters[] = { { 0x0f, false }, { 0xff, false }, { 0x0f, true } };
+        static const unsigned counts[] = { 1, 2, 3, 4, 8 };
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_verdict *a = calloc(MANY_NODES, sizeof(*a));
+        struct ext_verdict *b = calloc(MANY_NODES, sizeof(*b));
+        struct ext_config cfg;
+        unsigned spread = 0;
+
+        assert_true(nodes && a && b);
+        ext_config_default(&cfg);
+        for (size_t u = 0; u < ELEMENTSOF(clusters); u++) {
+                struct ext_cluster *c = many_node_cluster_used(&cfg, nodes, clusters[u].used_bits,
+                                                               clusters[u].leaves);
+
+                for (int p = 0; p < 2 * _EXT_PLACEMENT_MAX; p++)
+                        for (size_t k = 0; k < ELEMENTSOF(counts); k++) {
+                                struct ext_request req = {
+                                        .uid = "asker", .count = counts[k],
+                                        .placement = p % _EXT_PLACEMENT_MAX,
+                                        .require = ext_placement_require(p % _EXT_PLACEMENT_MAX)
+                                };
+                                struct ext_ledger *la = ext_ledger_new(&cfg);
+                                struct ext_ledger *lb = ext_ledger_new(&cfg);
+                                int fa, fb, lo = EXT_PRIORITY_MAX, hi = 0;
+                                const struct ext_node *best = NULL;
+                                int top = -1;
+
+                                /* The second round asks for a gang of two: a node that holds
+                                 * both pods is its domain, the others are off it. */
+                                if (p >= _EXT_PLACEMENT_MAX)
+                                        req.group = (struct place_group_request){
+                                                .id = "topofit/ns/pair", .size = 2,
+                                                .count = req.count, .require = req.require,
+                                                .mode = PLACE_DOMAIN_PREFERRED
+                                        };
+                                fa = ext__prioritize(c, la, &cfg, &req, nodes, MANY_NODES, 0, true,
+                                                     a);
+                                fb = ext__prioritize(c, lb, &cfg, &req, nodes, MANY_NODES, 0,
+                                                     false, b);
+                                assert_int_equal(fa, fb);
+                                for (size_t i = 0; i < MANY_NODES; i++) {
+                                        assert_int_equal(a[i].r, b[i].r);
+                                        if (a[i].r != 0)
+                                                continue;
+                                        assert_int_equal(a[i].priority, b[i].priority);
+                                        lo = MIN(lo, a[i].priority);
+                                        hi = MAX(hi, a[i].priority);
+                                        if (a[i].priority > top ||
+                                            (a[i].priority == top &&
+                                             strcmp(nodes[i]->name, best->name) < 0)) {
+                                                top = a[i].priority;
+                                                best = nodes[i];
+                                        }
+                                }
+                                spread += fa > 0 && lo < hi;
+                                assert_ptr_equal(reserved_node(la, nodes, "asker"),
+                                                 reserved_node(lb, nodes, "asker"));
+                                /* The highest priority, the first name among equals. */
+                                if (!req.group.id[0])
+                                        assert_ptr_equal(reserved_node(la, nodes, "asker"), best);
+                                ext_ledger_free(la);
+                                ext_ledger_free(lb);
+                        }
+                ext_cluster_unref(c);
+        }
+        /* Most requests rank their nodes apart, so a copy given a wrong priority shows. */
+        assert_true(spread > 2 * ELEMENTSOF(counts));
+        free(a);
+        free(b);
         free(nodes);
 }
 
@@ -3202,6 +3407,7 @@ main(void)
                 cmocka_unit_test(codec_refuses_bindings_with_invalid_names),
                 cmocka_unit_test(codec_refuses_repeats_only_of_keys_it_reads),
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
+                cmocka_unit_test(codec_reads_plain_names_in_blocks_as_the_scanner_does),
                 cmocka_unit_test(filter_answer_copies_runs_of_names_as_the_body_has_them),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_finds_the_pods_group_and_domain_mode),
@@ -3220,6 +3426,7 @@ main(void)
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
+                cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
