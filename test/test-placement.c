@@ -196,13 +196,15 @@ loss_counts_what_the_set_keeps_from_the_drained_node(void **state)
                 /* pass 1: every node in one NVLink domain; pass 2: under one leaf (level 1) */
                 for (size_t i = 0; i < 3; i++)
                         for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
-                                nodes[i].domain[l] = pass > 0 && l == (unsigned)(pass - 1) ? "d" : NULL;
+                                nodes[i].domain[l] =
+                                        pass > 0 && l == (unsigned)(pass - 1) ? "d" : NULL;
                 assert_int_equal(place_view_new(&cfg, nodes, 3, NULL, 0, NULL, NULL, &v), 0);
                 assert_int_equal(place_view_new(&off, nodes, 3, NULL, 0, NULL, NULL, &vo), 0);
                 for (size_t i = 0; i < 2; i++) {
                         struct score_choice ch;
 
-                        assert_int_equal(score_best(nodes[i].cls, &nodes[i].free, &req, &ch, NULL), 0);
+                        assert_int_equal(score_best(nodes[i].cls, &nodes[i].free, &req, &ch,
+                                                    NULL), 0);
                         loss[i] = place_loss(v, i, nodes[i].cls, &nodes[i].free, &ch.set);
                         loss_off[i] = place_loss(vo, i, nodes[i].cls, &nodes[i].free, &ch.set);
                         assert_true(loss[i] >= 0 && loss_off[i] >= 0);
