@@ -46,6 +46,8 @@ struct view_node {
         struct score_class *cls;
         struct topo_mask free;
         uint16_t cap[PLACE_MAX_CLASSES];
+        uint16_t cap_all[PLACE_MAX_CLASSES]; /* drained: every healthy GPU free (only with
+                                              * drain_weight > 0) */
         int32_t domain[PLACE_DOMAIN_SLOTS]; /* per slot (level_slot()), -1: none */
 };
 
@@ -101,6 +103,7 @@ place_config_default(struct place_config *cfg)
                 .prior_pods = PLACE_PRIOR_PODS,
                 .cluster_share = PLACE_CLUSTER_SHARE,
                 .quality_band = PLACE_QUALITY_BAND,
+                .drain_weight = PLACE_DRAIN_WEIGHT,
         };
 }
 
@@ -129,6 +132,8 @@ place_config_check(const struct place_config *cfg, const char **ret_why)
                 return set_why(ret_why, "the cluster share is not within 0..1"), -EINVAL;
         if (!(cfg->quality_band >= 0 && cfg->quality_band <= 1))
                 return set_why(ret_why, "the quality band is not within 0..1"), -EINVAL;
+        if (!(cfg->drain_weight >= 0 && cfg->drain_weight <= 1))
+                return set_why(ret_why, "the drain weight is not within 0..1"), -EINVAL;
         return 0;
 }
 
@@ -529,7 +534,7 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
                 __atomic_add_fetch(&v->memo->n_ref, 1, __ATOMIC_RELAXED);
         } else
                 v->memo = memo_new(cfg); /* NULL: works without, only slower */
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0, last = SIZE_MAX; i < n; i++) {
                 struct view_node *vn = &v->nodes[i];
                 const struct view_node *old = NULL;
 
@@ -550,6 +555,22 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
                 }
                 for (unsigned k = 0; k < cfg->n_classes; k++)
                         v->total[k] += vn->cap[k];
+                /* The drained capacity depends on the class only: from the base's node or
+                 * the last node of the class, else through the memo. */
+                if (cfg->drain_weight <= 0)
+                        continue;
+                if (old && old->cls == vn->cls && base->cfg.drain_weight > 0)
+                        memcpy(vn->cap_all, old->cap_all, sizeof(vn->cap_all));
+                else if (last != SIZE_MAX && v->nodes[last].cls == vn->cls)
+                        memcpy(vn->cap_all, v->nodes[last].cap_all, sizeof(vn->cap_all));
+                else {
+                        struct topo_mask all;
+
+                        topo_mask_fill(&all, score_class_topo(vn->cls)->n_gpus);
+                        mask_in_node(&all, score_class_topo(vn->cls));
+                        capacity_memo(v->memo, &v->cfg, vn->cls, &all, vn->cap_all);
+                }
+                last = i;
         }
         learn_weights(v, size_hist, hist_len);
         for (unsigned l = 0; l < PLACE_DOMAIN_SLOTS; l++) {
@@ -686,6 +707,16 @@ place_view_has_domains(const struct place_view *v)
         return false;
 }
 
+/* Whether the node is in a multi-node domain (an NVLink domain or a network tier). */
+static bool
+in_multi_node_domain(const struct view_node *vn)
+{
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                if (vn->domain[l] >= 0)
+                        return true;
+        return false;
+}
+
 double
 place_loss(const struct place_view *v, size_t i, struct score_class *cls,
            const struct topo_mask *free, const struct topo_mask *set)
@@ -717,6 +748,27 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
 
                 if (before[k] > after[k] && total > 0)
                         loss += v->weight[k] * (before[k] - after[k]) / total;
+        }
+        if (v->cfg.drain_weight > 0 && !(vn && in_multi_node_domain(vn))) {
+                /* The node drained: every healthy GPU free (an empty node: as now). */
+                struct topo_mask all;
+
+                topo_mask_fill(&all, score_class_topo(cls)->n_gpus);
+                mask_in_node(&all, score_class_topo(cls));
+                if (!topo_mask_equal(&all, &f)) {
+                        if (vn)
+                                memcpy(before, vn->cap_all, sizeof(before));
+                        else
+                                capacity_memo(v->memo, &v->cfg, cls, &all, before);
+                        left = all;
+                        topo_mask_andnot(&left, set);
+                        capacity_memo(v->memo, &v->cfg, cls, &left, after);
+                }
+                for (unsigned k = 0; k < v->cfg.n_classes; k++)
+                        if (before[k] > after[k])
+                                loss += v->cfg.drain_weight * v->weight[k] *
+                                        (before[k] - after[k]) /
+                                        (double)MAX(v->total[k], (uint64_t)1);
         }
         return loss;
 }

@@ -51,6 +51,7 @@
 #define PLACE_PRIOR_PODS 20.0        /* default: the configured weights count as 20 pods */
 #define PLACE_CLUSTER_SHARE 0.5      /* default share of the cluster term in the priority */
 #define PLACE_QUALITY_BAND 0.5       /* default: competes on the term within half the best busbw */
+#define PLACE_DRAIN_WEIGHT 1.0       /* default weight of the drained-node loss (place_loss) */
 #define PLACE_PRIORITY_MAX 10        /* kube-scheduler's MaxExtenderPriority */
 #define PLACE_DOMAIN_TIEBREAK 1e-6   /* place_rank: weight of the domain's free share next to
                                       * losses (a lost 8-GPU set of 512 weighs ~2e-4) */
@@ -75,16 +76,19 @@ struct place_config {
          * at least this share of the best set of its link class on offer, 0..1: capacity is
          * never bought with a much slower set. */
         double quality_band;
+        /* Weight of the drained-node loss in place_loss(), 0..1: what the set keeps from
+         * the node's capacity once the node's other pods have ended; 0 turns it off. */
+        double drain_weight;
 };
 
 /* Classes 8 all-NVLink, 4 all-NVLink, 4 one-NUMA, 2, 1 with the size mix of
  * score_config_default() (1: 0.55, 2: 0.2, 4: 0.15 split over its two classes, 8: 0.1),
  * prior_pods PLACE_PRIOR_PODS, cluster_share PLACE_CLUSTER_SHARE, quality_band
- * PLACE_QUALITY_BAND. */
+ * PLACE_QUALITY_BAND, drain_weight PLACE_DRAIN_WEIGHT. */
 void place_config_default(struct place_config *cfg);
 /* 0, or -EINVAL with *ret_why: no classes or more than PLACE_MAX_CLASSES, a size 0 or over
  * TOPO_MAX_GPUS, a weight negative or not finite or all zero, prior_pods negative,
- * cluster_share or quality_band outside 0..1. */
+ * cluster_share, quality_band or drain_weight outside 0..1. */
 int place_config_check(const struct place_config *cfg, const char **ret_why);
 
 /* --- capacity ------------------------------------------------------------------------- */
@@ -181,8 +185,15 @@ bool place_view_has_domains(const struct place_view *v);
 
 /* What placing set on node i costs the cluster: sum over classes k of weight_k x (node i's
  * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
- * of k), in 0..1.  free is the node's free GPUs for this request (the view's, less holds:
- * when it equals the view's, the view's capacity is used rather than recomputed).
+ * of k), in 0..1, plus drain_weight x the same for the node drained (its capacity with
+ * every healthy GPU free minus that without set, over the cluster's capacity of k, at least
+ * 1): what the set keeps from the node when its other pods end.  Two nodes that lose alike
+ * now differ there: a 4-GPU set on half an 8-GPU node keeps that node from serving an
+ * 8-GPU set when its other half ends, on a 4-GPU node it does not.  Not for a node in a
+ * multi-node domain (any of levels 0..PLACE_MAX_LEVELS-1): its GPUs are also its domain's
+ * room for gangs, which one node drained does not see (docs/placement.md).  free is the node's free
+ * GPUs for this request (the view's, less holds: when it equals the view's, the view's
+ * capacity is used rather than recomputed).
  * i == PLACE_NO_NODE scores a node the view does not hold (a Node the scheduler sent) against
  * the view's totals.  -1 when i is out of range, cls does not match the view's node, or an
  * argument is NULL. */

@@ -54,6 +54,7 @@ mask_of(const char *list, unsigned n)
 #define A800 "a800-sxm4-8gpu-4nic.txt"
 #define DGX1 "dgx1-v100-sxm2-oneflow.txt"
 #define PCIE8 "rtx4090-8gpu-pcie-server.txt"
+#define GB200 "gb200-tray-4gpu-8nic-gpu-numa-id.txt"
 
 /* Classes of place_config_default(): 8 nvlink, 4 nvlink, 4 numa, 2, 1. */
 static void
@@ -162,6 +163,87 @@ loss_of_the_last_eight_gpu_set_outweighs_broken_nodes(void **state)
         /* The wrong node's class gives -1, not a number. */
         assert_true(place_loss(v, 0, p4d, &nodes[0].free, &nodes[0].free) < 0);
         assert_true(place_loss(v, 7, h100, &nodes[0].free, &nodes[0].free) < 0);
+}
+
+/* The drained-node loss: a 1-GPU pod that takes the last free GPU of a GB200 tray or of an
+ * HGX H100 costs both alike now (one 1-GPU set), but the H100 more once drained: it keeps
+ * that node from serving an 8-GPU set when its other pods end, which the tray never had.
+ * So the tray ranks first.  Not for nodes in a multi-node domain (their GPUs are also room
+ * for their domain's gangs), nor with drain_weight 0. */
+static void
+loss_counts_what_the_set_keeps_from_the_drained_node(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        struct score_request req = { .count = 1 };
+        struct place_node nodes[3] = {
+                { .cls = tray, .free = mask_of("3", 4) },
+                { .cls = h100, .free = mask_of("7", 8) },
+                { .cls = h100, .free = mask_of(NULL, 8) }, /* the cluster's one 8-GPU set */
+        };
+        struct place_config cfg, off;
+
+        place_config_default(&cfg);
+        assert_true(cfg.drain_weight > 0);
+        off = cfg;
+        off.drain_weight = 0;
+        for (int pass = 0; pass < 3; pass++) {
+                CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+                CLEANUP(place_view_unrefp) struct place_view *vo = NULL;
+                struct place_candidate c[2];
+                double loss[2], loss_off[2];
+
+                /* pass 1: every node in one NVLink domain; pass 2: under one leaf (level 1) */
+                for (size_t i = 0; i < 3; i++)
+                        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                                nodes[i].domain[l] =
+                                        pass > 0 && l == (unsigned)(pass - 1) ? "d" : NULL;
+                assert_int_equal(place_view_new(&cfg, nodes, 3, NULL, 0, NULL, NULL, &v), 0);
+                assert_int_equal(place_view_new(&off, nodes, 3, NULL, 0, NULL, NULL, &vo), 0);
+                for (size_t i = 0; i < 2; i++) {
+                        struct score_choice ch;
+
+                        assert_int_equal(score_best(nodes[i].cls, &nodes[i].free, &req, &ch,
+                                                    NULL), 0);
+                        loss[i] = place_loss(v, i, nodes[i].cls, &nodes[i].free, &ch.set);
+                        loss_off[i] = place_loss(vo, i, nodes[i].cls, &nodes[i].free, &ch.set);
+                        assert_true(loss[i] >= 0 && loss_off[i] >= 0);
+                        c[i] = (struct place_candidate){ .fits = true, .priority = 10,
+                                                         .tier = place_tier(&ch),
+                                                         .busbw = ch.busbw_gbps, .loss = loss[i] };
+                }
+                /* Now: alike. */
+                assert_true(fabs(loss_off[0] - loss_off[1]) < 1e-12);
+                place_rank(&cfg, c, 2);
+                if (pass == 0) {
+                        /* Drained: the H100 would have been an 8-GPU set again. */
+                        assert_true(loss[1] > loss[0] + 1e-3);
+                        assert_true(loss[0] > loss_off[0]); /* the tray's all-NVLink 4 */
+                        assert_true(c[0].priority > c[1].priority);
+                } else {
+                        assert_true(fabs(loss[0] - loss_off[0]) < 1e-12);
+                        assert_true(fabs(loss[1] - loss_off[1]) < 1e-12);
+                        assert_int_equal(c[0].priority, c[1].priority);
+                }
+        }
+        /* A node the view does not hold (no domain known) counts the drained node too. */
+        {
+                CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+                struct score_choice ch;
+
+                for (size_t i = 0; i < 3; i++)
+                        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
+                                nodes[i].domain[l] = NULL;
+                assert_int_equal(place_view_new(&cfg, nodes, 3, NULL, 0, NULL, NULL, &v), 0);
+                assert_int_equal(score_best(h100, &nodes[1].free, &req, &ch, NULL), 0);
+                assert_true(fabs(place_loss(v, PLACE_NO_NODE, h100, &nodes[1].free, &ch.set) -
+                                 place_loss(v, 1, h100, &nodes[1].free, &ch.set)) < 1e-12);
+        }
+        /* Out of range: refused. */
+        cfg.drain_weight = 1.5;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
+        cfg.drain_weight = NAN;
+        assert_int_equal(place_config_check(&cfg, NULL), -EINVAL);
 }
 
 static void
@@ -384,7 +466,6 @@ count_sets_counts_disjoint_sets_of_any_quality(void **state)
         assert_int_equal(place_count_sets(NULL, &all, 2, 0), 0);
 }
 
-#define GB200 "gb200-tray-4gpu-8nic-gpu-numa-id.txt"
 
 /* Two NVL72-style domains of 18 GB200 trays of 4 GPUs: in "nvl-a" only trays 0..free_a-1
  * are free, "nvl-b" is empty.  Nodes 0..17 are nvl-a's, 18..35 nvl-b's. */
@@ -782,6 +863,7 @@ main(void)
                 cmocka_unit_test(capacity_counts_best_quality_sets_per_class),
                 cmocka_unit_test(config_check_refuses_bad_mixes),
                 cmocka_unit_test(loss_of_the_last_eight_gpu_set_outweighs_broken_nodes),
+                cmocka_unit_test(loss_counts_what_the_set_keeps_from_the_drained_node),
                 cmocka_unit_test(rank_never_trades_a_link_class_for_capacity),
                 cmocka_unit_test(view_reuses_unchanged_nodes_of_its_base),
                 cmocka_unit_test(view_learns_weights_from_live_pod_sizes),
