@@ -103,3 +103,10 @@ struct ext__args_tree {
 int ext__args_decode_tree(const char *json, size_t len, const struct ext_config *cfg,
                           struct ext__args_tree *ret, const char **ret_why);
 void ext__args_tree_release(struct ext__args_tree *t);
+
+/* ext_prioritize, which is this with distinct_ok: ranks the distinct verdicts only where
+ * that gives every node the same priority; without, ranks every node (tests compare). */
+int ext__prioritize(const struct ext_cluster *c, struct ext_ledger *l,
+                    const struct ext_config *cfg, const struct ext_request *req,
+                    const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+                    bool distinct_ok, struct ext_verdict *ret);

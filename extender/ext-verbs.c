@@ -363,7 +363,7 @@ group_of(const struct ext_cluster *c, const struct ext_request *req,
 static int
 apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
              const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
-             struct ext_verdict *ret)
+             struct ext_verdict *ret, bool *ret_steered)
 {
         struct place_groups *g = ext__ledger_groups(l);
         struct place_group_request sized;
@@ -433,8 +433,10 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                                 ret[i].r = -EAGAIN;
                                 ret[i].why = "the node is outside the domain the pod's group was "
                                              "given (domain-required)";
-                        } else
+                        } else {
                                 ret[i].off_domain = true;
+                                *ret_steered = true;
+                        }
                 }
                 if (ret[i].r == 0 && live && idx != PLACE_NO_NODE &&
                     place_group_check(g, c->place, idx, &ret[i].free, &ret[i].choice.set, grp->id,
@@ -445,18 +447,25 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                 }
                 turned += ret[i].r != 0;
         }
+        *ret_steered |= turned > 0;
         return turned;
 }
 
+/* Filter and prioritize's common part: the verdicts of the n nodes into ret.  With rep,
+ * rep[i] is the index (<= i) of the verdict that ret[i] was copied from (the memo's), i for
+ * one decided here; *ret_steered tells whether the group step changed any verdict after the
+ * copy (then copies may differ from their rep). */
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
-              uint64_t now_ns, bool with_priority, struct ext_verdict *ret)
+              uint64_t now_ns, bool with_priority, struct ext_verdict *ret, uint32_t *rep,
+              bool *ret_steered)
 {
         struct memo memo = memo_new(n);
         bool holds = !ext__ledger_maybe_empty(l);
         struct ext_held held[EXT_HELD_GATHER];
         int n_held = -1, fits = 0;
+        bool steered = false;
 
         /* First the free GPUs of every node, in one short critical section (bind rechecks
          * under the lock, so a hold added after it only costs a retry), none while the
@@ -493,6 +502,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 struct memo_slot *m = NULL;
                 struct topo_mask free;
 
+                if (rep)
+                        rep[i] = (uint32_t)i;
                 if (!nodes[i]) {
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
@@ -502,9 +513,11 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         memo_grow(&memo);
                         m = memo_find(&memo, nodes[i], &free);
                 }
-                if (m && m->cls)
+                if (m && m->cls) {
                         ret[i] = ret[m->verdict];
-                else {
+                        if (rep)
+                                rep[i] = (uint32_t)m->verdict;
+                } else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
                         if (with_priority && ret[i].r == 0 && c && c->place)
                                 ret[i].loss = node_loss(c, nodes[i], &ret[i]);
@@ -519,7 +532,10 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         fits++;
         }
         free(memo.slots);
-        return fits - apply_groups(c, l, req, nodes, n, now_ns, ret);
+        fits -= apply_groups(c, l, req, nodes, n, now_ns, ret, &steered);
+        if (ret_steered)
+                *ret_steered = steered;
+        return fits;
 }
 
 int
@@ -527,7 +543,7 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
            uint64_t now_ns, struct ext_verdict *ret)
 {
-        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret);
+        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, NULL, NULL);
 }
 
 /* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
@@ -580,17 +596,14 @@ rank_domain(struct ext_verdict *ret, size_t n)
                         ret[i].priority = ret[i].off_domain ? 0 : MAX(ret[i].priority, 1);
 }
 
-int
-ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
-               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
-               uint64_t now_ns, struct ext_verdict *ret)
+/* The per-node priorities of the fitting verdicts turned into the request's: the bandwidth
+ * relative to the best node, the cluster term, the group's domain. */
+static void
+rank(const struct ext_cluster *c, const struct ext_config *cfg, const struct ext_request *req,
+     const struct ext_node *const *nodes, struct ext_verdict *ret, size_t n)
 {
-        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret);
-        ssize_t best = -1;
         double top = 0;
 
-        if (fits <= 0 || req->count == 0)
-                return fits;
         /* scoring's priority compares a set with the best its own node could give; across
          * nodes the bandwidth itself matters too: average it with the set's bandwidth
          * relative to the best fitting node of this request (docs/annotations.md, "Priority"). */
@@ -606,16 +619,89 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                 }
         rank_cluster(c, cfg, req, nodes, ret, n);
         rank_domain(ret, n);
-        if (!req->uid[0])
+}
+
+/* Whether node a's name sorts before node b's.  The view's nodes are sorted by name and
+ * unique, so for two of them the addresses say it. */
+static bool
+name_before(const struct ext_cluster *c, const struct ext_node *a, const struct ext_node *b)
+{
+        if (c && a >= c->nodes && a < c->nodes + c->n_nodes && b >= c->nodes &&
+            b < c->nodes + c->n_nodes)
+                return a < b;
+        return strcmp(a->name, b->name) < 0;
+}
+
+/* rank() over the distinct verdicts only, when that gives every node the priority it would
+ * get alone: each step reads a verdict's own fields and the fitting verdicts' maxima and
+ * minima, which copies do not change; not when a node's domain enters the cluster term
+ * (the view has domains) or the group step changed verdicts after the copy.  Returns false
+ * (nothing done) when it does not apply or would not save work. */
+static bool
+rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
+              const struct ext_request *req, const struct ext_node *const *nodes,
+              struct ext_verdict *ret, size_t n, const uint32_t *rep)
+{
+        CLEANUP(freep) uint32_t *at = NULL;
+        CLEANUP(freep) struct ext_verdict *u = NULL;
+        CLEANUP(freep) const struct ext_node **un = NULL;
+        size_t k = 0;
+
+        if (c && c->place && place_view_has_domains(c->place))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                k += ret[i].r == 0 && rep[i] == i;
+        if (k == 0 || k > n / 2)
+                return false;
+        at = malloc(k * sizeof(*at));
+        u = malloc(k * sizeof(*u));
+        un = malloc(k * sizeof(*un));
+        if (!at || !u || !un)
+                return false;
+        k = 0;
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0 && rep[i] == i) {
+                        at[k] = (uint32_t)i;
+                        u[k] = ret[i];
+                        un[k++] = nodes[i];
+                }
+        rank(c, cfg, req, un, u, k);
+        for (size_t j = 0; j < k; j++)
+                ret[at[j]].priority = u[j].priority;
+        return true;
+}
+
+int
+ext__prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+                const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+                uint64_t now_ns, bool distinct_ok, struct ext_verdict *ret)
+{
+        CLEANUP(freep) uint32_t *rep = distinct_ok && n > 0 && n <= UINT32_MAX
+                                               ? malloc(n * sizeof(*rep))
+                                               : NULL;
+        bool steered = false, distinct;
+        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret, rep, &steered);
+        ssize_t best = -1;
+
+        if (fits <= 0 || req->count == 0)
                 return fits;
+        distinct = rep && !steered && rank_distinct(c, cfg, req, nodes, ret, n, rep);
+        if (!distinct)
+                rank(c, cfg, req, nodes, ret, n);
+        /* One pass gives the copies their rep's priority (reps come first) and finds the pod's
+         * best node: the highest priority, the first name among equals. */
         for (size_t i = 0; i < n; i++) {
                 if (ret[i].r != 0)
                         continue;
+                if (distinct)
+                        ret[i].priority = ret[rep[i]].priority;
                 if (best < 0 || ret[i].priority > ret[best].priority ||
                     (ret[i].priority == ret[best].priority &&
-                     strcmp(nodes[i]->name, nodes[best]->name) < 0))
+                     name_before(c, nodes[i], nodes[best])))
                         best = (ssize_t)i;
         }
+        if (!req->uid[0])
+                return fits;
         /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
          * it (ledger full) only costs that guarantee, never correctness.  A gang member's
          * pick holds nothing (ext__ledger_put_group_locked says why). */
@@ -624,6 +710,14 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                                            EXT_HOLD_RESERVED, req->group.id, now_ns);
         ext__ledger_unlock(l);
         return fits;
+}
+
+int
+ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+               uint64_t now_ns, struct ext_verdict *ret)
+{
+        return ext__prioritize(c, l, cfg, req, nodes, n, now_ns, true, ret);
 }
 
 /* Sets of the group's shape on the view's nodes in domain d of level l (PLACE_LEVEL_NODE: d

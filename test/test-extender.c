@@ -1118,7 +1118,8 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
 enum { MANY_PER_FILE = 400, MANY_NODES = 3 * MANY_PER_FILE };
 
 static struct ext_cluster *
-many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
+many_node_cluster_used(const struct ext_config *cfg, const struct ext_node **nodes,
+                       uint64_t used_bits, bool leaves)
 {
         static const char *const files[] = { "dgx1-v100-sxm2-oneflow.txt",
                                               "hgx-h100-13nic-mlx5ib-eth-penny.txt",
@@ -1137,8 +1138,16 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
                         snprintf(name, sizeof(name), "n-%zu-%04u", f, i);
                         assert_int_equal(ext_cluster_builder_add_node(b, name, json, strlen(json),
                                                                       8, NULL), 0);
+                        if (leaves) {
+                                char leaf[16];
+
+                                snprintf(leaf, sizeof(leaf), "leaf-%u", i % 5);
+                                assert_int_equal(ext_cluster_builder_node_label(
+                                                         b, "network.topology.nvidia.com/leaf",
+                                                         leaf), 0);
+                        }
                         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                        used.w[0] = (x >> 11) & 0xff;
+                        used.w[0] = (x >> 11) & used_bits;
                         snprintf(uid, sizeof(uid), "pod-%s", name);
                         assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name,
                                                                      &used), 0);
@@ -1154,6 +1163,14 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
                 assert_non_null(nodes[i]);
         }
         return c;
+}
+
+/* MANY_NODES nodes of three classes, each with GPUs 0-7 used at random (up to 768 distinct
+ * verdicts per request). */
+static struct ext_cluster *
+many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
+{
+        return many_node_cluster_used(cfg, nodes, 0xff, false);
 }
 
 /* Through prioritize, the cluster term's tie-break by leaf: two DGX H100 nodes with 4 GPUs
@@ -1445,6 +1462,107 @@ gathered_holds_equal_each_nodes_own(void **state)
         assert_true(fits_held <= fits_empty);
         ext_ledger_free(l);
         ext_cluster_unref(c);
+        free(nodes);
+}
+
+/* The node a prioritize call reserved for uid (NULL: none). */
+static const struct ext_node *
+reserved_node(struct ext_ledger *l, const struct ext_node **nodes, const char *uid)
+{
+        const struct ext_node *at = NULL;
+
+        ext__ledger_lock(l);
+        for (size_t i = 0; i < MANY_NODES; i++)
+                if (ext__ledger_find_locked(l, uid, nodes[i]->name, EXT_HOLD_RESERVED, 0)) {
+                        assert_null(at);
+                        at = nodes[i];
+                }
+        ext__ledger_unlock(l);
+        return at;
+}
+
+/* Prioritize ranks only the distinct verdicts when copies would rank alike (a domain-less
+ * view, no group step), and gives each copy its rep's priority: the same verdicts, the same
+ * priorities and the same reserved node (the highest priority, the first name among equals)
+ * as ranking every node, on a cluster of few distinct
+ * verdicts (GPUs 0-3 used at random: 48 at most, the distinct path), of many (0-7: up to
+ * 768 of 1,200, past its half, every node ranked) and of few in five leaves (the leaf's
+ * free share breaks ties between copies: every node ranked), for every placement and size. */
+static void
+prioritize_ranks_distinct_verdicts_as_every_node(void **state)
+{
+        static const struct {
+                uint64_t used_bits;
+                bool leaves;
+        } clusters[] = { { 0x0f, false }, { 0xff, false }, { 0x0f, true } };
+        static const unsigned counts[] = { 1, 2, 3, 4, 8 };
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_verdict *a = calloc(MANY_NODES, sizeof(*a));
+        struct ext_verdict *b = calloc(MANY_NODES, sizeof(*b));
+        struct ext_config cfg;
+        unsigned spread = 0;
+
+        assert_true(nodes && a && b);
+        ext_config_default(&cfg);
+        for (size_t u = 0; u < ELEMENTSOF(clusters); u++) {
+                struct ext_cluster *c = many_node_cluster_used(&cfg, nodes, clusters[u].used_bits,
+                                                               clusters[u].leaves);
+
+                for (int p = 0; p < 2 * _EXT_PLACEMENT_MAX; p++)
+                        for (size_t k = 0; k < ELEMENTSOF(counts); k++) {
+                                struct ext_request req = {
+                                        .uid = "asker", .count = counts[k],
+                                        .placement = p % _EXT_PLACEMENT_MAX,
+                                        .require = ext_placement_require(p % _EXT_PLACEMENT_MAX)
+                                };
+                                struct ext_ledger *la = ext_ledger_new(&cfg);
+                                struct ext_ledger *lb = ext_ledger_new(&cfg);
+                                int fa, fb, lo = EXT_PRIORITY_MAX, hi = 0;
+                                const struct ext_node *best = NULL;
+                                int top = -1;
+
+                                /* The second round asks for a gang of two: a node that holds
+                                 * both pods is its domain, the others are off it. */
+                                if (p >= _EXT_PLACEMENT_MAX)
+                                        req.group = (struct place_group_request){
+                                                .id = "topofit/ns/pair", .size = 2,
+                                                .count = req.count, .require = req.require,
+                                                .mode = PLACE_DOMAIN_PREFERRED
+                                        };
+                                fa = ext__prioritize(c, la, &cfg, &req, nodes, MANY_NODES, 0, true,
+                                                     a);
+                                fb = ext__prioritize(c, lb, &cfg, &req, nodes, MANY_NODES, 0,
+                                                     false, b);
+                                assert_int_equal(fa, fb);
+                                for (size_t i = 0; i < MANY_NODES; i++) {
+                                        assert_int_equal(a[i].r, b[i].r);
+                                        if (a[i].r != 0)
+                                                continue;
+                                        assert_int_equal(a[i].priority, b[i].priority);
+                                        lo = MIN(lo, a[i].priority);
+                                        hi = MAX(hi, a[i].priority);
+                                        if (a[i].priority > top ||
+                                            (a[i].priority == top &&
+                                             strcmp(nodes[i]->name, best->name) < 0)) {
+                                                top = a[i].priority;
+                                                best = nodes[i];
+                                        }
+                                }
+                                spread += fa > 0 && lo < hi;
+                                assert_ptr_equal(reserved_node(la, nodes, "asker"),
+                                                 reserved_node(lb, nodes, "asker"));
+                                /* The highest priority, the first name among equals. */
+                                if (!req.group.id[0])
+                                        assert_ptr_equal(reserved_node(la, nodes, "asker"), best);
+                                ext_ledger_free(la);
+                                ext_ledger_free(lb);
+                        }
+                ext_cluster_unref(c);
+        }
+        /* Most requests rank their nodes apart, so a copy given a wrong priority shows. */
+        assert_true(spread > 2 * ELEMENTSOF(counts));
+        free(a);
+        free(b);
         free(nodes);
 }
 
@@ -3397,6 +3515,7 @@ main(void)
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
+                cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
