@@ -604,6 +604,88 @@ codec_answers_are_json_whatever_the_node_names(void **state)
         ext_args_release(&a);
 }
 
+/* NodeNames as kube-scheduler writes them are read a block of 16 bytes at a time, the rest by
+ * the scanner: bodies of names of every length from 1 to past EXT_NAME_MAX (so closing quotes
+ * fall at every place of a block, and some names end within 16 bytes of the body's end),
+ * ASCII, UTF-8, not UTF-8, escaped, with blanks, and now and then one the request must be
+ * refused for (empty, too long, a raw control byte, not a string, a broken escape), in
+ * lists longer than the decoder first sizes for: both decoders agree (accepted or not; the
+ * same names), and the filter answer that copies runs of names is the one written name by
+ * name. */
+static void
+codec_reads_plain_names_in_blocks_as_the_scanner_does(void **state)
+{
+        static const char *const odd[] = { " ", "\xc3\xa9", "\xff", "\\u002d", "\\\"", "\\\\",
+                                            "\x7f" };
+        static const char *const bad[] = { "\"\"", "\"a\x01z\"", "7", "\"a\\x\"", "null",
+                                            "\"a\\u12\"" };
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+        unsigned refused = 0, accepted = 0;
+        struct ext_config cfg;
+        struct buf body;
+
+        ext_config_default(&cfg);
+        buf_init(&body, 1 << 20);
+        for (unsigned t = 0; t < 600; t++) {
+                unsigned n = 1 + t % 97, bad_at = t % 4 == 0 ? t % n : n;
+                struct ext_verdict *v;
+                const char *diff;
+                struct ext_args a;
+
+                buf_reset(&body);
+                assert_int_equal(buf_puts(&body, "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},"
+                                                 "\"NodeNames\":["), 0);
+                for (unsigned i = 0; i < n; i++) {
+                        unsigned len;
+
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        if (i > 0)
+                                assert_int_equal(buf_puts(&body, x % 23 == 0 ? " , " : ","), 0);
+                        if (i == bad_at) {
+                                assert_int_equal(buf_puts(&body, bad[x / 23 % ELEMENTSOF(bad)]),
+                                                 0);
+                                continue;
+                        }
+                        /* Mostly 1-48 bytes; 1 in 32 past 240, up to EXT_NAME_MAX + 2 (those
+                         * of EXT_NAME_MAX bytes or more refuse the request). */
+                        len = x % 32 == 0 ? 240 + (unsigned)(x >> 8) % 17
+                                          : 1 + (unsigned)(x >> 8) % 48;
+                        assert_int_equal(buf_append(&body, "\"", 1), 0);
+                        for (unsigned k = 0; k < len; k++) {
+                                char ch = (char)('a' + (k + i) % 26);
+
+                                assert_int_equal(buf_append(&body, &ch, 1), 0);
+                        }
+                        if (x % 7 == 0) /* something only the scanner reads, at the name's end */
+                                assert_int_equal(buf_puts(&body, odd[x / 7 % ELEMENTSOF(odd)]), 0);
+                        assert_int_equal(buf_append(&body, "\"", 1), 0);
+                }
+                assert_int_equal(buf_puts(&body, "]}"), 0);
+                diff = ext_oracle_differs(body.data, body.len, &cfg);
+                if (diff)
+                        fail_msg("body %u: %s", t, diff);
+                if (ext_args_decode(body.data, body.len, &cfg, &a, NULL) < 0) {
+                        refused++;
+                        continue;
+                }
+                accepted++;
+                assert_int_equal(a.n, n);
+                v = calloc(n, sizeof(*v));
+                assert_non_null(v);
+                for (unsigned i = 0; i < n; i++)
+                        v[i] = (struct ext_verdict){ .r = (x >> i % 61) & 1 ? 0 : -ENOSPC,
+                                                     .why = "x" };
+                diff = ext_oracle_filter_echo_differs(&a, v, false);
+                if (diff)
+                        fail_msg("body %u: %s", t, diff);
+                free(v);
+                ext_args_release(&a);
+        }
+        if (!(refused > 50 && accepted > 300))
+                fail_msg("refused %u, accepted %u", refused, accepted);
+        buf_release(&body);
+}
+
 /* The filter answer copies runs of fitting names as the body has them: for every pattern
  * of fits over names plain, escaped, not ASCII and not UTF-8, with and without blanks
  * between them, the answer is the one written name by name. */
@@ -3497,6 +3579,7 @@ main(void)
                 cmocka_unit_test(codec_refuses_bindings_with_invalid_names),
                 cmocka_unit_test(codec_refuses_repeats_only_of_keys_it_reads),
                 cmocka_unit_test(codec_answers_are_json_whatever_the_node_names),
+                cmocka_unit_test(codec_reads_plain_names_in_blocks_as_the_scanner_does),
                 cmocka_unit_test(filter_answer_copies_runs_of_names_as_the_body_has_them),
                 cmocka_unit_test(codec_sums_containers_and_takes_largest_init_container),
                 cmocka_unit_test(codec_finds_the_pods_group_and_domain_mode),
