@@ -588,7 +588,8 @@ ext__id_in_namespace(const char *id, const char *ns)
 }
 
 /* Whether id can name a group of namespace ns: as ext_group_id writes them, under
- * PLACE_NAME_MAX bytes, printable ASCII (a value read back from an annotation). */
+ * PLACE_NAME_MAX bytes, printable ASCII as the group record's decoder wants it (a value
+ * read back from an annotation; a group named in other bytes is no gang to the view). */
 static bool
 group_id_valid(const char *id, const char *ns)
 {
@@ -597,7 +598,7 @@ group_id_valid(const char *id, const char *ns)
         if (n == 0 || n >= PLACE_NAME_MAX)
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (id[i] <= 0x20 || id[i] >= 0x7f)
+                if ((unsigned char)id[i] < 0x20 || (unsigned char)id[i] > 0x7e)
                         return false;
         return ns && ext__id_in_namespace(id, ns);
 }

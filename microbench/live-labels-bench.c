@@ -43,9 +43,12 @@ static const char *const common_keys[] = {
         "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory",
         "nvidia.com/gpu.family", "nvidia.com/gpu.machine", "nvidia.com/cuda.driver.major",
         "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.runtime.major", "nvidia.com/mig.capable",
-        "feature.node.kubernetes.io/cpu-cpuid.AVX512F", "feature.node.kubernetes.io/kernel-version.full",
-        "feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/system-os_release.ID",
-        "feature.node.kubernetes.io/network-sriov.capable", "feature.node.kubernetes.io/storage-nonrotationaldisk",
+        "feature.node.kubernetes.io/cpu-cpuid.AVX512F",
+        "feature.node.kubernetes.io/kernel-version.full",
+        "feature.node.kubernetes.io/pci-10de.present",
+        "feature.node.kubernetes.io/system-os_release.ID",
+        "feature.node.kubernetes.io/network-sriov.capable",
+        "feature.node.kubernetes.io/storage-nonrotationaldisk",
         "node-role.kubernetes.io/gpu-worker",
 };
 
@@ -60,7 +63,8 @@ static cJSON *
 make_node(unsigned i, unsigned n_labels, const char *topo, unsigned gpus)
 {
         cJSON *o = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(o, "metadata");
-        cJSON *lab = cJSON_AddObjectToObject(md, "labels"), *ann = cJSON_AddObjectToObject(md, "annotations");
+        cJSON *lab = cJSON_AddObjectToObject(md, "labels");
+        cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
         cJSON *st = cJSON_AddObjectToObject(o, "status"), *cond, *c;
         char name[64], v[96], k[96];
 
@@ -73,9 +77,9 @@ make_node(unsigned i, unsigned n_labels, const char *topo, unsigned gpus)
         snprintf(v, sizeof(v), "leaf-%u", i / 32);
         cJSON_AddStringToObject(lab, "fabric.topograph.run/tier-0", v);
         for (unsigned j = 2; j < n_labels; j++) {
-                const char *key = common_keys[(j - 2) % (sizeof(common_keys) / sizeof(*common_keys))];
+                const char *key = common_keys[(j - 2) % ELEMENTSOF(common_keys)];
 
-                if (j - 2 >= sizeof(common_keys) / sizeof(*common_keys)) {
+                if (j - 2 >= ELEMENTSOF(common_keys)) {
                         snprintf(k, sizeof(k), "example.com/site-label-%u", j);
                         key = k;
                 }
@@ -205,8 +209,8 @@ main(int argc, char **argv)
         struct topo *topo = NULL;
         size_t len, jlen;
 
-        if (n_nodes == 0 || n_nodes > EXT_MAX_NODES || n_labels < 3 || n_labels > KUBE_MAX_ALL_LABELS ||
-            repeats == 0 || repeats > 1000 || mode > 2) {
+        if (n_nodes == 0 || n_nodes > EXT_MAX_NODES || n_labels < 3 ||
+            n_labels > KUBE_MAX_ALL_LABELS || repeats == 0 || repeats > 1000 || mode > 2) {
                 fprintf(stderr, "usage: live-labels-bench [NODES 1..%u] [LABELS 3..%u] [REPEATS] "
                                 "[MODE 0..2]\n",
                         EXT_MAX_NODES, KUBE_MAX_ALL_LABELS);
@@ -215,7 +219,8 @@ main(int argc, char **argv)
         snprintf(path, sizeof(path), "%s/test/data/topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt",
                  root ? root : ".");
         if (file_read_capped(path, TOPO_MAX_TEXT_BYTES, &text, &len) < 0 ||
-            topo_parse_any(text, len, &topo, NULL) < 0 || topo_to_annotation(topo, &topo_json, &jlen) < 0) {
+            topo_parse_any(text, len, &topo, NULL) < 0 ||
+            topo_to_annotation(topo, &topo_json, &jlen) < 0) {
                 fprintf(stderr, "live-labels-bench: cannot load %s\n", path);
                 return 1;
         }
@@ -229,8 +234,8 @@ main(int argc, char **argv)
         for (unsigned i = 0; i < n_nodes; i++)
                 set.json[i] = make_node(i, n_labels, topo_json, topo->n_gpus);
 
-        printf("| %u nodes, %u labels each (2 domain labels), best of %u | domain keys only (before) | every label (after) |\n",
-               n_nodes, n_labels, repeats);
+        printf("| %u nodes, %u labels each (2 domain labels), best of %u | domain keys only "
+               "(before) | every label (after) |\n", n_nodes, n_labels, repeats);
         printf("|---|---:|---:|\n");
         {
                 const struct kube__decode_opts opts[2] = {
@@ -278,12 +283,12 @@ main(int argc, char **argv)
                 printf("| labels kept by the cache, all nodes | %zu | %zu |\n", kept[0], kept[1]);
                 printf("| heap held by the decoded nodes | %.2f MiB | %.2f MiB |\n",
                        held[0] / 1048576.0, held[1] / 1048576.0);
-                printf("| decode of every node (LIST; per watch event: / %u) | %.1f ms | %.1f ms |\n",
-                       n_nodes, dec[0] * 1e3, dec[1] * 1e3);
-                printf("| view rebuild, steady state (annotations unchanged) | %.2f ms | %.2f ms |\n",
-                       reb[0] * 1e3, reb[1] * 1e3);
-                printf("| first view build (every annotation parsed), one run | %.1f ms | %.1f ms |\n",
-                       first[0] * 1e3, first[1] * 1e3);
+                printf("| decode of every node (LIST; per watch event: / %u) | %.1f ms | "
+                       "%.1f ms |\n", n_nodes, dec[0] * 1e3, dec[1] * 1e3);
+                printf("| view rebuild, steady state (annotations unchanged) | %.2f ms | "
+                       "%.2f ms |\n", reb[0] * 1e3, reb[1] * 1e3);
+                printf("| first view build (every annotation parsed), one run | %.1f ms | "
+                       "%.1f ms |\n", first[0] * 1e3, first[1] * 1e3);
         }
         for (unsigned i = 0; i < n_nodes; i++) {
                 kube__obj_unref(set.obj[i]);

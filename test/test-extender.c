@@ -2929,10 +2929,10 @@ preempt_keeps_gangs_whole_that_have_no_group_record(void **state)
                   "podgroup/d/x" },
                 { "id-b", "d", "n6", 0, 8, "", "\"topofit.io/group-id\":\"podgroup/d/x\"", "",
                   "podgroup/d/x" },
-                /* Another namespace's id, or one with a space, names no gang. */
+                /* Another namespace's id, or one not printable ASCII, names no gang. */
                 { "stray", "other", "n7", 0, 8, "", "\"topofit.io/group-id\":\"podgroup/d/x\"",
                   "", NULL },
-                { "odd", "d", "n8", 0, 4, "", "\"topofit.io/group-id\":\"podgroup/d/a b\"", "",
+                { "odd", "d", "n8", 0, 4, "", "\"topofit.io/group-id\":\"podgroup/d/\\u00e9\"", "",
                   NULL },
                 /* A Volcano gang by annotation; the group record wins over a label. */
                 { "vc-a", "d", "n8", 4, 8, "", "\"scheduling.k8s.io/group-name\":\"v\"", "",
