@@ -9,11 +9,12 @@
  * LIST and per watch event) and the heap the decoded nodes hold; (2) a rebuild of the
  * extender's view from them, steady state (every node's annotation unchanged, so nodes are
  * copied from the base view, not parsed), with the label loop of extender/ext-live.c's
- * rebuild() (its key-length filter, kept_key_lengths, copied here: that function is static).
+ * rebuild() (its key-length filter, kept_key_lengths, copied here: that function is static)
+ * and PODS_PER_NODE bound pods a node (what a label does not change, for proportion).
  * Best of R runs; under callgrind (one mode a run: MODE 1 before, 2 after, 0 both) the
  * phases are the functions decode_before/decode_after, first_build and steady_rebuild.
- * Timing lives here, not in tests.  Run from the source root (or with
- * TOPOFIT_SOURCE_ROOT set): build/microbench/live-labels-bench [NODES] [LABELS] [REPEATS] [MODE]
+ * Timing lives here, not in tests.  Run from the source root (or with TOPOFIT_SOURCE_ROOT
+ * set): build/microbench/live-labels-bench [NODES] [LABELS] [REPEATS] [MODE] [PODS 0|1]
  */
 #include <errno.h>
 #include <malloc.h>
@@ -56,7 +57,10 @@ struct node_set {
         size_t n;
         cJSON **json;
         struct kube__obj **obj;
+        size_t n_pods;           /* bound pods, PODS_PER_NODE a node, one GPU each */
+        char (*pod_uid)[40];
 };
+#define PODS_PER_NODE 20
 
 /* Node i: L labels, two of them domain labels (clique and leaf), the annotation. */
 static cJSON *
@@ -149,6 +153,15 @@ rebuild(const struct node_set *set, const struct ext_config *cfg, const struct e
                                                                      n->labels[k].value);
                 }
         }
+        /* The pods, as the cache's snapshot lists them: by node (what labels do not change). */
+        for (size_t i = 0; r >= 0 && i < set->n_pods; i++) {
+                const struct kube_node *n = &set->obj[i / PODS_PER_NODE]->node;
+                struct topo_mask gpus = { 0 };
+
+                topo_mask_set(&gpus, (unsigned)(i % PODS_PER_NODE) % 4);
+                r = ext_cluster_builder_add_pod(b, set->pod_uid[i], "ns", set->pod_uid[i],
+                                                n->name, &gpus);
+        }
         if (r < 0 || ext_cluster_builder_finish(b, gen, ret) < 0) {
                 fprintf(stderr, "live-labels-bench: the view did not build\n");
                 exit(1);
@@ -201,6 +214,7 @@ main(int argc, char **argv)
         unsigned n_labels = argc > 2 ? (unsigned)atoi(argv[2]) : 30;
         unsigned repeats = argc > 3 ? (unsigned)atoi(argv[3]) : 5;
         unsigned mode = argc > 4 ? (unsigned)atoi(argv[4]) : 0;
+        bool with_pods = argc > 5 ? atoi(argv[5]) != 0 : true;
         static const char *const gpu_resources[] = { "nvidia.com/gpu", NULL };
         const char *domain_keys[EXT_MAX_DOMAIN_LABELS + 1] = { 0 };
         struct node_set set = { .n = n_nodes };
@@ -229,13 +243,18 @@ main(int argc, char **argv)
                 domain_keys[k] = cfg.domain_labels[k].key;
         set.json = calloc(n_nodes, sizeof(*set.json));
         set.obj = calloc(n_nodes, sizeof(*set.obj));
-        if (!set.json || !set.obj)
+        set.n_pods = with_pods ? (size_t)n_nodes * PODS_PER_NODE : 0;
+        set.pod_uid = calloc(set.n_pods + 1, sizeof(*set.pod_uid));
+        if (!set.json || !set.obj || !set.pod_uid)
                 return 1;
+        for (size_t i = 0; i < set.n_pods; i++)
+                snprintf(set.pod_uid[i], sizeof(set.pod_uid[i]), "%08zx-pod-%zu", i * 2654435761u,
+                         i);
         for (unsigned i = 0; i < n_nodes; i++)
                 set.json[i] = make_node(i, n_labels, topo_json, topo->n_gpus);
 
-        printf("| %u nodes, %u labels each (2 domain labels), best of %u | domain keys only "
-               "(before) | every label (after) |\n", n_nodes, n_labels, repeats);
+        printf("| %u nodes, %u labels each (2 domain labels), %zu pods, best of %u | domain keys "
+               "only (before) | every label (after) |\n", n_nodes, n_labels, set.n_pods, repeats);
         printf("|---|---:|---:|\n");
         {
                 const struct kube__decode_opts opts[2] = {
@@ -296,6 +315,7 @@ main(int argc, char **argv)
         }
         free(set.obj);
         free(set.json);
+        free(set.pod_uid);
         free(topo_json);
         free(text);
         topo_unref(topo);
