@@ -892,23 +892,31 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
 int
 ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
 {
-        static const char host[] = "{\"Host\":", mid[] = ",\"Score\":";
+        /* {"Host":"name","Score":N}: a plain name's entry is put in one piece, from the comma
+         * before it to its brace; another's name goes through stage_put_string. */
+        static const char open[] = ",{\"Host\":\"", mid[] = "\",\"Score\":";
         struct stage st = { .out = out };
 
-        (void)buf_reserve(out, names_bytes(a, sizeof(host) + sizeof(mid) + 4) + 16);
+        (void)buf_reserve(out, names_bytes(a, sizeof(open) + sizeof(mid) + 4) + 16);
         stage_put(&st, "[", 1);
         for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
                 unsigned score = v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0;
+                size_t len = ext_args_name_len(a, i), skip = i == 0;
                 char *p;
 
-                if (i > 0)
-                        stage_put(&st, ",", 1);
-                stage_put(&st, host, sizeof(host) - 1);
-                stage_put_string(&st, a->names[i], ext_args_name_len(a, i),
-                                 a->name_plain && a->name_plain[i]);
-                /* The score and the closing brace, assembled without printf. */
-                p = stage_room(&st, sizeof(mid) - 1 + STR_UINT_DIGITS + 1);
-                p = mempcpy(p, mid, sizeof(mid) - 1);
+                if (a->name_plain && a->name_plain[i] &&
+                    len + sizeof(open) + sizeof(mid) + STR_UINT_DIGITS + 1 <= sizeof(st.d)) {
+                        p = stage_room(&st, len + sizeof(open) + sizeof(mid) + STR_UINT_DIGITS + 1);
+                        p = mempcpy(p, open + skip, sizeof(open) - 1 - skip);
+                        p = mempcpy(p, a->names[i], len);
+                        p = mempcpy(p, mid, sizeof(mid) - 1);
+                } else {
+                        stage_put(&st, open + skip, sizeof(open) - 2 - skip); /* not the quote */
+                        stage_put_string(&st, a->names[i], len, a->name_plain && a->name_plain[i]);
+                        p = stage_room(&st, sizeof(mid) - 2 + STR_UINT_DIGITS + 1);
+                        p = mempcpy(p, mid + 1, sizeof(mid) - 2); /* the quote was the string's */
+                }
+                /* The score and the closing brace, without printf. */
                 if (score < 10) {
                         *p++ = (char)('0' + score);
                 } else if (score < 100) { /* kube-scheduler's scores are 0-10 */

@@ -645,26 +645,27 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
         CLEANUP(freep) uint32_t *at = NULL;
         CLEANUP(freep) struct ext_verdict *u = NULL;
         CLEANUP(freep) const struct ext_node **un = NULL;
-        size_t k = 0;
+        size_t k = 0, most = n / 2;
 
-        if (c && c->place && place_view_has_domains(c->place))
+        if ((c && c->place && place_view_has_domains(c->place)) || most == 0)
                 return false;
-        for (size_t i = 0; i < n; i++)
-                k += ret[i].r == 0 && rep[i] == i;
-        if (k == 0 || k > n / 2)
+        at = malloc(most * sizeof(*at));
+        if (!at)
                 return false;
-        at = malloc(k * sizeof(*at));
-        u = malloc(k * sizeof(*u));
-        un = malloc(k * sizeof(*un));
-        if (!at || !u || !un)
-                return false;
-        k = 0;
         for (size_t i = 0; i < n; i++)
                 if (ret[i].r == 0 && rep[i] == i) {
-                        at[k] = (uint32_t)i;
-                        u[k] = ret[i];
-                        un[k++] = nodes[i];
+                        if (k == most)
+                                return false;
+                        at[k++] = (uint32_t)i;
                 }
+        u = malloc(MAX(k, (size_t)1) * sizeof(*u));
+        un = malloc(MAX(k, (size_t)1) * sizeof(*un));
+        if (k == 0 || !u || !un)
+                return false;
+        for (size_t j = 0; j < k; j++) {
+                u[j] = ret[at[j]];
+                un[j] = nodes[at[j]];
+        }
         rank(c, cfg, req, un, u, k);
         for (size_t j = 0; j < k; j++)
                 ret[at[j]].priority = u[j].priority;

@@ -153,3 +153,42 @@ ext_oracle_filter_echo_differs(const struct ext_args *a, const struct ext_verdic
         buf_release(&b2);
         return diff;
 }
+
+/* NULL when the prioritize answer for a and v, which puts a plain name's entry in one piece,
+ * has the bytes of the answer written with no name known plain, and is a JSON array of one
+ * {"Host": string, "Score": v's score} per name; else what differs. */
+static inline const char *
+ext_oracle_priorities_differ(const struct ext_args *a, const struct ext_verdict *v)
+{
+        struct ext_args each = *a;
+        struct json_doc *d = NULL;
+        const cJSON *item;
+        struct buf b1, b2;
+        const char *diff = NULL;
+        size_t i = 0;
+
+        each.name_plain = NULL;
+        buf_init(&b1, EXT_MAX_BODY);
+        buf_init(&b2, EXT_MAX_BODY);
+        if (ext_priorities_encode(a, v, &b1) < 0 || ext_priorities_encode(&each, v, &b2) < 0)
+                diff = "a priorities answer does not encode";
+        else if (b1.len != b2.len || memcmp(b1.data, b2.data, b1.len) != 0)
+                diff = "the priorities answer with plain names differs in its bytes";
+        else if (json_parse(b1.data, b1.len, 64u << 20, 0, &d, NULL) < 0 || !cJSON_IsArray(d->root))
+                diff = "the priorities answer is not a JSON array";
+        for (item = d && !diff ? d->root->child : NULL; item && !diff; item = item->next, i++) {
+                const cJSON *host = cJSON_GetObjectItemCaseSensitive(item, "Host");
+                const cJSON *score = cJSON_GetObjectItemCaseSensitive(item, "Score");
+                int want = v[i].r == 0 ? (v[i].priority > 0 ? v[i].priority : 0) : 0;
+
+                if (i >= a->n || !cJSON_IsString(host) || !cJSON_IsNumber(score) ||
+                    score->valuedouble != want)
+                        diff = "a priorities entry is not the verdict's";
+        }
+        if (!diff && d && i != a->n)
+                diff = "the priorities answer has another count of entries";
+        json_doc_free(d);
+        buf_release(&b1);
+        buf_release(&b2);
+        return diff;
+}

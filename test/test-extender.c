@@ -605,13 +605,14 @@ codec_answers_are_json_whatever_the_node_names(void **state)
 }
 
 /* NodeNames as kube-scheduler writes them are read a block of 16 bytes at a time, the rest by
- * the scanner: bodies of names of every length from 1 to past EXT_NAME_MAX (so closing quotes
- * fall at every place of a block, and some names end within 16 bytes of the body's end),
+ * the scanner, and a plain name's priorities entry is put in one piece: bodies of names of
+ * every length from 1 to past EXT_NAME_MAX (so closing quotes fall at every place of a
+ * block, and some names end within 16 bytes of the body's end),
  * ASCII, UTF-8, not UTF-8, escaped, with blanks, and now and then one the request must be
  * refused for (empty, too long, a raw control byte, not a string, a broken escape), in
  * lists longer than the decoder first sizes for: both decoders agree (accepted or not; the
- * same names), and the filter answer that copies runs of names is the one written name by
- * name. */
+ * same names), the filter answer that copies runs of names is the one written name by name,
+ * and the priorities answer is the one written with no name known plain. */
 static void
 codec_reads_plain_names_in_blocks_as_the_scanner_does(void **state)
 {
@@ -675,7 +676,11 @@ codec_reads_plain_names_in_blocks_as_the_scanner_does(void **state)
                 for (unsigned i = 0; i < n; i++)
                         v[i] = (struct ext_verdict){ .r = (x >> i % 61) & 1 ? 0 : -ENOSPC,
                                                      .why = "x" };
+                for (unsigned i = 0; i < n; i += 3)
+                        v[i].priority = (int)((x >> i % 53) % 12); /* 0-11: past 10 too */
                 diff = ext_oracle_filter_echo_differs(&a, v, false);
+                if (!diff)
+                        diff = ext_oracle_priorities_differ(&a, v);
                 if (diff)
                         fail_msg("body %u: %s", t, diff);
                 free(v);

@@ -63,6 +63,9 @@ args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
         if (a.node_names) {
                 const char *diff = ext_oracle_filter_echo_differs(&a, v, false);
 
+                if (!diff)
+                        diff = ext_oracle_priorities_differ(&a, v);
+
                 if (diff) {
                         fprintf(stderr, "fuzz-ext-codec: %s\n", diff);
                         abort();
