@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "log.h"
 #include "str.h"
@@ -69,36 +70,37 @@ log_verdict(enum ext_verb verb, const struct ext_request *req, const char *node,
 }
 
 /* The verdicts into the decisions counter: counted locally, added once (no atomic per
- * node). */
-static void
+ * node).  In the same pass, the best fitting verdict for the log (the highest priority,
+ * the first among equals), -1 when none fits. */
+static ssize_t
 count_outcomes(struct ext_state *s, enum ext_verb verb, const struct ext_verdict *v, size_t n)
 {
         uint64_t outcomes[_EXT_OUTCOME_MAX] = { 0 };
+        ssize_t best = -1;
 
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 outcomes[v[i].r == 0                        ? EXT_OUTCOME_FIT
                          : ext_verdict_unresolvable(&v[i]) ? EXT_OUTCOME_UNRESOLVABLE
                                                            : EXT_OUTCOME_NO_FIT]++;
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = (ssize_t)i;
+        }
         for (int o = 0; o < _EXT_OUTCOME_MAX; o++)
                 if (outcomes[o])
                         atomic_fetch_add(&s->metrics.decisions[verb][o], outcomes[o]);
+        return best;
 }
 
 /* One info line per request (the best node and set, or why none fits), one debug line per
  * node. */
 static void
-log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verdict *v, int fits)
+log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verdict *v, int fits,
+             ssize_t best)
 {
-        int best = -1;
-
         char name[EXT_NAME_MAX];
 
-        for (size_t i = 0; i < a->n; i++) {
-                if (log_get_level() >= LOG_LEVEL_DEBUG)
-                        log_verdict(verb, &a->req, ext_args_name(a, i, name), &v[i]);
-                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
-                        best = (int)i;
-        }
+        for (size_t i = 0; log_get_level() >= LOG_LEVEL_DEBUG && i < a->n; i++)
+                log_verdict(verb, &a->req, ext_args_name(a, i, name), &v[i]);
         if (best >= 0) {
                 char gpus[TOPO_MAX_GPUS * 4];
 
@@ -149,8 +151,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         else
                 fits = ext_prioritize(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n, ext_now_ns(), v);
 
-        count_outcomes(s, verb, v, a.n);
-        log_decision(verb, &a, v, fits);
+        log_decision(verb, &a, v, fits, count_outcomes(s, verb, v, a.n));
 
         /* No node fits, but one is where the scheduler preempted for this pod and the view
          * still shows the victims' GPUs in use: it has deleted them and retried before this
