@@ -4,7 +4,8 @@
  * bytes are parsed with cJSON as kube-ops.c does for a GET or a watch event, then the tree
  * (and each item of a List) goes through kube__decode_node(), kube__decode_pod() and
  * kube__decode_podgroup(), with GPU resource names and kept labels configured as the
- * extender does.
+ * extender does; a Node with the listed labels kept and with every label kept
+ * (fuzz-kube-node.h says what is asserted).
  * Seeds: test/data/kube-scheduler-v1.20 (Nodes, Pods) and test/data/extender.
  */
 #include <stdint.h>
@@ -12,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fuzz-kube-node.h"
 #include "kube-private.h"
 #include "macro.h"
 
@@ -27,10 +29,7 @@ decode_one(const cJSON *o)
         const struct kube__decode_opts opts = { gpu_resources, node_labels };
         const char *why = NULL;
 
-        {
-                CLEANUP(kube__obj_unrefp) struct kube__obj *n = NULL;
-                (void)kube__decode_node(o, &opts, &n, &why);
-        }
+        fuzz_kube_decode_node_both(o, gpu_resources, node_labels);
         {
                 CLEANUP(kube__obj_unrefp) struct kube__obj *p = NULL;
                 (void)kube__decode_pod(o, &opts, &p, &why);

@@ -5,7 +5,8 @@
  * (the first byte picks the chunk size, so events split across chunks are covered), then
  * kube__watch_end().  Each delivered event's object goes through the cache's decoders
  * (kube__decode_node, kube__decode_pod or kube__decode_podgroup, as kube-cache.c's
- * watch_item does; the first byte's top bits pick the watch).
+ * watch_item does; the first byte's top bits pick the watch; a Node both with the listed
+ * labels kept and with every label kept, fuzz-kube-node.h).
  * Asserts: never more events than newline-terminated lines, a resourceVersion once set is a
  * non-empty string, a failed feed leaves an error message.
  * Seeds: test/fuzz/corpus/fuzz-kube-watch (events as the fake and real API servers send them).
@@ -16,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fuzz-kube-node.h"
 #include "kube-private.h"
 #include "macro.h"
 
@@ -47,7 +49,7 @@ on_event(enum kube_event_type type, const cJSON *object, void *userdata)
         else if (x->podgroups)
                 (void)kube__decode_podgroup(object, &o, &why);
         else
-                (void)kube__decode_node(object, &opts, &o, &why);
+                fuzz_kube_decode_node_both(object, gpu_resources, node_labels);
         if (type == KUBE_EVENT_ADDED)
                 (void)kube__creation_ms(object);
         return 0;
