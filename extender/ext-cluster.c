@@ -587,24 +587,50 @@ ext__id_in_namespace(const char *id, const char *ns)
         return p && n > 0 && strncmp(p + 1, ns, n) == 0 && p[1 + n] == '/';
 }
 
+/* Whether id can name a group of namespace ns: as ext_group_id writes them, under
+ * PLACE_NAME_MAX bytes, printable ASCII as the group record's decoder wants it (a value
+ * read back from an annotation; a group named in other bytes is no gang to the view). */
+static bool
+group_id_valid(const char *id, const char *ns)
+{
+        size_t n = id ? strnlen(id, PLACE_NAME_MAX) : PLACE_NAME_MAX;
+
+        if (n == 0 || n >= PLACE_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)id[i] < 0x20 || (unsigned char)id[i] > 0x7e)
+                        return false;
+        return ns && ext__id_in_namespace(id, ns);
+}
+
+int
+ext_cluster_builder_pod_group_id(struct ext_cluster_builder *b, const char *ns, const char *id)
+{
+        int r;
+
+        if (b->n_pods == 0)
+                return -ENOENT;
+        if (!group_id_valid(id, ns))
+                return -EINVAL;
+        r = grow((void **)&b->gids, &b->alloc_gids, b->n_gids + 1, sizeof(*b->gids));
+        if (r < 0)
+                return r;
+        str_copy(b->gids[b->n_gids], sizeof(b->gids[0]), id, strlen(id));
+        b->pods[b->n_pods - 1].group = (uint32_t)++b->n_gids;
+        return 0;
+}
+
 int
 ext_cluster_builder_pod_group(struct ext_cluster_builder *b, const char *ns, const char *json,
                               size_t len)
 {
         struct ext_group_record rec;
-        int r;
 
         if (b->n_pods == 0)
                 return -ENOENT;
-        if (!json || ext_group_record_decode(json, len, &rec, NULL) < 0 ||
-            !ext__id_in_namespace(rec.group.id, ns))
+        if (!json || ext_group_record_decode(json, len, &rec, NULL) < 0)
                 return -EINVAL;
-        r = grow((void **)&b->gids, &b->alloc_gids, b->n_gids + 1, sizeof(*b->gids));
-        if (r < 0)
-                return r;
-        str_copy(b->gids[b->n_gids], sizeof(b->gids[0]), rec.group.id, strlen(rec.group.id));
-        b->pods[b->n_pods - 1].group = (uint32_t)++b->n_gids;
-        return 0;
+        return ext_cluster_builder_pod_group_id(b, ns, rec.group.id);
 }
 
 const char *
@@ -930,12 +956,13 @@ int
 ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, const char *uid,
                      const char *namespace, const char *name, const char *node,
                      const struct topo_mask *gpus, const char *group_record,
-                     struct ext_cluster **ret)
+                     const char *group_id, struct ext_cluster **ret)
 {
         struct ext_cluster *next;
         const struct ext_node *n;
         struct ext_pod pod = { .node = -1 };
         struct ext_group_record rec;
+        const char *gid = NULL;
         bool grouped = false, known = false;
         size_t at, lo = 0, hi, gat = 0;
 
@@ -1011,11 +1038,16 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
                        c->n_group_sizes * sizeof(*next->group_sizes));
                 next->n_group_sizes = c->n_group_sizes;
         }
-        grouped = group_record &&
-                  ext_group_record_decode(group_record, strlen(group_record), &rec, NULL) == 0 &&
-                  ext__id_in_namespace(rec.group.id, namespace);
+        /* Its gang: the group record's, else group_id (a group with no record). */
+        if (group_record &&
+            ext_group_record_decode(group_record, strlen(group_record), &rec, NULL) == 0 &&
+            group_id_valid(rec.group.id, namespace))
+                gid = rec.group.id;
+        else if (group_id_valid(group_id, namespace))
+                gid = group_id;
+        grouped = gid != NULL;
         if (grouped)
-                gat = gid_find(c->pod_groups, c->n_pod_groups, rec.group.id, &known);
+                gat = gid_find(c->pod_groups, c->n_pod_groups, gid, &known);
         if (c->n_pod_groups > 0 || grouped) {
                 size_t ng = c->n_pod_groups + (grouped && !known);
 
@@ -1030,8 +1062,8 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
                         if (gat > 0)
                                 memcpy(next->pod_groups, c->pod_groups,
                                        gat * sizeof(*c->pod_groups));
-                        str_copy(next->pod_groups[gat], sizeof(next->pod_groups[0]),
-                                 rec.group.id, strlen(rec.group.id));
+                        str_copy(next->pod_groups[gat], sizeof(next->pod_groups[0]), gid,
+                                 strlen(gid));
                         if (c->n_pod_groups > gat)
                                 memcpy(next->pod_groups + gat + 1, c->pod_groups + gat,
                                        (c->n_pod_groups - gat) * sizeof(*c->pod_groups));

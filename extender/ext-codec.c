@@ -304,6 +304,32 @@ group_size(const char *v)
         return (unsigned)x;
 }
 
+/* The pod's group id (ext_group_id) from spec.schedulingGroup.podGroupName, else the first
+ * of group_sources; "" when none.  The source found (NULL: the PodGroup, or none). */
+static const struct group_source *
+group_id_of(const cJSON *meta, const cJSON *spec, const char *ns, char id[PLACE_NAME_MAX])
+{
+        const cJSON *labels = get(meta, "labels"), *annotations = get(meta, "annotations");
+        const char *pg = string_at(get(spec, "schedulingGroup"), "podGroupName");
+
+        id[0] = 0;
+        if (pg) {
+                ext_group_id(id, "podgroup", ns, pg, NULL);
+                return NULL;
+        }
+        for (size_t k = 0; k < ELEMENTSOF(group_sources); k++) {
+                const struct group_source *src = &group_sources[k];
+                const char *name = string_at(src->annotation ? annotations : labels, src->key);
+
+                if (!name)
+                        continue;
+                ext_group_id(id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
+                                                              : NULL);
+                return src;
+        }
+        return NULL;
+}
+
 /* The pod's group: spec.schedulingGroup.podGroupName, else the first of group_sources.
  * -EINVAL only for our own keys' bad values (a foreign size that does not parse counts as
  * unknown). */
@@ -312,8 +338,8 @@ decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_
              const char **ret_why)
 {
         const cJSON *labels = get(meta, "labels"), *annotations = get(meta, "annotations");
-        const char *pg = string_at(get(spec, "schedulingGroup"), "podGroupName");
         const char *own_size = string_at(annotations, EXT_GROUP_SIZE_ANNOTATION);
+        const struct group_source *src;
 
         if (!own_size)
                 own_size = string_at(labels, EXT_GROUP_SIZE_ANNOTATION);
@@ -323,19 +349,9 @@ decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_
                 return set_why(ret_why, "the topofit.io/group-size value is not a whole number "
                                         "from 1 to 1024"),
                        -EINVAL;
-        if (pg)
-                ext_group_id(g->id, "podgroup", ns, pg, NULL);
-        for (size_t k = 0; !g->id[0] && k < ELEMENTSOF(group_sources); k++) {
-                const struct group_source *src = &group_sources[k];
-                const char *name = string_at(src->annotation ? annotations : labels, src->key);
-
-                if (!name)
-                        continue;
-                ext_group_id(g->id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
-                                                                 : NULL);
-                if (src->size)
-                        g->size = group_size(string_at(annotations, src->size));
-        }
+        src = group_id_of(meta, spec, ns, g->id);
+        if (src && src->size)
+                g->size = group_size(string_at(annotations, src->size));
         if (g->id[0] && own_size)
                 g->size = group_size(own_size);
         if (g->id[0])
@@ -1300,15 +1316,30 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
                                                  TOPO_MAX_GPUS, &gpus, NULL);
         r = ext_cluster_builder_add_pod(b, uid, ns, name,
                                         cJSON_IsString(node) ? node->valuestring : NULL, &gpus);
-        /* Its gang, for preempt: the group record topofit bound it with (a bad one: none). */
+        /* Its gang, for preempt: the group record topofit bound it with, else the group id
+         * it was bound with (its group had no record), else the group the pod's own labels,
+         * annotations and spec.schedulingGroup name, as a request's (bound by another
+         * scheduler); a bad record or id: the next source. */
         rec = get(get(meta, "annotations"), EXT_GROUP_RECORD_ANNOTATION);
-        if (r >= 0 && cJSON_IsString(rec)) {
+        if (r >= 0) {
                 bool repeated = tl_repeated; /* the record's own decode resets it */
+                const cJSON *gid_a = get(get(meta, "annotations"), EXT_GROUP_ID_ANNOTATION);
+                char gid[PLACE_NAME_MAX];
+                int x = -EINVAL;
 
-                if (ext_cluster_builder_pod_group(b, ns, rec->valuestring,
-                                                  strlen(rec->valuestring)) == -ENOMEM)
-                        r = -ENOMEM;
+                if (cJSON_IsString(rec))
+                        x = ext_cluster_builder_pod_group(b, ns, rec->valuestring,
+                                                          strlen(rec->valuestring));
                 tl_repeated = repeated;
+                if (x == -EINVAL && cJSON_IsString(gid_a))
+                        x = ext_cluster_builder_pod_group_id(b, ns, gid_a->valuestring);
+                if (x == -EINVAL) {
+                        (void)group_id_of(meta, get(pod, "spec"), ns, gid);
+                        if (gid[0])
+                                x = ext_cluster_builder_pod_group_id(b, ns, gid);
+                }
+                if (x == -ENOMEM)
+                        r = -ENOMEM;
         }
         return r;
 }

@@ -294,6 +294,14 @@ int ext_cluster_builder_node_label(struct ext_cluster_builder *b, const char *ke
  * namespace: the pod stays without a group), -ENOMEM. */
 int ext_cluster_builder_pod_group(struct ext_cluster_builder *b, const char *ns,
                                   const char *json, size_t len);
+/* The pod added last belongs to group id (as ext_group_id writes it: "source/ns/name"),
+ * for a bound pod whose group has no record: its EXT_GROUP_ID_ANNOTATION, or the group
+ * sources of its own object (labels, annotations, spec.schedulingGroup).  Returns 0,
+ * -ENOENT (no pod added yet), -EINVAL (empty, over PLACE_NAME_MAX - 1 bytes, not printable
+ * ASCII, or of another namespace: no group), -ENOMEM.  Call it or
+ * ext_cluster_builder_pod_group once per pod. */
+int ext_cluster_builder_pod_group_id(struct ext_cluster_builder *b, const char *ns,
+                                     const char *id);
 /* Registers key (a PodGroup's topology key) as a level of the view before nodes are added,
  * so that ext_cluster_builder_node_label() keeps the nodes' values of it.  EXT_HOSTNAME_LABEL
  * and the domain labels need none (0).  Returns 0 (known or added), -E2BIG (PLACE_MAX_KEYS
@@ -334,12 +342,15 @@ int ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen,
                                struct ext_cluster **ret);
 
 /* A copy of c with one more pod (static mode's bind), generation + 1; group_record (may
- * be NULL) is the pod's group record, read as ext_cluster_builder_pod_group does.  -EEXIST
+ * be NULL) is the pod's group record, read as ext_cluster_builder_pod_group does, and
+ * group_id (may be NULL) its group when there is no valid record (a grouped pod bound
+ * while its group had no domain), read as ext_cluster_builder_pod_group_id does.  -EEXIST
  * when the uid is already there, -ENOENT when node is not in c, -ENOMEM. */
 int ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg,
                          const char *uid, const char *namespace, const char *name,
                          const char *node, const struct topo_mask *gpus,
-                         const char *group_record, struct ext_cluster **ret);
+                         const char *group_record, const char *group_id,
+                         struct ext_cluster **ret);
 /* The id of the group pod p (of c) belongs to, NULL when none. */
 const char *ext_cluster_pod_group(const struct ext_cluster *c, const struct ext_pod *p);
 
@@ -617,6 +628,11 @@ int ext_gpus_annotation_decode(const char *json, size_t len, unsigned n_gpus,
  * EXT_GROUP_RECORD_MAX bytes. */
 #define EXT_GROUP_RECORD_ANNOTATION "topofit.io/group-domain"
 #define EXT_GROUP_RECORD_MAX 1024
+/* A grouped pod bound while its group has no record (no domain to record) carries its
+ * group id instead (ext_group_id's form, "podgroup/ns/name"), so the view knows the bound
+ * pod's gang from the pod's own annotations (preempt keeps gangs whole), as the live cache
+ * keeps only topofit.io/ annotations of a pod, not its labels or spec. */
+#define EXT_GROUP_ID_ANNOTATION "topofit.io/group-id"
 struct ext_group_record {
         struct place_group_request group; /* id, size, count, require; mode and within unset */
         struct place_group_domain domain; /* level, name, whole (sets 0) */

@@ -247,7 +247,10 @@ handle_bind(struct ext_state *s, const char *body, size_t len, struct buf *out)
                 why = "the GPU annotation cannot be written";
                 goto fail;
         }
-        r = s->binder(s, &b, node, &choice.set, annotation, group_record, &why);
+        /* A grouped pod whose group has no record (no domain to record) carries its group
+         * id, so that a bound gang is known as one (preempt never splits it). */
+        r = s->binder(s, &b, node, &choice.set, annotation, group_record,
+                      !group_record && req.group.id[0] ? req.group.id : NULL, &why);
         if (r < 0) {
                 ext_ledger_release(s->ledger, b.pod_uid);
                 goto fail;

@@ -67,6 +67,33 @@ annotation(const struct kube_pod *p, const char *key)
         return NULL;
 }
 
+/* The gang of the pod just added to b, for preempt (a bad record or id: the next source):
+ * the group record topofit bound it with, else the group id it was bound with (its group
+ * had no record), else its topofit.io/group annotation (a pod another scheduler bound).
+ * The cache keeps a pod's topofit.io/ annotations only: a pod bound by another scheduler
+ * whose group is named by spec.schedulingGroup or a label (topofit.io/group as a label,
+ * JobSet, LeaderWorkerSet, Kueue, coscheduling, Kubeflow) is not known as a member here
+ * (docs/placement.md, "Preemption and gangs").  0, -EINVAL (none), -ENOMEM. */
+static int
+pod_gang(struct ext_cluster_builder *b, const struct kube_pod *p)
+{
+        const char *rec = annotation(p, EXT_GROUP_RECORD_ANNOTATION);
+        const char *id = annotation(p, EXT_GROUP_ID_ANNOTATION);
+        const char *name = annotation(p, EXT_GROUP_ANNOTATION);
+        char gid[PLACE_NAME_MAX];
+        int r = -EINVAL;
+
+        if (rec)
+                r = ext_cluster_builder_pod_group(b, p->ns, rec, strlen(rec));
+        if (r == -EINVAL && id)
+                r = ext_cluster_builder_pod_group_id(b, p->ns, id);
+        if (r == -EINVAL && name && name[0]) {
+                ext_group_id(gid, "topofit", p->ns, name, NULL);
+                r = ext_cluster_builder_pod_group_id(b, p->ns, gid);
+        }
+        return r;
+}
+
 /* Which label key lengths the builder keeps (the domain labels and the group keys): a
  * node's other labels, most of them, are passed over by their length alone, since the cache
  * keeps every label (ext_live_start) and a rebuild reads every node. */
@@ -157,10 +184,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                                 unrecorded += p->gpu_request;
                         topo_mask_or(&held, &gpus);
                         r = ext_cluster_builder_add_pod(b, p->uid, p->ns, p->name, node, &gpus);
-                        /* Its gang, for preempt (a bad record: no gang, as for restore). */
-                        rec = r >= 0 ? annotation(p, EXT_GROUP_RECORD_ANNOTATION) : NULL;
-                        if (rec && ext_cluster_builder_pod_group(b, p->ns, rec, strlen(rec)) ==
-                                           -ENOMEM)
+                        if (r >= 0 && pod_gang(b, p) == -ENOMEM)
                                 r = -ENOMEM;
                         if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                                 left_out++;
@@ -330,16 +354,22 @@ rebuild_thread(void *arg)
 static int
 live_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
             const struct topo_mask *gpus, const char *annotation_json, const char *group_record,
-            const char **ret_why)
+            const char *group_id, const char **ret_why)
 {
         struct ext_live *lv = s->binder_data;
-        struct kube_kv kv[2] = { { .key = TOPO_GPUS_KEY, .value = annotation_json },
-                                 { .key = EXT_GROUP_RECORD_ANNOTATION, .value = group_record } };
+        struct kube_kv kv[2] = { { .key = TOPO_GPUS_KEY, .value = annotation_json } };
         struct kube_error err = { 0 };
         int r;
 
+        /* A gang member carries its group's record, or its group id when there is none: the
+         * cache keeps no labels or spec of a pod, so this is how the view knows its gang. */
+        if (group_record)
+                kv[1] = (struct kube_kv){ .key = EXT_GROUP_RECORD_ANNOTATION,
+                                          .value = group_record };
+        else if (group_id)
+                kv[1] = (struct kube_kv){ .key = EXT_GROUP_ID_ANNOTATION, .value = group_id };
         r = kube_bind(lv->client, b->pod_namespace, b->pod_name, b->pod_uid, node->name, kv,
-                      group_record ? 2 : 1, &err);
+                      kv[1].key ? 2 : 1, &err);
         if (r >= 0)
                 return 0;
         log_warn("binding write failed", "pod=%s/%s uid=%s node=%s errno=%d http=%ld detail=%s",

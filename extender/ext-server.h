@@ -101,12 +101,13 @@ struct ext_watch_stats {
 };
 
 /* Writes the binding (live: POST pods/{name}/binding with the GPU annotation and, for a
- * grouped pod, the group record (NULL: none; EXT_GROUP_RECORD_ANNOTATION); static: a new
+ * grouped pod, the group record (NULL: none; EXT_GROUP_RECORD_ANNOTATION) or, when its group
+ * has none, the group id (NULL: not grouped; EXT_GROUP_ID_ANNOTATION); static: a new
  * snapshot).  Returns 0 or a negative errno with *ret_why. */
 typedef int (*ext_binder_fn)(struct ext_state *s, const struct ext_binding *b,
                              const struct ext_node *node, const struct topo_mask *gpus,
                              const char *annotation, const char *group_record,
-                             const char **ret_why);
+                             const char *group_id, const char **ret_why);
 
 struct ext_state {
         struct ext_config cfg;
@@ -134,7 +135,7 @@ void ext_state_install(struct ext_state *s, struct ext_cluster *c);
 /* The static-mode binder: the bound pod joins the in-memory view. */
 int ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
                       const struct topo_mask *gpus, const char *annotation,
-                      const char *group_record, const char **ret_why);
+                      const char *group_record, const char *group_id, const char **ret_why);
 
 uint64_t ext_now_ns(void);
 

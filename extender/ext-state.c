@@ -81,19 +81,20 @@ ext_state_install(struct ext_state *s, struct ext_cluster *c)
 int
 ext_static_binder(struct ext_state *s, const struct ext_binding *b, const struct ext_node *node,
                   const struct topo_mask *gpus, const char *annotation, const char *group_record,
-                  const char **ret_why)
+                  const char *group_id, const char **ret_why)
 {
         int r;
 
         /* The view is the file's plus these bindings: nothing to restart, but the group
-         * record says which gang the pod is in (preempt keeps gangs whole). */
+         * record (or group id) says which gang the pod is in (preempt keeps gangs whole). */
         /* Binds are serialized here so that concurrent ones each see the other's pod. */
         pthread_mutex_lock(&s->snap_lock);
         {
                 struct ext_cluster *next = NULL;
 
                 r = ext_cluster_with_pod(s->snap, &s->cfg, b->pod_uid, b->pod_namespace,
-                                         b->pod_name, node->name, gpus, group_record, &next);
+                                         b->pod_name, node->name, gpus, group_record, group_id,
+                                         &next);
                 if (r >= 0) {
                         ext_cluster_unref(s->snap);
                         s->snap = next;

@@ -1186,7 +1186,7 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
         assert_true(got.all_nvlink_ring);
         snprintf(ret_four_node, size, "%s", nodes[best]->name);
         assert_int_equal(ext_cluster_with_pod(c, &cfg, four.uid, "ns", "four", nodes[best]->name,
-                                              &got.set, NULL, &next), 0);
+                                              &got.set, NULL, NULL, &next), 0);
         ext_ledger_prune(l, next, 2);
         for (size_t i = 0; i < ELEMENTSOF(spec); i++)
                 nodes[i] = ext_cluster_find_node(next, spec[i].name);
@@ -2412,7 +2412,7 @@ gang_without_a_bound_member_chooses_afresh_after_a_restart(void **state)
         assert_true(rec.domain.whole);
         assert_int_equal(rec.group.size, 4);
         assert_int_equal(ext_cluster_with_pod(c, &cfg, "g4-0", "ns", "g4-0", "tray-a0", &got.set,
-                                              json, &c2), 0);
+                                              json, NULL, &c2), 0);
         free(json);
         ext_ledger_prune(l, c2, 7);
         for (unsigned i = 0; i < 8; i++)
@@ -2870,6 +2870,178 @@ preempt_never_splits_a_bound_gang(void **state)
         free(h100);
 }
 
+/* A bound pod of a cluster file: uid (its name too) in namespace ns on node with GPUs
+ * [lo, hi) recorded; labels, annotations and spec: extra members of those objects ("" none). */
+static void
+put_bound_pod(struct buf *b, const char *uid, const char *ns, const char *node, unsigned lo,
+              unsigned hi, const char *labels, const char *annotations, const char *spec)
+{
+        struct buf rec;
+
+        buf_init(&rec, 4096);
+        assert_int_equal(buf_printf(&rec, "{\"version\":1,\"node\":\"%s\",\"containers\":"
+                                          "[{\"name\":\"c\",\"indices\":[", node), 0);
+        for (unsigned g = lo; g < hi; g++)
+                assert_int_equal(buf_printf(&rec, "%s%u", g > lo ? "," : "", g), 0);
+        assert_int_equal(buf_puts(&rec, "]}]}"), 0);
+        assert_int_equal(buf_printf(b, ",{\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
+                                       "\"namespace\":\"%s\",\"uid\":\"%s\",\"labels\":{%s},"
+                                       "\"annotations\":{%s%s\"topofit.io/gpus\":", uid, ns,
+                                    uid, labels, annotations, annotations[0] ? "," : ""), 0);
+        assert_int_equal(buf_put_json_string(b, rec.data), 0);
+        assert_int_equal(buf_printf(b, "}},\"spec\":{\"nodeName\":\"%s\"%s%s},"
+                                       "\"status\":{\"phase\":\"Running\"}}",
+                                    node, spec[0] ? "," : "", spec), 0);
+        buf_release(&rec);
+}
+
+/* Issue 11, gang members without a group record (bound by another scheduler, or by topofit
+ * while the group had no domain to record): the view knows their gang from the pod's own
+ * group sources (spec.schedulingGroup, the group labels and annotations), or from the group
+ * id topofit bound it with (topofit.io/group-id), so preempt keeps them whole too.  Before,
+ * they counted as single pods and preempt evicted one member of a gang spread over two
+ * nodes.  A static cluster file; every gang below has one member per node unless said. */
+#define LWS_LABELS(index)                                                                     \
+        "\"leaderworkerset.sigs.k8s.io/name\":\"w\","                                        \
+        "\"leaderworkerset.sigs.k8s.io/group-index\":\"" index "\""
+#define REC_R                                                                                 \
+        "\"{\\\"version\\\":1,\\\"group\\\":\\\"topofit/d/r\\\",\\\"level\\\":4,"             \
+        "\\\"domain\\\":\\\"n0\\\",\\\"size\\\":2,\\\"count\\\":4,\\\"require\\\":0,"           \
+        "\\\"whole\\\":false}\""
+static void
+preempt_keeps_gangs_whole_that_have_no_group_record(void **state)
+{
+        static const struct {
+                const char *uid, *ns, *node;
+                unsigned lo, hi;
+                const char *labels, *annotations, *spec;
+                const char *group; /* the gang the view must know, NULL: none */
+        } pods[] = {
+                { "pg-a", "d", "n1", 0, 4, "", "", "\"schedulingGroup\":{\"podGroupName\":\"pg\"}",
+                  "podgroup/d/pg" },
+                { "js-a", "d", "n1", 4, 8, "\"jobset.sigs.k8s.io/jobset-name\":\"js\"", "", "",
+                  "jobset/d/js" },
+                { "pg-b", "d", "n2", 0, 4, "", "", "\"schedulingGroup\":{\"podGroupName\":\"pg\"}",
+                  "podgroup/d/pg" },
+                { "js-b", "d", "n2", 4, 8, "\"jobset.sigs.k8s.io/jobset-name\":\"js\"", "", "",
+                  "jobset/d/js" },
+                /* LeaderWorkerSet replica 0 both on n3; replica 1 is another gang. */
+                { "w0-a", "d", "n3", 0, 4, LWS_LABELS("0"), "", "", "lws/d/w/0" },
+                { "w0-b", "d", "n3", 4, 8, LWS_LABELS("0"), "", "", "lws/d/w/0" },
+                { "w1-a", "d", "n4", 0, 8, LWS_LABELS("1"), "", "", "lws/d/w/1" },
+                /* Bound by topofit with the group id (its group had no domain). */
+                { "id-a", "d", "n5", 0, 8, "", "\"topofit.io/group-id\":\"podgroup/d/x\"", "",
+                  "podgroup/d/x" },
+                { "id-b", "d", "n6", 0, 8, "", "\"topofit.io/group-id\":\"podgroup/d/x\"", "",
+                  "podgroup/d/x" },
+                /* Another namespace's id, or one not printable ASCII, names no gang. */
+                { "stray", "other", "n7", 0, 8, "", "\"topofit.io/group-id\":\"podgroup/d/x\"",
+                  "", NULL },
+                { "odd", "d", "n8", 0, 4, "", "\"topofit.io/group-id\":\"podgroup/d/\\u00e9\"", "",
+                  NULL },
+                /* A Volcano gang by annotation; the group record wins over a label. */
+                { "vc-a", "d", "n8", 4, 8, "", "\"scheduling.k8s.io/group-name\":\"v\"", "",
+                  "volcano/d/v" },
+                { "vc-b", "d", "n9", 0, 4, "", "\"scheduling.k8s.io/group-name\":\"v\"", "",
+                  "volcano/d/v" },
+                { "solo", "d", "n9", 4, 8, "\"app\":\"solo\"", "", "", NULL },
+                { "rec", "d", "n0", 4, 8, "\"jobset.sigs.k8s.io/jobset-name\":\"js\"",
+                  "\"topofit.io/group-domain\":" REC_R, "", "topofit/d/r" },
+        };
+        static const struct {
+                const char *name;
+                const char *node;
+                unsigned count;
+                const char *victims[2];
+                size_t n;
+                int r;
+                bool needed[2];
+        } cases[] = {
+                { "a PodGroup member and a JobSet member, each with a peer on n2", "n1", 4,
+                  { "pg-a", "js-a" }, 2, -ENOSPC, { false } },
+                { "a LeaderWorkerSet replica whose members are all victims here goes whole",
+                  "n3", 2, { "w0-a", "w0-b" }, 2, 0, { true, true } },
+                { "another replica of the same LeaderWorkerSet is a gang of its own", "n4", 8,
+                  { "w1-a" }, 1, 0, { true } },
+                { "a member bound with its group id, its peer on n6", "n5", 4, { "id-a" }, 1,
+                  -ENOSPC, { false } },
+                { "an id of another namespace makes no member", "n7", 8, { "stray" }, 1, 0,
+                  { true } },
+                { "a Volcano member, its peer on n9 beside a lone pod", "n8", 8,
+                  { "odd", "vc-a" }, 2, -ENOSPC, { false } },
+                { "the lone pod beside a Volcano member", "n9", 4, { "solo", "vc-b" }, 2, 0,
+                  { true, false } },
+        };
+        struct ext_config cfg;
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct ext_ledger *l;
+        struct topo_mask one = { 0 };
+        const char *why = NULL;
+        struct buf b;
+
+        buf_init(&b, 1 << 20);
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"List\",\"items\":[{\"kind\":\"Node\","
+                                      "\"metadata\":{\"name\":\"n0\"},\"status\":"
+                                      "{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}}"), 0);
+        for (int i = 1; i <= 9; i++)
+                assert_int_equal(buf_printf(&b, ",{\"kind\":\"Node\",\"metadata\":{\"name\":"
+                                                "\"n%d\"},\"status\":{\"allocatable\":"
+                                                "{\"nvidia.com/gpu\":\"8\"}}}", i), 0);
+        for (size_t i = 0; i < ELEMENTSOF(pods); i++)
+                put_bound_pod(&b, pods[i].uid, pods[i].ns, pods[i].node, pods[i].lo, pods[i].hi,
+                              pods[i].labels, pods[i].annotations, pods[i].spec);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        ext_config_default(&cfg);
+        if (ext_cluster_decode(b.data, b.len, &cfg, NULL, 1, &c, &why) != 0)
+                fail_msg("the cluster file did not decode: %s", why ? why : "");
+        for (size_t i = 0; i < ELEMENTSOF(pods); i++) {
+                const char *g = ext_cluster_pod_group(c, ext_cluster_find_pod(c, pods[i].uid));
+
+                if (pods[i].group ? !g || strcmp(g, pods[i].group) != 0 : g != NULL)
+                        fail_msg("%s: gang %s, want %s", pods[i].uid, g ? g : "none",
+                                 pods[i].group ? pods[i].group : "none");
+        }
+        l = ext_ledger_new(&cfg);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct ext_request req = { .uid = "pre", .count = cases[i].count,
+                                           .placement = EXT_PLACEMENT_BEST_EFFORT };
+                bool needed[2] = { false, false };
+                struct ext_verdict v = { 0 };
+                int r = ext_preempt(c, l, &cfg, &req, ext_cluster_find_node(c, cases[i].node),
+                                    cases[i].victims, cases[i].n, 0, needed, &v);
+
+                if (r != cases[i].r)
+                        fail_msg("%s: got %d, want %d (%s)", cases[i].name, r, cases[i].r,
+                                 v.why ? v.why : "");
+                if (r != 0 && !strstr(v.why, "split a bound pod group"))
+                        fail_msg("%s: reason \"%s\"", cases[i].name, v.why);
+                for (size_t k = 0; r == 0 && k < cases[i].n; k++)
+                        if (needed[k] != cases[i].needed[k])
+                                fail_msg("%s: victim %s needed=%d", cases[i].name,
+                                         cases[i].victims[k], needed[k]);
+        }
+        ext_ledger_free(l);
+
+        /* A static bind without a record keeps the group id it is given (a valid one). */
+        topo_mask_set(&one, 0);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "new", "n0", &one, NULL,
+                                              "podgroup/d/pg", &next),
+                         0);
+        assert_non_null(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "new")));
+        assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "new")),
+                            "podgroup/d/pg");
+        assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "js-b")),
+                            "jobset/d/js");
+        ext_cluster_unref(next);
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "other", "new", "n0", &one, NULL,
+                                              "podgroup/d/pg", &next),
+                         0);
+        assert_null(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "new")));
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+        buf_release(&b);
+}
+
 /* The gangs of bound pods reach the view from a static cluster file's group records, and
  * a static bind keeps them (and the PodGroups) while a new group id sorts in. */
 static void
@@ -2908,7 +3080,8 @@ cluster_view_keeps_the_gangs_of_bound_pods(void **state)
         assert_null(ext_cluster_pod_group(c, ext_cluster_find_pod(c, "x")));
         /* "topofit/d/a" sorts before "topofit/d/m": m0's index moves, its group does not. */
         topo_mask_set(&one, 1);
-        assert_int_equal(ext_cluster_with_pod(c, &cfg, "a0", "d", "a0", "n1", &one, rec_a, &next),
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "a0", "d", "a0", "n1", &one, rec_a, NULL,
+                                              &next),
                          0);
         assert_int_equal(next->n_pod_groups, 2);
         assert_string_equal(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "a0")),
@@ -2921,7 +3094,7 @@ cluster_view_keeps_the_gangs_of_bound_pods(void **state)
         /* Another namespace's record names no group. */
         topo_mask_clear(&one);
         topo_mask_set(&one, 2);
-        assert_int_equal(ext_cluster_with_pod(c, &cfg, "o0", "other", "o0", "n1", &one, rec_m,
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "o0", "other", "o0", "n1", &one, rec_m, NULL,
                                               &next), 0);
         assert_null(ext_cluster_pod_group(next, ext_cluster_find_pod(next, "o0")));
         assert_int_equal(next->n_pod_groups, 2);
@@ -3132,7 +3305,8 @@ ledger_keeps_a_bound_pods_gpus_from_requests_on_older_views(void **state)
         /* a binds on view s0; the next view, s1, shows it and the ledger is pruned with it. */
         assert_int_equal(ext_bind(s0, l, &cfg, &a, "bare", t, &a_got, NULL), 0);
         assert_int_equal(ext_cluster_with_pod(s0, &cfg, "a", "d", "a", "bare", &a_got.set, NULL,
-                                              &s1), 0);
+                                              NULL, &s1),
+                         0);
         ext_ledger_prune(l, s1, t + 1);
 
         /* Requests still on s0 must not get a's GPUs. */
@@ -3181,7 +3355,8 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         ext_config_default(&cfg);
         c = make_cluster(&cfg);
         topo_mask_set(&set, 5);
-        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, NULL, &next),
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "new", "d", "n", "pcie", &set, NULL, NULL,
+                                              &next),
                          0);
         assert_int_equal(next->generation, c->generation + 1);
         assert_int_equal(next->n_pods, c->n_pods + 1);
@@ -3196,9 +3371,11 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
         assert_false(topo_mask_test(&ext_cluster_find_node(c, "pcie")->used, 5));
         assert_ptr_equal(ext_cluster_find_node(next, "pcie")->cls,
                          ext_cluster_find_node(c, "pcie")->cls);
-        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, NULL, &c),
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "new", "d", "n", "pcie", &set, NULL,
+                                              NULL, &c),
                          -EEXIST);
-        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, NULL, &c),
+        assert_int_equal(ext_cluster_with_pod(next, &cfg, "x", "d", "n", "nowhere", &set, NULL,
+                                              NULL, &c),
                          -ENOENT);
         ext_cluster_unref(next);
         ext_cluster_unref(c);
@@ -3213,7 +3390,7 @@ cluster_with_pod_adds_a_binding_to_a_new_snapshot(void **state)
                 assert_int_equal(ext_cluster_builder_finish(b, 1, &empty), 0);
                 assert_int_equal(empty->n_pods, 0);
                 assert_int_equal(ext_cluster_with_pod(empty, &cfg, "first", "d", "n", "bare", &set,
-                                                      NULL, &next), 0);
+                                                      NULL, NULL, &next), 0);
                 assert_int_equal(next->n_pods, 1);
                 assert_non_null(ext_cluster_find_pod(next, "first"));
                 assert_true(topo_mask_test(&ext_cluster_find_node(next, "bare")->used, 5));
@@ -3449,6 +3626,7 @@ main(void)
                 cmocka_unit_test(key_domain_names_carry_their_key),
                 cmocka_unit_test(gang_without_a_bound_member_chooses_afresh_after_a_restart),
                 cmocka_unit_test(cluster_view_keeps_the_gangs_of_bound_pods),
+                cmocka_unit_test(preempt_keeps_gangs_whole_that_have_no_group_record),
                 cmocka_unit_test(bind_never_hands_a_gpu_to_two_pods_under_concurrency),
                 cmocka_unit_test(placement_names_round_trip),
                 cmocka_unit_test(placement_rows_reach_the_codec_and_the_docs),

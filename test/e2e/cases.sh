@@ -839,14 +839,17 @@ e2e_gang_domains() {
 
 # e2e_gang_cluster: gang scheduling on 1.37 (GenericWorkload on the API server and the
 # scheduler, whose GangScheduling plugin comes with it; the PodGroup API
-# scheduling.k8s.io/v1beta1), two NVLink domains of four GB200 trays (clique labels
+# scheduling.k8s.io/v1beta1; TopologyAwareWorkloadScheduling on the API server only, which
+# otherwise drops a PodGroup's spec.schedulingConstraints when it stores it, while the
+# scheduler without it leaves those constraints to the extender), two NVLink domains of four GB200 trays (clique labels
 # e2e-cluster.1 and .2), every pod gone, the scheduler and extender started afresh, and
 # only the trays and the four scenario machines schedulable.  The gates and trays are made
 # once; the next gang case only resets.
 e2e_gang_cluster() {
         local d i
         if [ "${E2E_GANG_UP:-0}" != 1 ]; then
-                e2e_apiserver_restart --feature-gates GenericWorkload=true \
+                e2e_apiserver_restart \
+                        --feature-gates GenericWorkload=true,TopologyAwareWorkloadScheduling=true \
                         --runtime-config scheduling.k8s.io/v1beta1=true ||
                         { E2E_WHY="kube-apiserver did not come back with GenericWorkload (log/kube-apiserver.log)"; return 1; }
                 E2E_SCHED_EXTRA=(--feature-gates GenericWorkload=true)
@@ -1103,6 +1106,97 @@ t_gang_preempt() {
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
         E2E_NOTE="gang-v on $(e2e_nodes_of gang-v | sort | tr '\n' ' ')kept whole; urgent waited, then preempted lone on tray-1-3"
+}
+
+# e2e_gang_keyed NAME N KEY [podgroup|pods]: a PodGroup (gang, minCount N) whose topology
+# constraint names the node label KEY, or its N pods of 4 GPUs with spec.schedulingGroup only
+# (no topofit token, no topofit.io/group-size: the size and the constraint come from it).
+e2e_gang_keyed() {
+        "$E2E_PY" - "$@" <<'PY' | kubectl create -f - >/dev/null
+import json, sys
+name, n, key, part = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+res = {"nvidia.com/gpu": "4", "cpu": "10m", "memory": "16Mi"}
+items = []
+if part == "podgroup":
+    items.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                  "metadata": {"name": name, "namespace": "default"},
+                  "spec": {"schedulingPolicy": {"gang": {"minCount": n}},
+                           "schedulingConstraints": {"topology": [{"key": key}]}}})
+for i in range(n if part == "pods" else 0):
+    items.append({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": f"{name}-{i}", "namespace": "default",
+                               "labels": {"topofit-e2e": name}},
+                  "spec": {"schedulingGroup": {"podGroupName": name},
+                           "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.2",
+                                           "resources": {"limits": res, "requests": res}}],
+                           "terminationGracePeriodSeconds": 0}})
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+}
+
+# e2e_label_values KEY LABEL: the values of node label KEY on the nodes of the pods labelled
+# topofit-e2e=LABEL, sorted, unique ("-" for a node without it).
+e2e_label_values() {
+        local n
+        for n in $(e2e_nodes_of "$2"); do
+                kubectl get node "$n" -o json | "$E2E_PY" -c '
+import json, sys
+print(json.load(sys.stdin)["metadata"].get("labels", {}).get(sys.argv[1], "-"))' "$1"
+        done | sort -u
+}
+
+# A PodGroup's topology constraint on a node label key that is no default tier (issue 11, a
+# key level): example.com/block groups the trays across the NVLink domains, b1 = tray-1-1,
+# tray-1-2, tray-2-1, tray-2-2 and b2 = the rest.  Only the trays open; tray-1-2, tray-1-4,
+# tray-2-1 and tray-2-3 busy, so each NVLink domain has one free tray in each block.  A gang
+# of two 4-GPU pods (PodGroup minCount 2, topology key example.com/block, no topofit token)
+# must land inside one block value, hence across the two NVLink domains: without the key it
+# would keep to one NVLink domain, crossing blocks.  The API server keeps the constraint
+# only with TopologyAwareWorkloadScheduling (alpha, on there: e2e_gang_cluster); the
+# scheduler runs without it, so keeping to the block is the extender's doing.
+t_gang_label_key() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
+        local key=example.com/block n blocks stored
+        e2e_gang_cluster || { fail "$E2E_WHY"; return; }
+        e2e_cordon_all_but tray-1-1 tray-1-2 tray-1-3 tray-1-4 tray-2-1 tray-2-2 tray-2-3 tray-2-4 ||
+                { fail "cordoning all but the trays failed"; return; }
+        for n in tray-1-1 tray-1-2 tray-2-1 tray-2-2; do
+                kubectl label node "$n" --overwrite "$key=b1" >/dev/null || { fail "labelling $n failed"; return; }
+        done
+        for n in tray-1-3 tray-1-4 tray-2-3 tray-2-4; do
+                kubectl label node "$n" --overwrite "$key=b2" >/dev/null || { fail "labelling $n failed"; return; }
+        done
+        for n in 1-2 1-4 2-1 2-3; do
+                e2e_tray_pod "busy-$n" "tray-$n" || { fail "creating busy-$n failed"; return; }
+        done
+        e2e_gang_keyed gang-k 2 "$key" podgroup || { fail "creating the PodGroup gang-k failed"; return; }
+        stored=$(kubectl get podgroups.v1beta1.scheduling.k8s.io gang-k -o 'jsonpath={.spec.schedulingConstraints.topology[0].key}' 2>/dev/null)
+        if [ "$stored" != "$key" ]; then
+                e2e_unlabel_blocks "$key"
+                skip "the API server dropped the PodGroup's spec.schedulingConstraints (stored key '$stored'; TopologyAwareWorkloadScheduling not on?)"
+                return
+        fi
+        sleep 2 # the extender's watch sees the labels, the busy trays, the cordons and the PodGroup
+        e2e_gang_keyed gang-k 2 "$key" pods || { fail "creating gang-k's pods failed"; return; }
+        e2e_wait 60 "gang-k bound" e2e_bound_at_least 2 gang-k ||
+                { fail "gang-k: $(e2e_bound_count gang-k) of 2 pods bound in 60 s"; return; }
+        blocks=$(e2e_label_values "$key" gang-k)
+        [ "$(echo "$blocks" | wc -l)" = 1 ] && [ "$blocks" != - ] ||
+                { fail "gang-k spans $key values '$(echo $blocks)' on $(e2e_nodes_of gang-k | sort | tr '\n' ' ')"; return; }
+        e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
+        # shellcheck disable=SC2034
+        E2E_NOTE="gang-k inside $key=$blocks on $(e2e_nodes_of gang-k | sort | tr '\n' ' ')(NVLink domains $(e2e_gang_domains gang-k | tr '\n' ' '))"
+        e2e_unlabel_blocks "$key"
+}
+
+# e2e_unlabel_blocks KEY: the trays without label KEY again.
+e2e_unlabel_blocks() {
+        local n
+        for n in tray-1-1 tray-1-2 tray-1-3 tray-1-4 tray-2-1 tray-2-2 tray-2-3 tray-2-4; do
+                kubectl label node "$n" "$1-" >/dev/null 2>&1
+        done
 }
 
 # e2e_gpu_pods_4 PREFIX FROM TO: best-effort pods of 4 GPUs each, labelled PREFIX, one request.
