@@ -96,13 +96,13 @@ pod_gang(struct ext_cluster_builder *b, const struct kube_pod *p)
 
 /* Which label key lengths the builder keeps (the domain labels and the group keys): a
  * node's other labels, most of them, are passed over by their length alone, since the cache
- * keeps every label (ext_live_start) and a rebuild reads every node. */
-#define KEY_LEN_WORDS (EXT_LABEL_KEY_MAX / 64 + 1)
-static void
-kept_key_lengths(const struct ext_config *cfg, const struct ext_cluster_builder *b,
-                 uint64_t bits[KEY_LEN_WORDS])
+ * keeps every label (ext_live_start) and a rebuild reads every node.  (Not static: the
+ * live-labels microbenchmark measures the rebuild's node loop with these two.) */
+void
+ext__live_key_lengths(const struct ext_config *cfg, const struct ext_cluster_builder *b,
+                      uint64_t bits[EXT_LIVE_KEY_LEN_WORDS])
 {
-        memset(bits, 0, KEY_LEN_WORDS * sizeof(*bits));
+        memset(bits, 0, EXT_LIVE_KEY_LEN_WORDS * sizeof(*bits));
         for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
                 size_t n = strlen(cfg->domain_labels[k].key);
 
@@ -117,6 +117,30 @@ kept_key_lengths(const struct ext_config *cfg, const struct ext_cluster_builder 
         }
 }
 
+int
+ext__live_add_node(struct ext_cluster_builder *b, const struct kube_node *n,
+                   const uint64_t key_lens[EXT_LIVE_KEY_LEN_WORDS])
+{
+        int64_t gpus = n->gpu_allocatable > 0 ? n->gpu_allocatable : 0;
+        int r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
+                                             (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
+
+        /* Cordoned or not Ready: no room for new groups (kube-scheduler keeps pods off it
+         * unless they tolerate the taint, so a gang could not start there). */
+        if (r >= 0)
+                (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
+        /* The cache keeps every label (ext_live_start asks it to): the domain labels and the
+         * PodGroups' keys are kept, the rest ignored. */
+        for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++) {
+                size_t kl = strlen(n->labels[k].key);
+
+                if (kl < EXT_LABEL_KEY_MAX && (key_lens[kl / 64] >> (kl % 64) & 1))
+                        (void)ext_cluster_builder_node_label(b, n->labels[k].key,
+                                                             n->labels[k].value);
+        }
+        return r;
+}
+
 /* One kube snapshot into one cluster view. */
 static int
 rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
@@ -125,7 +149,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         struct ext_cluster_builder *b = ext_cluster_builder_new(&lv->s->cfg, base);
         struct ext_cluster *c = NULL;
         unsigned bad_records = 0, left_out = 0;
-        uint64_t key_lens[KEY_LEN_WORDS];
+        uint64_t key_lens[EXT_LIVE_KEY_LEN_WORDS];
         int r = 0;
 
         if (!b)
@@ -135,26 +159,9 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                 if (ks->podgroups[i]->topology_key && ks->podgroups[i]->topology_key[0] &&
                     ext_cluster_builder_group_key(b, ks->podgroups[i]->topology_key) == -E2BIG)
                         left_out++;
-        kept_key_lengths(&lv->s->cfg, b, key_lens);
+        ext__live_key_lengths(&lv->s->cfg, b, key_lens);
         for (size_t i = 0; r >= 0 && i < ks->n_nodes; i++) {
-                const struct kube_node *n = ks->nodes[i];
-                int64_t gpus = n->gpu_allocatable > 0 ? n->gpu_allocatable : 0;
-
-                r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
-                                                 (unsigned)MIN(gpus, (int64_t)TOPO_MAX_GPUS), NULL);
-                /* Cordoned or not Ready: no room for new groups (kube-scheduler keeps pods
-                 * off it unless they tolerate the taint, so a gang could not start there). */
-                if (r >= 0)
-                        (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
-                /* The cache keeps every label (ext_live_start asks it to): the domain labels
-                 * and the PodGroups' keys are kept, the rest ignored. */
-                for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++) {
-                        size_t kl = strlen(n->labels[k].key);
-
-                        if (kl < EXT_LABEL_KEY_MAX && (key_lens[kl / 64] >> (kl % 64) & 1))
-                                (void)ext_cluster_builder_node_label(b, n->labels[k].key,
-                                                                     n->labels[k].value);
-                }
+                r = ext__live_add_node(b, ks->nodes[i], key_lens);
                 if (r == -E2BIG || r == -EINVAL || r == -EEXIST) {
                         left_out++; /* over the cap or malformed: left out, the rest works */
                         r = 0;

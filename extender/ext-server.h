@@ -147,6 +147,17 @@ int ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live 
                    const char **ret_why);
 struct ext_live *ext_live_stop(struct ext_live *lv);
 
+/* A live rebuild's node step, for microbench/live-labels-bench: the label key lengths the
+ * builder keeps (the domain labels and b's group keys), and one cached node into b (its
+ * topology and GPUs, closed when cordoned or not Ready, the labels whose key length is
+ * kept).  Returns ext_cluster_builder_add_node's result. */
+#define EXT_LIVE_KEY_LEN_WORDS (EXT_LABEL_KEY_MAX / 64 + 1)
+struct kube_node;
+void ext__live_key_lengths(const struct ext_config *cfg, const struct ext_cluster_builder *b,
+                           uint64_t bits[EXT_LIVE_KEY_LEN_WORDS]);
+int ext__live_add_node(struct ext_cluster_builder *b, const struct kube_node *n,
+                       const uint64_t key_lens[EXT_LIVE_KEY_LEN_WORDS]);
+
 /* The route of a request, looked up once when its head arrives: its verb, and in
  * *ret_status 0, or 404 (EXT_VERB_OTHER) / 405 with *ret_why, the answer's text. */
 enum ext_verb ext_route(const char *method, const char *path, int *ret_status,

@@ -8,9 +8,8 @@
  * every label ("after"): (1) kube-client's node decoder over all N (what the cache does at
  * LIST and per watch event) and the heap the decoded nodes hold; (2) a rebuild of the
  * extender's view from them, steady state (every node's annotation unchanged, so nodes are
- * copied from the base view, not parsed), with the label loop of extender/ext-live.c's
- * rebuild() (its key-length filter, kept_key_lengths, copied here: that function is static)
- * and PODS_PER_NODE bound pods a node (what a label does not change, for proportion).
+ * copied from the base view, not parsed), through extender/ext-live.c's own node step
+ * (ext__live_key_lengths, ext__live_add_node) and PODS_PER_NODE bound pods a node (what a label does not change, for proportion).
  * Best of R runs; under callgrind (one mode a run: MODE 1 before, 2 after, 0 both) the
  * phases are the functions decode_before/decode_after, first_build and steady_rebuild.
  * Timing lives here, not in tests.  Run from the source root (or with TOPOFIT_SOURCE_ROOT
@@ -24,6 +23,7 @@
 #include <time.h>
 
 #include "../extender/ext-core.h"
+#include "../extender/ext-server.h"
 #include "file.h"
 #include "kube-private.h"
 
@@ -128,31 +128,14 @@ rebuild(const struct node_set *set, const struct ext_config *cfg, const struct e
 {
         double t0 = now_s();
         struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, base);
-        uint64_t bits[EXT_LABEL_KEY_MAX / 64 + 1] = { 0 };
+        uint64_t bits[EXT_LIVE_KEY_LEN_WORDS];
         int r = 0;
 
         if (!b)
                 exit(1);
-        for (unsigned k = 0; k < cfg->n_domain_labels && k < EXT_MAX_DOMAIN_LABELS; k++) {
-                size_t n = strlen(cfg->domain_labels[k].key);
-
-                bits[n / 64] |= 1ull << (n % 64);
-        }
-        for (size_t i = 0; r >= 0 && i < set->n; i++) {
-                const struct kube_node *n = &set->obj[i]->node;
-
-                r = ext_cluster_builder_add_node(b, n->name, n->topology, n->topology_len,
-                                                 (unsigned)n->gpu_allocatable, NULL);
-                if (r >= 0)
-                        (void)ext_cluster_builder_node_closed(b, n->unschedulable || !n->ready);
-                for (uint32_t k = 0; r >= 0 && k < n->n_labels; k++) {
-                        size_t kl = strlen(n->labels[k].key);
-
-                        if (kl < EXT_LABEL_KEY_MAX && (bits[kl / 64] >> (kl % 64) & 1))
-                                (void)ext_cluster_builder_node_label(b, n->labels[k].key,
-                                                                     n->labels[k].value);
-                }
-        }
+        ext__live_key_lengths(cfg, b, bits);
+        for (size_t i = 0; r >= 0 && i < set->n; i++)
+                r = ext__live_add_node(b, &set->obj[i]->node, bits);
         /* The pods, as the cache's snapshot lists them: by node (what labels do not change). */
         for (size_t i = 0; r >= 0 && i < set->n_pods; i++) {
                 const struct kube_node *n = &set->obj[i / PODS_PER_NODE]->node;
