@@ -699,10 +699,11 @@ pod_groups_finish(struct ext_cluster_builder *b, struct ext_cluster *c)
         return 0;
 }
 
-/* The cluster term's view of c (placement/): per node its class, free GPUs (healthy, not
- * on live pods) and domain, and the live pods' sizes for the learnt weights.  base (may be
- * NULL) lends the capacities of nodes that did not change.  Left NULL when the term is off
- * or the view cannot be built: prioritize then goes without the cluster term. */
+/* The placement view of c (placement/): per node its class, free GPUs (healthy, not on
+ * live pods) and domain, and the live pods' sizes for the learnt weights.  The cluster term
+ * and the gangs' domains read it, so it is built with the term off too (--cluster-share 0).
+ * base (may be NULL) lends the capacities of nodes that did not change.  Left NULL when it
+ * cannot be built: prioritize then goes without the cluster term, gangs without domains. */
 static void
 place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ext_cluster *base)
 {
@@ -713,7 +714,7 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
         bool any_key = false;
 
         c->place = NULL;
-        if (!cfg || cfg->place.cluster_share <= 0)
+        if (!cfg)
                 return;
         for (unsigned k = 0; k < PLACE_MAX_KEYS; k++)
                 any_key = any_key || c->group_keys[k][0];

@@ -59,6 +59,8 @@ enum {
         OPT_BODY_TIMEOUT,
         OPT_BODY_BUDGET,
         OPT_QUEUE_TIMEOUT,
+        OPT_CLUSTER_SHARE,
+        OPT_DRAIN_WEIGHT,
         OPT_VERSION,
         OPT_HELP,
 };
@@ -83,6 +85,8 @@ static const struct option long_options[] = {
         { "body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT },
         { "body-budget", required_argument, NULL, OPT_BODY_BUDGET },
         { "queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT },
+        { "cluster-share", required_argument, NULL, OPT_CLUSTER_SHARE },
+        { "drain-weight", required_argument, NULL, OPT_DRAIN_WEIGHT },
         { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, OPT_HELP },
         {},
@@ -119,6 +123,10 @@ usage(FILE *f)
               "  --queue-timeout MS       answer 503 (Retry-After) to a filter, prioritize or\n"
               "                           preempt request that waited unread this long\n"
               "                           (1000; 200 while the server is behind)\n"
+              "  --cluster-share X        share of the cluster term in prioritize's scores,\n"
+              "                           0..1 (0.5; 0 ranks each node by its own set alone)\n"
+              "  --drain-weight X         weight of a drained node's lost sets in the cluster\n"
+              "                           term, 0..1 (1)\n"
               "  --log-level LEVEL        error, warn, info (default), debug\n"
               "  --config FILE            key = value lines with the long option names\n"
               "  --version, --help\n",
@@ -242,6 +250,20 @@ apply(struct options *o, int opt, const char *arg)
                 }
                 o->body_budget = (uint64_t)v << 20;
                 return 0;
+        case OPT_CLUSTER_SHARE:
+        case OPT_DRAIN_WEIGHT: {
+                double x;
+
+                if (str_to_double(arg, strlen(arg), &x) < 0 || !(x >= 0 && x <= 1)) {
+                        fprintf(stderr, "topofit-extender: --%s is a number in 0..1, not '%s'\n",
+                                opt == OPT_CLUSTER_SHARE ? "cluster-share" : "drain-weight",
+                                arg);
+                        return -EINVAL;
+                }
+                *(opt == OPT_CLUSTER_SHARE ? &o->cfg.place.cluster_share
+                                           : &o->cfg.place.drain_weight) = x;
+                return 0;
+        }
         case OPT_LOG_LEVEL: {
                 enum log_level l = log_level_from_string(arg);
 

@@ -519,7 +519,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                                 rep[i] = (uint32_t)m->verdict;
                 } else {
                         decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
-                        if (with_priority && ret[i].r == 0 && c && c->place)
+                        if (with_priority && ret[i].r == 0 && c && c->place &&
+                            cfg->place.cluster_share > 0)
                                 ret[i].loss = node_loss(c, nodes[i], &ret[i]);
                         if (m) {
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,

@@ -795,6 +795,17 @@ def config_file():
                       len(res["FailedAndUnresolvableNodes"]) == (3 if unresolvable else 0), body)
             finally:
                 ext.stop()
+        # The cluster term's knobs by file: the extender starts and serves with them.
+        with open(conf, "w") as f:
+            f.write("cluster-share = 0\ndrain-weight = 0.25\n")
+        ext = Extender("--config", conf)
+        try:
+            status, body, _ = ext.request("POST", "/prioritize",
+                                          fixture("nodecache-true", "02-prioritize.json"))
+            check("config: cluster-share and drain-weight are keys; prioritize answers with them",
+                  status == 200 and len(json.loads(body)) == 3, body)
+        finally:
+            ext.stop()
         with open(conf, "w") as f:
             f.write("no-such-key = 1\n")
         p = subprocess.run([BIN, "--config", conf, "--cluster", CLUSTER], capture_output=True,
@@ -813,6 +824,9 @@ def bad_flags():
         ("a bad listen address", ["--cluster", CLUSTER, "--listen", "nowhere"]),
         ("a key without a certificate", ["--cluster", CLUSTER, "--listen", "127.0.0.1:0",
                                          "--tls-key", "/dev/null"]),
+        ("a cluster share over 1", ["--cluster", CLUSTER, "--cluster-share", "1.5"]),
+        ("a cluster share that is not a number", ["--cluster", CLUSTER, "--cluster-share", "nan"]),
+        ("a negative drain weight", ["--cluster", CLUSTER, "--drain-weight", "-0.1"]),
     ]
     for name, args in cases:
         p = subprocess.run([BIN, *args], capture_output=True, timeout=20)

@@ -1168,7 +1168,7 @@ place_four_then_eight(double share, char *ret_four_node, size_t size)
                 }
         }
         assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
-        assert_true(share == 0 || c->place != NULL);
+        assert_non_null(c->place); /* built with the term off too: gangs read it */
         l = ext_ledger_new(&cfg);
         for (size_t i = 0; i < ELEMENTSOF(spec); i++)
                 nodes[i] = ext_cluster_find_node(c, spec[i].name);
@@ -1897,9 +1897,9 @@ gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
  * nowhere), so the pair is given the domain with the most room, nvl-a (first by name of two
  * with one tray each).  Returns the pair's first pod's filter count over the nodes the
  * scheduler sends (the trays, and the HGX unless cordoned) and the node its best priority
- * went to. */
+ * went to.  share is the cluster term's (--cluster-share): the domains hold without it. */
 static int
-pair_beside_an_hgx(bool closed, char *ret_best, size_t size)
+pair_beside_an_hgx(bool closed, double share, char *ret_best, size_t size)
 {
         struct ext_config cfg;
         struct ext_cluster_builder *b;
@@ -1916,6 +1916,7 @@ pair_beside_an_hgx(bool closed, char *ret_best, size_t size)
         int fits, best = -1;
 
         ext_config_default(&cfg);
+        cfg.place.cluster_share = share;
         b = tray_builder(&cfg);
         for (unsigned k = 0; k < ELEMENTSOF(busy); k++) {
                 struct topo_mask all;
@@ -1950,11 +1951,15 @@ gang_domain_is_never_a_cordoned_node(void **state)
         char best[EXT_NAME_MAX];
 
         /* Cordoned: nvl-a's free tray (a0), nowhere else. */
-        assert_int_equal(pair_beside_an_hgx(true, best, sizeof(best)), 1);
+        assert_int_equal(pair_beside_an_hgx(true, PLACE_CLUSTER_SHARE, best, sizeof(best)), 1);
+        assert_string_equal(best, "tray-a0");
+        /* The same with the cluster term off (--cluster-share 0): the gang's domain does not
+         * depend on it. */
+        assert_int_equal(pair_beside_an_hgx(true, 0, best, sizeof(best)), 1);
         assert_string_equal(best, "tray-a0");
         /* Open: the HGX holds the pair whole, and only it passes (the control half: the
          * same cluster but for the cordon picks the HGX). */
-        assert_int_equal(pair_beside_an_hgx(false, best, sizeof(best)), 1);
+        assert_int_equal(pair_beside_an_hgx(false, PLACE_CLUSTER_SHARE, best, sizeof(best)), 1);
         assert_string_equal(best, "hgx");
 }
 

@@ -375,6 +375,11 @@ t_topofit_extender_up() {
         [ -n "$E2E_CLI" ] || { skip "no topology nodes (the topofit CLI is not built)"; return; }
         e2e_extender_bin >/dev/null || { skip "topofit-extender is not built in build/extender (branch extender)"; return; }
         E2E_EXT_MODE=$(e2e_extender_mode)
+        # The placement cases up to t_node_cache_false compare each pod with `topofit place`
+        # on every node alone, so the cluster term (which may rank a node with a lower
+        # priority of its own first, to keep scarce sets whole) is off until then;
+        # t_stranding tests it on, as deploy/ runs it.
+        E2E_EXT_ARGS=(--cluster-share 0)
         e2e_extender || { fail "topofit-extender did not become ready (log/extender.log)"; return; }
         # Static mode cannot bind (it has no API access): the scheduler binds, and the GPU
         # annotation, bind and restart cases are skipped.
@@ -515,7 +520,9 @@ t_node_cache_false() {
         e2e_scheduler "$E2E_DIR/sched-full.yaml" || { fail "kube-scheduler did not restart"; return; }
         e2e_place_case f2-nvlink 2 nvlink-required || return 1
         e2e_place_case f1 1 || return 1
-        # Back to the recommended mode for what follows.
+        # Back to the recommended mode and the default cluster term for what follows.
+        E2E_EXT_ARGS=()
+        e2e_extender || { fail "the extender did not restart"; return; }
         e2e_scheduler "$E2E_DIR/sched-topofit.yaml" || fail "kube-scheduler did not restart"
 }
 

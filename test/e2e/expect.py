@@ -8,7 +8,9 @@
   nodes where a set exists, each with "final": the extender's documented priority
   (docs/annotations.md, "Priority"): place's node priority averaged with the set's busbw
   relative to the best busbw of the fitting nodes, round((priority + 10 * busbw / top) / 2);
-  place's priority alone when no set has bandwidth (one GPU).
+  place's priority alone when no set has bandwidth (one GPU).  The cluster term, which may
+  rank first a node whose own priority is lower, is not modelled: the cases using this run
+  the extender with --cluster-share 0.
   Nodes where kube-scheduler's own resource fit fails (GPU requests of the pods bound there
   plus K above the node's GPU count) are left out: the extender never sees them.
 --check POD_JSON --expect FILE [--no-gpus]: the pod's node must be one of the

@@ -22,6 +22,7 @@ E2E_PIDS=()                           # every process we started, stopped in rev
 E2E_APISERVER_EXTRA=()                # extra kube-apiserver flags (e2e_apiserver_restart)
 E2E_APISERVER_LEGACY=()
 E2E_SCHED_EXTRA=()                    # extra kube-scheduler flags (feature gates of a case)
+E2E_EXT_ARGS=()                       # extra topofit-extender flags (e2e_extender)
 
 e2e_log() { echo "e2e: $*" >&2; }
 
@@ -474,6 +475,7 @@ e2e_extender_mode() {
 # reads the cluster with its own client certificate (the identity deploy/'s RBAC is bound
 # to; E2E_EXTENDER_KUBECONFIG names another kubeconfig).  In static mode it gets `kubectl get nodes,pods -o json` of the cluster as it is now
 # (--cluster), so it sees the same nodes and annotated pods, but not later changes.
+# E2E_EXT_ARGS (an array) comes before EXTRA_ARGS on every start while it is set.
 e2e_extender() {
         local bin mode d=$E2E_DIR/pki src
         bin=$(e2e_extender_bin) || { e2e_log "topofit-extender is not built"; return 1; }
@@ -489,7 +491,7 @@ e2e_extender() {
         fi
         e2e_start extender "$bin" --listen "127.0.0.1:$E2E_EXT_PORT" "${src[@]}" \
                 --tls-cert "$d/extender.crt" --tls-key "$d/extender.key" --client-ca "$d/ca.crt" \
-                --log-level "${E2E_EXT_LOG_LEVEL:-info}" "$@"
+                --log-level "${E2E_EXT_LOG_LEVEL:-info}" "${E2E_EXT_ARGS[@]}" "$@"
         e2e_wait "$E2E_WAIT_S" topofit-extender e2e_extender_healthy
 }
 
