@@ -355,6 +355,41 @@ group_of(const struct ext_cluster *c, const struct ext_request *req,
         return buf;
 }
 
+/* domain-preferred, a group given a domain that could not hold it whole (none could): once no
+ * node of that domain fits this pod, the domain to steer it to instead is the one where the
+ * fitting nodes give the most sets of the group's shape (place_spill_domain), so the members
+ * that spill pack into the fewest domains rather than spreading over nodes that tie on the
+ * cluster term (issue 11).  Leaves *level and *dom as they are while a node of the domain
+ * fits, or when no fitting node in a domain has a set. */
+static void
+spill_domain(const struct ext_cluster *c, const struct place_group_request *grp,
+             const struct ext_node *const *nodes, size_t n, const struct ext_verdict *ret,
+             unsigned *level, ssize_t *dom)
+{
+        CLEANUP(freep) const struct topo_mask **cand = NULL;
+        unsigned l;
+        ssize_t d;
+
+        cand = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*cand));
+        if (!cand)
+                return; /* steered to the group's own domain, as before */
+        for (size_t i = 0; i < n; i++) {
+                size_t idx;
+
+                if (ret[i].r != 0 || !nodes[i] || nodes[i] < c->nodes ||
+                    nodes[i] >= c->nodes + c->n_nodes)
+                        continue;
+                idx = (size_t)(nodes[i] - c->nodes);
+                if (place_view_node_domain(c->place, idx, *level) == *dom)
+                        return; /* the group's domain still has room for this pod */
+                cand[idx] = &ret[i].free;
+        }
+        if (place_spill_domain(c->place, cand, grp->count, grp->require, &l, &d) == 1) {
+                *level = l;
+                *dom = d;
+        }
+}
+
 /* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
  * gets its group's domain (chosen now for the group's first pod) and is kept in it
  * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
@@ -416,6 +451,8 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         live = live || x == 1;
         if (x == 0 && !live)
                 return 0;
+        if (x == 1 && !required && !d.whole && dom >= 0)
+                spill_domain(c, grp, nodes, n, ret, &d.level, &dom);
         for (size_t i = 0; i < n; i++) {
                 const struct ext_node *node = nodes[i];
                 size_t idx;

@@ -385,6 +385,46 @@ choose(const struct place_groups *g, const struct place_view *v,
 }
 
 int
+place_spill_domain(const struct place_view *v, const struct topo_mask *const *cand_free,
+                   unsigned count, unsigned require, unsigned *ret_level, ssize_t *ret_domain)
+{
+        unsigned best_sets = 0, best_level = 0;
+        ssize_t best = -1;
+
+        if (!v || !cand_free || count == 0 || !ret_level || !ret_domain)
+                return -EINVAL;
+        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++) {
+                size_t n = place_view_n_domains(v, l);
+                CLEANUP(freep) unsigned *sets = NULL;
+
+                if (n == 0)
+                        continue;
+                sets = calloc(n, sizeof(*sets));
+                if (!sets)
+                        return -ENOMEM;
+                for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+                        ssize_t d = place_view_node_domain(v, i, l);
+                        struct score_class *cls = place_view_node_class(v, i);
+
+                        if (d >= 0 && cls && cand_free[i])
+                                sets[d] += place_count_sets(cls, cand_free[i], count, require);
+                }
+                /* Strictly more: a tie keeps the inner level and the name that sorts first. */
+                for (size_t d = 0; d < n; d++)
+                        if (sets[d] > best_sets) {
+                                best_sets = sets[d];
+                                best_level = l;
+                                best = (ssize_t)d;
+                        }
+        }
+        if (best < 0)
+                return 0;
+        *ret_level = best_level;
+        *ret_domain = best;
+        return 1;
+}
+
+int
 place_group_domain(struct place_groups *g, const struct place_view *v,
                    const struct place_group_request *req,
                    const struct topo_mask *const *free_of, uint64_t now_ns,

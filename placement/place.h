@@ -297,6 +297,18 @@ int place_group_domain(struct place_groups *g, const struct place_view *v,
                        const struct topo_mask *const *free_of, uint64_t now_ns,
                        struct place_group_domain *ret);
 
+/* Where a spilt group's pod goes once its domain is full.  A group that no domain could hold
+ * whole keeps to the domain with the most room while a node there fits its pod; after that,
+ * this is the domain, at any level (level 0 first on a tie, then by name), whose candidate
+ * nodes give the most sets of count GPUs (meeting require): cand_free[i] is the free GPUs of
+ * the view's node i when it is a candidate (fits the pod), NULL when not.  So the members
+ * that spill pack into the fewest domains instead of spreading over nodes that tie.  Returns
+ * 1 and *ret_level, *ret_domain; 0 when no candidate in any domain has a set; -ENOMEM,
+ * -EINVAL. */
+int place_spill_domain(const struct place_view *v, const struct topo_mask *const *cand_free,
+                       unsigned count, unsigned require, unsigned *ret_level,
+                       ssize_t *ret_domain);
+
 /* Records that pod uid of req's group was bound (it stops counting against the hold and
  * refreshes the TTL).  Idempotent per uid.  0, or -ENOENT when the group has no record. */
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,

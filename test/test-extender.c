@@ -1889,6 +1889,98 @@ gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
         ext_cluster_unref(c);
 }
 
+/* issue 11: the pods of a gang that no NVLink domain holds whole pack into the fewest
+ * domains once its own is full.  Three NVLink domains of GB200 trays (real tray topology):
+ * nvl-a four free trays, nvl-b three, nvl-c two of three (tray-c2 busy).  A gang of twelve
+ * 4-GPU pods is given nvl-a (the most room; not whole: none holds it).  With nvl-a's trays
+ * left out by the scheduler's own filter (assumed for the gang's earlier pods), its next pod
+ * goes to nvl-b, which has room for three more, not to nvl-c, the fullest domain, where the
+ * cluster term's tie-break sends a lone pod (every empty tray loses the same). */
+static void
+spilt_gang_packs_into_the_domain_with_most_room(void **state)
+{
+        static const char *const names[] = { "tray-a0", "tray-a1", "tray-a2", "tray-a3",
+                                             "tray-b0", "tray-b1", "tray-b2",
+                                             "tray-c0", "tray-c1", "tray-c2" };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[ELEMENTSOF(names)];
+        struct ext_verdict v[ELEMENTSOF(names)];
+        struct ext_request gang[2], lone = { .uid = "lone", .count = 4, .n_containers = 1 };
+        struct topo *t = NULL;
+        char *text;
+        size_t len;
+        int best;
+
+        (void)state;
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        free(text);
+        for (unsigned i = 0; i < ELEMENTSOF(names); i++) {
+                char *json;
+                size_t jlen;
+
+                snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "cluster-uuid.%c",
+                         names[i][5]);
+                assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
+                assert_int_equal(ext_cluster_builder_add_node(b, names[i], json, jlen, 4, NULL), 0);
+                free(json);
+                if (i == 9) {
+                        struct topo_mask all;
+
+                        topo_mask_fill(&all, 4);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, "busy", "ns", "busy",
+                                                                     names[i], &all),
+                                         0);
+                }
+        }
+        topo_unref(t);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_non_null(c->place);
+        assert_int_equal(place_view_n_domains(c->place, 0), 3);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < ELEMENTSOF(names); i++) {
+                nodes[i] = &c->nodes[i];
+                assert_string_equal(nodes[i]->name, names[i]);
+        }
+        for (unsigned k = 0; k < 2; k++) {
+                gang[k] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "kueue/ns/big", .size = 12,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_PREFERRED } };
+                snprintf(gang[k].uid, sizeof(gang[k].uid), "big-%u", k);
+        }
+
+        /* A lone pod among nvl-b's and nvl-c's trays: nvl-c's, the fuller domain, rank first. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &lone, nodes + 4, 6, 0, v), 5);
+        best = -1;
+        for (int i = 0; i < 6; i++)
+                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                        best = i;
+        assert_true(best == 3 || best == 4);
+        assert_true(v[0].priority < v[best].priority);
+        ext_ledger_release(l, "lone"); /* its tentative reservation */
+
+        /* The gang's first pod: nvl-a, the most room; the others rank 0. */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[0], nodes, 10, 1, v), 9);
+        for (int i = 4; i < 9; i++)
+                assert_int_equal(v[i].priority, 0);
+        assert_true(v[0].priority > 0);
+
+        /* Its next pod with nvl-a's trays left out: nvl-b (three sets) before nvl-c (two). */
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[1], nodes + 4, 6, 2, v), 5);
+        for (int i = 0; i < 3; i++)
+                assert_true(v[i].priority > 0);
+        assert_int_equal(v[3].priority, 0);
+        assert_int_equal(v[4].priority, 0);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
 /* issue 11, found by the e2e t_gang_podgroup_size: the trays of tray_domains, of which only
  * tray-a0 and tray-b0 are free here (so no NVLink domain holds a pair: a domain that does
  * comes before one node), plus an empty 8-GPU HGX H100 ("hgx", cordoned when closed).  A
@@ -3625,6 +3717,7 @@ main(void)
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
+                cmocka_unit_test(spilt_gang_packs_into_the_domain_with_most_room),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(preempt_never_splits_a_bound_gang),
                 cmocka_unit_test(podgroup_any_label_key_is_a_group_domain_level),

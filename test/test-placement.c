@@ -467,6 +467,66 @@ count_sets_counts_disjoint_sets_of_any_quality(void **state)
 }
 
 
+/* place_spill_domain: among the candidates (cand_free non-NULL, counted with the free GPUs
+ * given there, not the view's), the domain at any level with the most sets of the pod's
+ * shape; a tie keeps the inner level; nothing when no candidate in a domain has a set.
+ * HGX H100 nodes, 4-GPU pods (two sets on an empty node): node 0 in nvl-a and rack-1, nodes
+ * 1 and 2 in rack-2 only, node 3 in nvl-b and rack-1 with half its GPUs free. */
+static void
+spill_domain_is_the_one_with_most_sets_among_the_candidates(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        struct place_node nodes[4] = {
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { "nvl-a", "rack-1" } },
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { NULL, "rack-2" } },
+                { .cls = h100, .free = mask_of(NULL, 8), .domain = { NULL, "rack-2" } },
+                { .cls = h100, .free = mask_of("0,1,2,3", 8), .domain = { "nvl-b", "rack-1" } },
+        };
+        struct topo_mask half = mask_of("4,5,6,7", 8);
+        const struct topo_mask *cand[4];
+        struct place_config cfg;
+        unsigned level = 99;
+        ssize_t d = -7;
+
+        place_config_default(&cfg);
+        assert_int_equal(place_view_new(&cfg, nodes, 4, NULL, 0, NULL, NULL, &v), 0);
+        for (unsigned i = 0; i < 4; i++)
+                cand[i] = &nodes[i].free;
+        /* rack-2: four sets, more than rack-1's three or nvl-a's two. */
+        assert_int_equal(place_spill_domain(v, cand, 4, 0, &level, &d), 1);
+        assert_int_equal(level, 1);
+        assert_int_equal(d, place_view_find_domain(v, 1, "rack-2"));
+        /* Without rack-2's nodes: rack-1 (nodes 0 and 3: three sets). */
+        cand[1] = cand[2] = NULL;
+        assert_int_equal(place_spill_domain(v, cand, 4, 0, &level, &d), 1);
+        assert_int_equal(level, 1);
+        assert_int_equal(d, place_view_find_domain(v, 1, "rack-1"));
+        /* Node 0 alone: nvl-a and rack-1 tie at two sets, the inner level keeps it. */
+        cand[3] = NULL;
+        assert_int_equal(place_spill_domain(v, cand, 4, 0, &level, &d), 1);
+        assert_int_equal(level, 0);
+        assert_int_equal(d, place_view_find_domain(v, 0, "nvl-a"));
+        /* The caller's free GPUs count, not the view's: node 0 with half free, node 3 too:
+         * rack-1 two sets, nvl-a and nvl-b one each. */
+        cand[0] = &half;
+        cand[3] = &nodes[3].free;
+        assert_int_equal(place_spill_domain(v, cand, 4, 0, &level, &d), 1);
+        assert_int_equal(level, 1);
+        assert_int_equal(d, place_view_find_domain(v, 1, "rack-1"));
+        /* 8-GPU pods: no candidate has a set; no candidates at all: nothing, outputs kept. */
+        level = 99, d = -7;
+        assert_int_equal(place_spill_domain(v, cand, 8, 0, &level, &d), 0);
+        cand[0] = cand[3] = NULL;
+        assert_int_equal(place_spill_domain(v, cand, 4, 0, &level, &d), 0);
+        assert_int_equal(level, 99);
+        assert_int_equal(d, -7);
+        assert_int_equal(place_spill_domain(NULL, cand, 4, 0, &level, &d), -EINVAL);
+        assert_int_equal(place_spill_domain(v, NULL, 4, 0, &level, &d), -EINVAL);
+        assert_int_equal(place_spill_domain(v, cand, 0, 0, &level, &d), -EINVAL);
+        (void)state;
+}
+
 /* Two NVL72-style domains of 18 GB200 trays of 4 GPUs: in "nvl-a" only trays 0..free_a-1
  * are free, "nvl-b" is empty.  Nodes 0..17 are nvl-a's, 18..35 nvl-b's. */
 static struct place_view *
@@ -871,6 +931,7 @@ main(void)
                 cmocka_unit_test(rank_fills_the_fuller_domain_when_losses_tie),
                 cmocka_unit_test(count_sets_counts_disjoint_sets_of_any_quality),
                 cmocka_unit_test(group_chooses_the_tightest_domain_that_holds_it),
+                cmocka_unit_test(spill_domain_is_the_one_with_most_sets_among_the_candidates),
                 cmocka_unit_test(group_within_a_level_never_spans_its_domains),
                 cmocka_unit_test(group_restored_after_a_restart_holds_the_rest),
                 cmocka_unit_test(group_hold_keeps_room_for_the_rest_of_the_group),
