@@ -2212,6 +2212,66 @@ topology_keys_map_to_domain_levels(void **state)
 }
 
 /* The group record a grouped pod is bound with: round trip, and what is refused. */
+/* A pod with one key set: ext_pod_group_id asks only keys ext_group_keys lists (the live
+ * view's cache keeps those and no others), and each listed key that names a group does. */
+struct one_key_pod {
+        const char *key, *value;
+        bool annotation;
+        const char *const *labels, *const *annotations;
+        size_t n_labels, n_annotations;
+};
+
+static const char *
+one_key(const void *pod, const char *key, bool annotation)
+{
+        const struct one_key_pod *p = pod;
+        const char *const *list = annotation ? p->annotations : p->labels;
+        size_t n = annotation ? p->n_annotations : p->n_labels;
+        bool listed = false;
+
+        for (size_t i = 0; i < n; i++)
+                listed = listed || strcmp(list[i], key) == 0;
+        if (!listed)
+                fail_msg("asked %s %s, which ext_group_keys does not list",
+                         annotation ? "annotation" : "label", key);
+        return annotation == p->annotation && strcmp(key, p->key) == 0 ? p->value : NULL;
+}
+
+static void
+group_keys_are_the_keys_the_group_id_reads(void **state)
+{
+        const char *labels[32], *annotations[32];
+        struct one_key_pod pod = { .labels = labels, .annotations = annotations };
+        char id[PLACE_NAME_MAX];
+        const char *size_key;
+        unsigned named = 0;
+
+        pod.n_labels = ext_group_keys(false, labels, ELEMENTSOF(labels));
+        pod.n_annotations = ext_group_keys(true, annotations, ELEMENTSOF(annotations));
+        /* The live view's cache keeps at most 16 of each (KUBE_MAX_KEPT_LABELS). */
+        assert_in_range(pod.n_labels, 1, 16);
+        assert_in_range(pod.n_annotations, 1, 16);
+        for (int a = 0; a < 2; a++)
+                for (size_t i = 0; i < (a ? pod.n_annotations : pod.n_labels); i++) {
+                        pod.annotation = a;
+                        pod.key = a ? annotations[i] : labels[i];
+                        pod.value = "g";
+                        ext_pod_group_id(&pod, one_key, "ns", NULL, id, &size_key);
+                        named += id[0] != 0;
+                }
+        /* Every key but LeaderWorkerSet's group index (it only adds to the name's id). */
+        assert_int_equal(named, pod.n_labels + pod.n_annotations - 1);
+        pod.key = "jobset.sigs.k8s.io/jobset-name";
+        pod.annotation = false;
+        ext_pod_group_id(&pod, one_key, "ns", NULL, id, &size_key);
+        assert_string_equal(id, "jobset/ns/g");
+        assert_null(size_key);
+        /* spec.schedulingGroup comes first, and asks nothing. */
+        pod.n_labels = pod.n_annotations = 0;
+        ext_pod_group_id(&pod, one_key, "ns", "pg", id, &size_key);
+        assert_string_equal(id, "podgroup/ns/pg");
+}
+
 static void
 codec_round_trips_the_group_record(void **state)
 {
@@ -3616,6 +3676,7 @@ main(void)
                 cmocka_unit_test(gang_domain_is_never_a_cordoned_node),
                 cmocka_unit_test(podgroup_topology_key_keeps_the_gang_within_one_label_value),
                 cmocka_unit_test(topology_keys_map_to_domain_levels),
+                cmocka_unit_test(group_keys_are_the_keys_the_group_id_reads),
                 cmocka_unit_test(codec_round_trips_the_group_record),
                 cmocka_unit_test(gang_domain_and_hold_survive_a_restart),
                 cmocka_unit_test(preempt_for_a_gang_member_stays_in_its_domain),
