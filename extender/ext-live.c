@@ -67,7 +67,8 @@ annotation(const struct kube_pod *p, const char *key)
         return NULL;
 }
 
-/* ext_pod_key_fn over the labels and annotations the cache kept of a pod. */
+/* ext_pod_key_fn over the labels and annotations the cache kept of a pod: a non-empty
+ * value, else NULL (as the request decode reads them). */
 static const char *
 kept_key(const void *pod, const char *key, bool is_annotation)
 {
@@ -77,7 +78,7 @@ kept_key(const void *pod, const char *key, bool is_annotation)
 
         for (uint32_t i = 0; i < n; i++)
                 if (strcmp(kv[i].key, key) == 0)
-                        return kv[i].value;
+                        return kv[i].value[0] ? kv[i].value : NULL;
         return NULL;
 }
 
@@ -475,7 +476,9 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         const char *resources[EXT_MAX_RESOURCES + 1] = { 0 };
         const char *domain_labels[EXT_MAX_DOMAIN_LABELS + 1] = { 0 };
         const char *group_labels[KUBE_MAX_KEPT_LABELS + 1] = { 0 };
-        const char *group_annotations[KUBE_MAX_KEPT_LABELS + 1] = { 0 };
+        const char *group_annotations[KUBE_MAX_KEPT_LABELS + 1] = { TOPO_GPUS_KEY,
+                                                                    EXT_GROUP_RECORD_ANNOTATION,
+                                                                    EXT_GROUP_ID_ANNOTATION };
         struct ext_live *lv;
         int r;
 
@@ -507,9 +510,11 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         /* A PodGroup may name any node label key as its topology constraint. */
         o.node_labels_all = true;
         o.watch_podgroups = true; /* group sizes from Kubernetes' PodGroups, when served */
-        /* The keys that name a pod's group, for the gangs of pods other schedulers bound. */
+        /* The annotations read here (always kept, however many other topofit.io/ ones a
+         * pod has) and the keys that name a pod's group, for the gangs of pods other
+         * schedulers bound. */
         (void)ext_group_keys(false, group_labels, KUBE_MAX_KEPT_LABELS);
-        (void)ext_group_keys(true, group_annotations, KUBE_MAX_KEPT_LABELS);
+        (void)ext_group_keys(true, group_annotations + 3, KUBE_MAX_KEPT_LABELS - 3);
         o.pod_labels = group_labels;
         o.pod_annotations = group_annotations;
         o.on_change = on_change;

@@ -221,6 +221,7 @@ static const char *const why_unknown_node = "the node is not in the extender's c
 struct memo_slot {
         const struct score_class *cls; /* NULL: empty */
         bool annotated;
+        bool in_domain; /* the node's: its cluster term differs (ext_node.in_domain) */
         struct topo_mask free;
         size_t verdict; /* index into the request's verdicts */
 };
@@ -248,9 +249,11 @@ memo_new(size_t n)
 }
 
 static uint64_t
-memo_key_hash(const struct score_class *cls, bool annotated, const struct topo_mask *free)
+memo_key_hash(const struct score_class *cls, bool annotated, bool in_domain,
+              const struct topo_mask *free)
 {
-        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull ^ annotated;
+        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull ^ annotated ^
+                     (uint64_t)in_domain << 1;
 
         for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
                 h = (h ^ free->w[k]) * 0x100000001b3ull;
@@ -260,13 +263,13 @@ memo_key_hash(const struct score_class *cls, bool annotated, const struct topo_m
 static uint64_t
 memo_hash(const struct ext_node *node, const struct topo_mask *free)
 {
-        return memo_key_hash(node->cls, node->annotated, free);
+        return memo_key_hash(node->cls, node->annotated, node->in_domain, free);
 }
 
 static uint64_t
 memo_slot_hash(const struct memo_slot *m)
 {
-        return memo_key_hash(m->cls, m->annotated, &m->free);
+        return memo_key_hash(m->cls, m->annotated, m->in_domain, &m->free);
 }
 
 /* Twice the slots, when the table is half full and may grow; on a failed allocation it
@@ -308,6 +311,7 @@ memo_find(const struct memo *memo, const struct ext_node *node, const struct top
                 struct memo_slot *m = &memo->slots[k];
 
                 if (!m->cls || (m->cls == node->cls && m->annotated == node->annotated &&
+                                m->in_domain == node->in_domain &&
                                 topo_mask_equal(&m->free, free)))
                         return m;
         }
@@ -525,6 +529,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         if (m) {
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
+                                                         .in_domain = nodes[i]->in_domain,
                                                          .free = free, .verdict = i };
                                 memo.used++;
                         }

@@ -16,7 +16,8 @@
 #include "kube-private.h"
 #include "str.h"
 
-#define KUBE_MAX_KEPT_ANNOTATIONS 32 /* topofit.io/ annotations kept per pod */
+#define KUBE_MAX_KEPT_ANNOTATIONS 32 /* topofit.io/ annotations kept per pod, beside the
+                                      * listed ones (kube__decode_opts.pod_annotations) */
 
 static __thread bool tl_repeated;
 
@@ -301,9 +302,10 @@ decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj *
                    *name = jstr(meta, "name"), *rv = jstr(meta, "resourceVersion"),
                    *node = jstr(spec, "nodeName"),
                    *group = jstr(jobj(spec, "schedulingGroup"), "podGroupName");
-        const cJSON *kept[KUBE_MAX_KEPT_ANNOTATIONS], *labels = jobj(meta, "labels");
+        const cJSON *kept[KUBE_MAX_KEPT_ANNOTATIONS + KUBE_MAX_KEPT_LABELS];
+        const cJSON *labels = jobj(meta, "labels");
         const char *label_key[KUBE_MAX_KEPT_LABELS], *label_val[KUBE_MAX_KEPT_LABELS];
-        size_t n_kept = 0, n_labels = 0, strings;
+        size_t n_kept = 0, n_listed = 0, n_labels = 0, strings;
         int64_t gpus = 0;
         struct kube__obj *obj;
         struct packer p;
@@ -328,15 +330,21 @@ decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj *
         /* The annotations are read whole (every topofit.io/ key): no key twice. */
         if (json_keys_unique(jobj(meta, "annotations")) < 0)
                 return set_why(ret_why, "pod repeats an annotation key"), -EINVAL;
+        /* The listed keys always (the reader's own: the GPU record, the group's); other
+         * topofit.io/ ones up to KUBE_MAX_KEPT_ANNOTATIONS, the rest passed over.  Never
+         * the pod refused for their number: a pod left out of the cache would have its
+         * GPUs look free. */
         cJSON_ArrayForEach(a, jobj(meta, "annotations")) {
-                if (!cJSON_IsString(a) || !a->string ||
-                    !(str_has_prefix(a->string, KUBE_ANNOTATION_PREFIX) ||
-                      strv_has(d->pod_annotations, a->string)) ||
-                    strlen(a->valuestring) > KUBE_MAX_ANNOTATION)
+                bool listed;
+
+                if (!cJSON_IsString(a) || !a->string || strlen(a->valuestring) > KUBE_MAX_ANNOTATION)
                         continue;
-                if (n_kept == KUBE_MAX_KEPT_ANNOTATIONS)
-                        return set_why(ret_why, "pod has too many topofit.io/ annotations"),
-                               -EINVAL;
+                listed = strv_has(d->pod_annotations, a->string);
+                if (listed ? n_listed == KUBE_MAX_KEPT_LABELS
+                           : !str_has_prefix(a->string, KUBE_ANNOTATION_PREFIX) ||
+                                     n_kept - n_listed == KUBE_MAX_KEPT_ANNOTATIONS)
+                        continue;
+                n_listed += listed;
                 kept[n_kept++] = a;
         }
 

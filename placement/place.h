@@ -187,7 +187,8 @@ bool place_view_has_domains(const struct place_view *v);
  * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
  * of k), in 0..1, plus drain_weight x the same for the node drained (its capacity with
  * every healthy GPU free minus that without set, over the cluster's capacity of k, at least
- * 1): what the set keeps from the node when its other pods end.  Two nodes that lose alike
+ * 1; so the sum may reach 1 + drain_weight, place_rank normalises it): what the set keeps
+ * from the node when its other pods end.  Two nodes that lose alike
  * now differ there: a 4-GPU set on half an 8-GPU node keeps that node from serving an
  * 8-GPU set when its other half ends, on a 4-GPU node it does not.  Not for a node in a
  * multi-node domain (any of levels 0..PLACE_MAX_LEVELS-1): its GPUs are also its domain's

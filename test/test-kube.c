@@ -484,6 +484,40 @@ pod_decoder_keeps_the_keys_that_name_its_group(void **state)
         }
 }
 
+/* However many topofit.io/ annotations a pod has, it is decoded (a pod left out of the cache
+ * would have its GPUs look free): the first KUBE_MAX_KEPT_ANNOTATIONS are kept, and the
+ * listed keys always, even when they sort after the others. */
+static void
+pod_decoder_keeps_listed_annotations_past_the_cap(void **state)
+{
+        const char *const listed[] = { "topofit.io/gpus", NULL };
+        struct kube__decode_opts d = { .pod_annotations = listed };
+        CLEANUP(cJSON_Deletep) cJSON *j = cJSON_Parse(
+                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\","
+                "\"annotations\":{}},\"spec\":{}}");
+        cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "annotations");
+        struct kube__obj *o = NULL;
+        bool gpus = false;
+
+        for (int i = 0; i < 40; i++) {
+                char key[32];
+
+                snprintf(key, sizeof(key), "topofit.io/a%02d", i);
+                cJSON_AddStringToObject(ann, key, "x");
+        }
+        cJSON_AddStringToObject(ann, "topofit.io/gpus", "{}");
+        assert_int_equal(kube__decode_pod(j, &d, &o, NULL), 0);
+        assert_int_equal(o->pod.n_annotations, 32 + 1);
+        for (uint32_t i = 0; i < o->pod.n_annotations; i++)
+                gpus |= strcmp(o->pod.annotations[i].key, "topofit.io/gpus") == 0;
+        assert_true(gpus);
+        kube__obj_unref(o);
+        /* Not listed: the pod is still decoded, its first 32 kept. */
+        assert_int_equal(kube__decode_pod(j, NULL, &o, NULL), 0);
+        assert_int_equal(o->pod.n_annotations, 32);
+        kube__obj_unref(o);
+}
+
 static void
 podgroup_decoder_keeps_min_count_and_topology_key(void **state)
 {
@@ -829,6 +863,7 @@ main(void)
                 cmocka_unit_test(pod_decoder_cases),
                 cmocka_unit_test(pod_decoder_counts_configured_resource_names),
                 cmocka_unit_test(pod_decoder_keeps_the_keys_that_name_its_group),
+                cmocka_unit_test(pod_decoder_keeps_listed_annotations_past_the_cap),
                 cmocka_unit_test(podgroup_decoder_keeps_min_count_and_topology_key),
                 cmocka_unit_test(podgroup_decoder_cases),
                 cmocka_unit_test(podgroup_decoder_refuses_an_oversized_name),
