@@ -714,8 +714,6 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
         bool any_key = false;
 
         c->place = NULL;
-        for (size_t i = 0; i < c->n_nodes; i++)
-                c->nodes[i].in_domain = false;
         if (!cfg)
                 return;
         for (unsigned k = 0; k < PLACE_MAX_KEYS; k++)
@@ -753,9 +751,6 @@ place_build(struct ext_cluster *c, const struct ext_config *cfg, const struct ex
         hist[0] = 0;
         (void)place_view_new(&cfg->place, in, c->n_nodes, hist, ELEMENTSOF(hist),
                              base ? base->place : NULL, base_index, &c->place);
-        for (size_t i = 0; c->place && i < c->n_nodes; i++)
-                for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
-                        c->nodes[i].in_domain |= place_view_node_domain(c->place, i, l) >= 0;
 }
 
 void

@@ -160,10 +160,6 @@ struct ext_node {
         uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
         uint8_t name_len;         /* strlen(name) */
         bool annotated;          /* topology from topofit.io/topology, not synthesized */
-        bool in_domain;          /* in a multi-node domain of the view's placement view (an
-                                  * NVLink domain or a network tier): the cluster term's
-                                  * drained-node loss leaves it out, so it is part of the
-                                  * request memo's key */
         unsigned n_gpus;
         struct score_class *cls; /* owned reference; shared by nodes of one topology class */
         struct topo_mask healthy; /* GPUs that may be handed out */

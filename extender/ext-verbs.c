@@ -218,10 +218,12 @@ static const char *const why_unknown_node = "the node is not in the extender's c
 #define EXT_REQUEST_MEMO_START 256
 #define EXT_REQUEST_MEMO_MIN_NODES 9 /* below this, deciding each node costs less */
 
+/* The key is all a verdict depends on besides the request: the node's class, whether its
+ * topology is annotated, its free GPUs.  (The cluster term's loss too: place_loss reads
+ * nothing else of a node; test memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster.) */
 struct memo_slot {
         const struct score_class *cls; /* NULL: empty */
         bool annotated;
-        bool in_domain; /* the node's: its cluster term differs (ext_node.in_domain) */
         struct topo_mask free;
         size_t verdict; /* index into the request's verdicts */
 };
@@ -249,11 +251,9 @@ memo_new(size_t n)
 }
 
 static uint64_t
-memo_key_hash(const struct score_class *cls, bool annotated, bool in_domain,
-              const struct topo_mask *free)
+memo_key_hash(const struct score_class *cls, bool annotated, const struct topo_mask *free)
 {
-        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull ^ annotated ^
-                     (uint64_t)in_domain << 1;
+        uint64_t h = (uint64_t)(uintptr_t)cls * 0x9e3779b97f4a7c15ull ^ annotated;
 
         for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
                 h = (h ^ free->w[k]) * 0x100000001b3ull;
@@ -263,13 +263,13 @@ memo_key_hash(const struct score_class *cls, bool annotated, bool in_domain,
 static uint64_t
 memo_hash(const struct ext_node *node, const struct topo_mask *free)
 {
-        return memo_key_hash(node->cls, node->annotated, node->in_domain, free);
+        return memo_key_hash(node->cls, node->annotated, free);
 }
 
 static uint64_t
 memo_slot_hash(const struct memo_slot *m)
 {
-        return memo_key_hash(m->cls, m->annotated, m->in_domain, &m->free);
+        return memo_key_hash(m->cls, m->annotated, &m->free);
 }
 
 /* Twice the slots, when the table is half full and may grow; on a failed allocation it
@@ -311,7 +311,6 @@ memo_find(const struct memo *memo, const struct ext_node *node, const struct top
                 struct memo_slot *m = &memo->slots[k];
 
                 if (!m->cls || (m->cls == node->cls && m->annotated == node->annotated &&
-                                m->in_domain == node->in_domain &&
                                 topo_mask_equal(&m->free, free)))
                         return m;
         }
@@ -529,7 +528,6 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         if (m) {
                                 *m = (struct memo_slot){ .cls = nodes[i]->cls,
                                                          .annotated = nodes[i]->annotated,
-                                                         .in_domain = nodes[i]->in_domain,
                                                          .free = free, .verdict = i };
                                 memo.used++;
                         }

@@ -3633,14 +3633,14 @@ ledger_remembers_requests_and_grants_for_later_requests(void **state)
 }
 
 /* The request memo copies a verdict, loss included, between nodes of one class and free
- * set; the drained-node loss (place_loss) leaves out nodes in a multi-node domain, so the
- * memo's key holds that too (ext_node.in_domain; found in review: before, every node got
- * the loss of the first of its kind and the ranking came out inverted).  12 identical
- * half-used H100 nodes, the first six with a leaf label: each node's loss and priority in a
- * request over all twelve, in either order, are what it gets in a request of its own, and
- * what eight of them get below the memo's threshold. */
+ * set, so a node's loss may depend on nothing else of it (found in review: the drained-node
+ * loss once left out each node in a multi-node domain, the memo copied the first node's loss
+ * to the rest and the ranking came out inverted; now it is left out for the whole view when
+ * it has domains).  12 identical half-used H100 nodes, the first six with a leaf label:
+ * each node's loss and priority in a request over all twelve, in either order, are what it
+ * gets in a request of its own, and what eight of them get below the memo's threshold. */
 static void
-memo_keeps_each_nodes_drain_loss_in_and_out_of_domains(void **state)
+memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster(void **state)
 {
         enum { N = 12 };
         const struct ext_node *nodes[N], *rev[N];
@@ -3715,9 +3715,10 @@ memo_keeps_each_nodes_drain_loss_in_and_out_of_domains(void **state)
         ext_cluster_unref(c);
         assert_int_equal(loss_differs, 0);
         assert_int_equal(prio_differs, 0);
-        /* And the two kinds differ (else the test shows nothing): the labelled nodes are
-         * exempt from the drained-node loss, so they lose less. */
-        assert_true(v[0].loss < v[N - 1].loss);
+        /* A label alone does not make a node lose less (the drained-node loss is off for
+         * the whole view, which has a domain), and the loss is not nothing. */
+        assert_float_equal(v[0].loss, v[N - 1].loss, 1e-12);
+        assert_true(v[0].loss > 0);
 }
 
 int
@@ -3757,7 +3758,7 @@ main(void)
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
-                cmocka_unit_test(memo_keeps_each_nodes_drain_loss_in_and_out_of_domains),
+                cmocka_unit_test(memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
