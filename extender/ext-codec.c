@@ -304,30 +304,72 @@ group_size(const char *v)
         return (unsigned)x;
 }
 
-/* The pod's group id (ext_group_id) from spec.schedulingGroup.podGroupName, else the first
- * of group_sources; "" when none.  The source found (NULL: the PodGroup, or none). */
-static const struct group_source *
-group_id_of(const cJSON *meta, const cJSON *spec, const char *ns, char id[PLACE_NAME_MAX])
+void
+ext_pod_group_id(const void *pod, ext_pod_key_fn get_key, const char *ns,
+                 const char *scheduling_group, char id[PLACE_NAME_MAX],
+                 const char **ret_size_key)
 {
-        const cJSON *labels = get(meta, "labels"), *annotations = get(meta, "annotations");
-        const char *pg = string_at(get(spec, "schedulingGroup"), "podGroupName");
-
         id[0] = 0;
-        if (pg) {
-                ext_group_id(id, "podgroup", ns, pg, NULL);
-                return NULL;
+        if (ret_size_key)
+                *ret_size_key = NULL;
+        if (scheduling_group && scheduling_group[0]) {
+                ext_group_id(id, "podgroup", ns, scheduling_group, NULL);
+                return;
         }
         for (size_t k = 0; k < ELEMENTSOF(group_sources); k++) {
                 const struct group_source *src = &group_sources[k];
-                const char *name = string_at(src->annotation ? annotations : labels, src->key);
+                const char *name = get_key(pod, src->key, src->annotation);
 
-                if (!name)
+                if (!name || !name[0])
                         continue;
-                ext_group_id(id, src->source, ns, name, src->key2 ? string_at(labels, src->key2)
-                                                              : NULL);
-                return src;
+                ext_group_id(id, src->source, ns, name,
+                             src->key2 ? get_key(pod, src->key2, false) : NULL);
+                if (ret_size_key)
+                        *ret_size_key = src->size;
+                return;
         }
-        return NULL;
+}
+
+size_t
+ext_group_keys(bool annotation, const char **keys, size_t max)
+{
+        size_t n = 0;
+
+        for (size_t k = 0; k < ELEMENTSOF(group_sources); k++) {
+                const struct group_source *src = &group_sources[k];
+                const char *const mine[] = { src->annotation == annotation ? src->key : NULL,
+                                             annotation ? NULL : src->key2 };
+
+                for (size_t j = 0; j < ELEMENTSOF(mine); j++) {
+                        bool seen = false;
+
+                        for (size_t i = 0; mine[j] && i < MIN(n, max); i++)
+                                seen = seen || strcmp(keys[i], mine[j]) == 0;
+                        if (!mine[j] || seen)
+                                continue;
+                        if (n < max)
+                                keys[n] = mine[j];
+                        n++;
+                }
+        }
+        return n;
+}
+
+/* ext_pod_key_fn over a pod's metadata in JSON: a non-empty string value, else NULL. */
+static const char *
+json_key(const void *meta, const char *key, bool annotation)
+{
+        return string_at(get(meta, annotation ? "annotations" : "labels"), key);
+}
+
+/* The pod's group id from its metadata and spec (ext_pod_group_id). */
+static void
+group_id_of(const cJSON *meta, const cJSON *spec, const char *ns, char id[PLACE_NAME_MAX],
+            const char **ret_size_key)
+{
+        ext_pod_group_id(meta, json_key, ns, string_at(get(spec, "schedulingGroup"),
+                                                       "podGroupName"),
+                         id, ret_size_key);
 }
 
 /* The pod's group: spec.schedulingGroup.podGroupName, else the first of group_sources.
@@ -339,7 +381,7 @@ decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_
 {
         const cJSON *labels = get(meta, "labels"), *annotations = get(meta, "annotations");
         const char *own_size = string_at(annotations, EXT_GROUP_SIZE_ANNOTATION);
-        const struct group_source *src;
+        const char *size_key;
 
         if (!own_size)
                 own_size = string_at(labels, EXT_GROUP_SIZE_ANNOTATION);
@@ -349,9 +391,9 @@ decode_group(const cJSON *meta, const cJSON *spec, const char *ns, struct place_
                 return set_why(ret_why, "the topofit.io/group-size value is not a whole number "
                                         "from 1 to 1024"),
                        -EINVAL;
-        src = group_id_of(meta, spec, ns, g->id);
-        if (src && src->size)
-                g->size = group_size(string_at(annotations, src->size));
+        group_id_of(meta, spec, ns, g->id, &size_key);
+        if (size_key)
+                g->size = group_size(string_at(annotations, size_key));
         if (g->id[0] && own_size)
                 g->size = group_size(own_size);
         if (g->id[0])
@@ -1334,7 +1376,7 @@ add_pod_item(struct ext_cluster_builder *b, const cJSON *pod, const char **ret_w
                 if (x == -EINVAL && cJSON_IsString(gid_a))
                         x = ext_cluster_builder_pod_group_id(b, ns, gid_a->valuestring);
                 if (x == -EINVAL) {
-                        (void)group_id_of(meta, get(pod, "spec"), ns, gid);
+                        group_id_of(meta, get(pod, "spec"), ns, gid, NULL);
                         if (gid[0])
                                 x = ext_cluster_builder_pod_group_id(b, ns, gid);
                 }

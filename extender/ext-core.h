@@ -242,6 +242,23 @@ struct ext_group_size {
 void ext_group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const char *name,
                   const char *name2);
 
+/* A pod's label (annotation false) or annotation by key, NULL when it has none: the request
+ * decode reads its JSON, the live view the keys the cache kept (ext_group_keys). */
+typedef const char *(*ext_pod_key_fn)(const void *pod, const char *key, bool annotation);
+
+/* The id of the pod's group: from scheduling_group (spec.schedulingGroup.podGroupName, ""
+ * or NULL: none) when set, else from the first of the labels and annotations that name a
+ * group (topofit.io/group, LeaderWorkerSet, Kueue, coscheduling, Volcano, JobSet, Kubeflow;
+ * docs/placement.md); id[0] is 0 when none does.  *ret_size_key (may be NULL) is the
+ * annotation the source found puts the group's size in, NULL when it puts none. */
+void ext_pod_group_id(const void *pod, ext_pod_key_fn get, const char *ns,
+                      const char *scheduling_group, char id[PLACE_NAME_MAX],
+                      const char **ret_size_key);
+
+/* The label (annotation false) or annotation keys ext_pod_group_id reads, at most max of
+ * them, into keys; returns how many there are. */
+size_t ext_group_keys(bool annotation, const char **keys, size_t max);
+
 /* The size of group id from the view's PodGroups, 0 when unknown.  c may be NULL. */
 unsigned ext_cluster_group_size(const struct ext_cluster *c, const char *id);
 /* The view's PodGroup entry of group id, NULL when none (borrowed from c; c may be NULL). */

@@ -67,19 +67,31 @@ annotation(const struct kube_pod *p, const char *key)
         return NULL;
 }
 
+/* ext_pod_key_fn over the labels and annotations the cache kept of a pod: a non-empty
+ * value, else NULL (as the request decode reads them). */
+static const char *
+kept_key(const void *pod, const char *key, bool is_annotation)
+{
+        const struct kube_pod *p = pod;
+        const struct kube_kv *kv = is_annotation ? p->annotations : p->labels;
+        uint32_t n = is_annotation ? p->n_annotations : p->n_labels;
+
+        for (uint32_t i = 0; i < n; i++)
+                if (strcmp(kv[i].key, key) == 0)
+                        return kv[i].value[0] ? kv[i].value : NULL;
+        return NULL;
+}
+
 /* The gang of the pod just added to b, for preempt (a bad record or id: the next source):
  * the group record topofit bound it with, else the group id it was bound with (its group
- * had no record), else its topofit.io/group annotation (a pod another scheduler bound).
- * The cache keeps a pod's topofit.io/ annotations only: a pod bound by another scheduler
- * whose group is named by spec.schedulingGroup or a label (topofit.io/group as a label,
- * JobSet, LeaderWorkerSet, Kueue, coscheduling, Kubeflow) is not known as a member here
- * (docs/placement.md, "Preemption and gangs").  0, -EINVAL (none), -ENOMEM. */
+ * had no record), else the group its spec.schedulingGroup, labels and annotations name (a
+ * pod another scheduler bound: the cache keeps those keys, ext_group_keys), as a request's
+ * would.  0, -EINVAL (none), -ENOMEM. */
 static int
 pod_gang(struct ext_cluster_builder *b, const struct kube_pod *p)
 {
         const char *rec = annotation(p, EXT_GROUP_RECORD_ANNOTATION);
         const char *id = annotation(p, EXT_GROUP_ID_ANNOTATION);
-        const char *name = annotation(p, EXT_GROUP_ANNOTATION);
         char gid[PLACE_NAME_MAX];
         int r = -EINVAL;
 
@@ -87,9 +99,10 @@ pod_gang(struct ext_cluster_builder *b, const struct kube_pod *p)
                 r = ext_cluster_builder_pod_group(b, p->ns, rec, strlen(rec));
         if (r == -EINVAL && id)
                 r = ext_cluster_builder_pod_group_id(b, p->ns, id);
-        if (r == -EINVAL && name && name[0]) {
-                ext_group_id(gid, "topofit", p->ns, name, NULL);
-                r = ext_cluster_builder_pod_group_id(b, p->ns, gid);
+        if (r == -EINVAL) {
+                ext_pod_group_id(p, kept_key, p->ns, p->scheduling_group, gid, NULL);
+                if (gid[0])
+                        r = ext_cluster_builder_pod_group_id(b, p->ns, gid);
         }
         return r;
 }
@@ -462,6 +475,10 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         struct kube_cache_options o;
         const char *resources[EXT_MAX_RESOURCES + 1] = { 0 };
         const char *domain_labels[EXT_MAX_DOMAIN_LABELS + 1] = { 0 };
+        const char *group_labels[KUBE_MAX_KEPT_LABELS + 1] = { 0 };
+        const char *group_annotations[KUBE_MAX_KEPT_LABELS + 1] = { TOPO_GPUS_KEY,
+                                                                    EXT_GROUP_RECORD_ANNOTATION,
+                                                                    EXT_GROUP_ID_ANNOTATION };
         struct ext_live *lv;
         int r;
 
@@ -493,6 +510,13 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         /* A PodGroup may name any node label key as its topology constraint. */
         o.node_labels_all = true;
         o.watch_podgroups = true; /* group sizes from Kubernetes' PodGroups, when served */
+        /* The annotations read here (always kept, however many other topofit.io/ ones a
+         * pod has) and the keys that name a pod's group, for the gangs of pods other
+         * schedulers bound. */
+        (void)ext_group_keys(false, group_labels, KUBE_MAX_KEPT_LABELS);
+        (void)ext_group_keys(true, group_annotations + 3, KUBE_MAX_KEPT_LABELS - 3);
+        o.pod_labels = group_labels;
+        o.pod_annotations = group_annotations;
         o.on_change = on_change;
         o.userdata = lv;
         r = kube_cache_new(lv->client, &o, &lv->cache);

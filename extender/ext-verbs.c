@@ -218,6 +218,9 @@ static const char *const why_unknown_node = "the node is not in the extender's c
 #define EXT_REQUEST_MEMO_START 256
 #define EXT_REQUEST_MEMO_MIN_NODES 9 /* below this, deciding each node costs less */
 
+/* The key is all a verdict depends on besides the request: the node's class, whether its
+ * topology is annotated, its free GPUs.  (The cluster term's loss too: place_loss reads
+ * nothing else of a node; test memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster.) */
 struct memo_slot {
         const struct score_class *cls; /* NULL: empty */
         bool annotated;

@@ -287,6 +287,8 @@ struct kube_cache {
         struct kube_cache_options opts;
         char **gpu_resources; /* NULL-terminated copies */
         char **node_labels;
+        char **pod_labels;
+        char **pod_annotations;
         struct kube__decode_opts dopts;
 
         pthread_mutex_t lock;
@@ -893,6 +895,45 @@ strv_free(char **v)
         free(v);
 }
 
+/* The option lists, copied (the caller's may go away) into c and its decode options.  0,
+ * -EINVAL (a list over its cap), -ENOMEM. */
+static int
+copy_lists(struct kube_cache *c)
+{
+        struct {
+                char ***copy;
+                const char *const **list;
+                size_t max;
+                const char *fallback;
+        } lists[] = {
+                { &c->gpu_resources, &c->opts.gpu_resources, KUBE_MAX_GPU_RESOURCES,
+                  KUBE_GPU_RESOURCE_DEFAULT },
+                { &c->node_labels, &c->opts.node_labels, KUBE_MAX_KEPT_LABELS, NULL },
+                { &c->pod_labels, &c->opts.pod_labels, KUBE_MAX_KEPT_LABELS, NULL },
+                { &c->pod_annotations, &c->opts.pod_annotations, KUBE_MAX_KEPT_LABELS, NULL },
+        };
+        int r = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+                size_t n = 0;
+
+                while (*lists[i].list && (*lists[i].list)[n])
+                        n++;
+                *lists[i].copy = strv_copy(*lists[i].list, lists[i].max, lists[i].fallback);
+                if (!*lists[i].copy && r == 0)
+                        r = n > lists[i].max ? -EINVAL : -ENOMEM;
+                *lists[i].list = NULL;
+        }
+        c->dopts = (struct kube__decode_opts){
+                .gpu_resources = (const char *const *)c->gpu_resources,
+                .node_labels = (const char *const *)c->node_labels,
+                .node_labels_all = c->opts.node_labels_all,
+                .pod_labels = (const char *const *)c->pod_labels,
+                .pod_annotations = (const char *const *)c->pod_annotations,
+        };
+        return r;
+}
+
 int
 kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts,
                struct kube_cache **ret)
@@ -922,15 +963,7 @@ kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts
         pthread_condattr_destroy(&ca);
         c->stores[KUBE__POD].grouped = true;
 
-        c->gpu_resources = strv_copy(c->opts.gpu_resources, KUBE_MAX_GPU_RESOURCES,
-                                     KUBE_GPU_RESOURCE_DEFAULT);
-        c->node_labels = strv_copy(c->opts.node_labels, KUBE_MAX_KEPT_LABELS, NULL);
-        c->dopts.gpu_resources = (const char *const *)c->gpu_resources;
-        c->dopts.node_labels = (const char *const *)c->node_labels;
-        c->dopts.node_labels_all = c->opts.node_labels_all;
-        /* Copied option strings; the caller's may go away. */
-        c->opts.gpu_resources = NULL;
-        c->opts.node_labels = NULL;
+        r = copy_lists(c);
         c->res[KUBE__NODE] = (struct resource){
                 .cache = c,
                 .kind = KUBE__NODE,
@@ -954,12 +987,11 @@ kube_cache_new(struct kube_client *client, const struct kube_cache_options *opts
                 .enabled = c->opts.watch_podgroups,
         };
         c->opts.node_field_selector = c->opts.pod_field_selector = NULL;
-        if (!c->gpu_resources || !c->node_labels ||
-            (opts && opts->node_field_selector && !c->res[KUBE__NODE].field_selector) ||
-            (opts && opts->pod_field_selector && !c->res[KUBE__POD].field_selector)) {
-                r = (opts && ((opts->gpu_resources && !c->gpu_resources) ||
-                              (opts->node_labels && !c->node_labels)))
-                            ? -EINVAL : -ENOMEM;
+        if (r == 0 &&
+            ((opts && opts->node_field_selector && !c->res[KUBE__NODE].field_selector) ||
+             (opts && opts->pod_field_selector && !c->res[KUBE__POD].field_selector)))
+                r = -ENOMEM;
+        if (r < 0) {
                 kube_cache_free(c);
                 return r;
         }
@@ -996,6 +1028,8 @@ kube_cache_free(struct kube_cache *c)
         kube_snapshot_unref(c->snap ? &c->snap->pub : NULL);
         strv_free(c->gpu_resources);
         strv_free(c->node_labels);
+        strv_free(c->pod_labels);
+        strv_free(c->pod_annotations);
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->lock);
         pthread_mutex_destroy(&c->build_lock);

@@ -16,7 +16,8 @@
 #include "kube-private.h"
 #include "str.h"
 
-#define KUBE_MAX_KEPT_ANNOTATIONS 32 /* topofit.io/ annotations kept per pod */
+#define KUBE_MAX_KEPT_ANNOTATIONS 32 /* topofit.io/ annotations kept per pod, beside the
+                                      * listed ones (kube__decode_opts.pod_annotations) */
 
 static __thread bool tl_repeated;
 
@@ -171,6 +172,16 @@ name_valid(const char *s)
         return s && *s && strlen(s) <= KUBE_MAX_NAME;
 }
 
+/* Whether the NULL-terminated list v (may be NULL) holds s. */
+static bool
+strv_has(const char *const *v, const char *s)
+{
+        for (; v && *v; v++)
+                if (strcmp(*v, s) == 0)
+                        return true;
+        return false;
+}
+
 static int
 decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
                   const char **ret_why)
@@ -289,9 +300,12 @@ decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj *
                     *status = jobj(o, "status"), *a;
         const char *uid = jstr(meta, "uid"), *ns = jstr(meta, "namespace"),
                    *name = jstr(meta, "name"), *rv = jstr(meta, "resourceVersion"),
-                   *node = jstr(spec, "nodeName");
-        const cJSON *kept[KUBE_MAX_KEPT_ANNOTATIONS];
-        size_t n_kept = 0, strings;
+                   *node = jstr(spec, "nodeName"),
+                   *group = jstr(jobj(spec, "schedulingGroup"), "podGroupName");
+        const cJSON *kept[KUBE_MAX_KEPT_ANNOTATIONS + KUBE_MAX_KEPT_LABELS];
+        const cJSON *labels = jobj(meta, "labels");
+        const char *label_key[KUBE_MAX_KEPT_LABELS], *label_val[KUBE_MAX_KEPT_LABELS];
+        size_t n_kept = 0, n_listed = 0, n_labels = 0, strings;
         int64_t gpus = 0;
         struct kube__obj *obj;
         struct packer p;
@@ -308,30 +322,54 @@ decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj *
                 node = "";
         if (!rv)
                 rv = "";
+        if (!name_valid(group))
+                group = ""; /* not a PodGroup's name: the pod is no member of one */
         if (pod_gpus(spec, d->gpu_resources ?: default_opts.gpu_resources, &gpus) < 0)
                 return set_why(ret_why, "pod has a GPU quantity that is not a whole number"),
                        -EINVAL;
         /* The annotations are read whole (every topofit.io/ key): no key twice. */
         if (json_keys_unique(jobj(meta, "annotations")) < 0)
                 return set_why(ret_why, "pod repeats an annotation key"), -EINVAL;
+        /* The listed keys always (the reader's own: the GPU record, the group's); other
+         * topofit.io/ ones up to KUBE_MAX_KEPT_ANNOTATIONS, the rest passed over.  Never
+         * the pod refused for their number: a pod left out of the cache would have its
+         * GPUs look free. */
         cJSON_ArrayForEach(a, jobj(meta, "annotations")) {
-                if (!cJSON_IsString(a) || !str_has_prefix(a->string, KUBE_ANNOTATION_PREFIX) ||
-                    strlen(a->valuestring) > KUBE_MAX_ANNOTATION)
+                bool listed;
+
+                if (!cJSON_IsString(a) || !a->string || strlen(a->valuestring) > KUBE_MAX_ANNOTATION)
                         continue;
-                if (n_kept == KUBE_MAX_KEPT_ANNOTATIONS)
-                        return set_why(ret_why, "pod has too many topofit.io/ annotations"),
-                               -EINVAL;
+                listed = strv_has(d->pod_annotations, a->string);
+                if (listed ? n_listed == KUBE_MAX_KEPT_LABELS
+                           : !str_has_prefix(a->string, KUBE_ANNOTATION_PREFIX) ||
+                                     n_kept - n_listed == KUBE_MAX_KEPT_ANNOTATIONS)
+                        continue;
+                n_listed += listed;
                 kept[n_kept++] = a;
         }
 
-        strings = strlen(uid) + strlen(ns) + strlen(name) + strlen(node) + strlen(rv) + 5;
+        /* The pod's labels by key, the keys the cache was asked for (group names). */
+        for (const char *const *k = d->pod_labels; k && *k && n_labels < KUBE_MAX_KEPT_LABELS;
+             k++) {
+                const char *v = jstr(labels, *k);
+
+                if (!v || strlen(v) > KUBE_MAX_NAME)
+                        continue;
+                label_key[n_labels] = *k;
+                label_val[n_labels++] = v;
+        }
+
+        strings = strlen(uid) + strlen(ns) + strlen(name) + strlen(node) + strlen(rv) +
+                  strlen(group) + 6;
         for (size_t i = 0; i < n_kept; i++)
                 strings += strlen(kept[i]->string) + strlen(kept[i]->valuestring) + 2;
-        obj = calloc(1, sizeof(*obj) + n_kept * sizeof(struct kube_kv) + strings);
+        for (size_t i = 0; i < n_labels; i++)
+                strings += strlen(label_key[i]) + strlen(label_val[i]) + 2;
+        obj = calloc(1, sizeof(*obj) + (n_kept + n_labels) * sizeof(struct kube_kv) + strings);
         if (!obj)
                 return -ENOMEM;
         struct kube_kv *kv = (struct kube_kv *)(obj + 1);
-        p.next = (char *)(kv + n_kept);
+        p.next = (char *)(kv + n_kept + n_labels);
         obj->refs = 1;
         obj->kind = KUBE__POD;
         obj->pod.uid = pack(&p, uid);
@@ -345,6 +383,13 @@ decode_pod(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj *
         }
         obj->pod.annotations = kv;
         obj->pod.n_annotations = (uint32_t)n_kept;
+        for (size_t i = 0; i < n_labels; i++) {
+                kv[n_kept + i].key = pack(&p, label_key[i]);
+                kv[n_kept + i].value = pack(&p, label_val[i]);
+        }
+        obj->pod.labels = kv + n_kept;
+        obj->pod.n_labels = (uint32_t)n_labels;
+        obj->pod.scheduling_group = pack(&p, group);
         obj->pod.phase = (uint8_t)kube_pod_phase_from_string(jstr(status, "phase"));
         obj->pod.deleting = jstr(meta, "deletionTimestamp") != NULL;
         obj->pod.gpu_request = gpus;

@@ -55,6 +55,8 @@ struct kube__decode_opts {
         const char *const *gpu_resources;
         const char *const *node_labels;
         bool node_labels_all; /* keep every label (KUBE_MAX_ALL_LABELS), node_labels unused */
+        const char *const *pod_labels;      /* NULL-terminated; NULL: none */
+        const char *const *pod_annotations; /* beside KUBE_ANNOTATION_PREFIX; NULL: none */
 };
 int kube__decode_node(const cJSON *o, const struct kube__decode_opts *d, struct kube__obj **ret,
                       const char **ret_why);

@@ -266,7 +266,11 @@ struct kube_pod {
         int64_t gpu_request;      /* max(sum over containers, max over init containers) of
                                    * limits (requests when no limit), GPU resource names */
         uint32_t n_annotations;
-        const struct kube_kv *annotations; /* only keys with KUBE_ANNOTATION_PREFIX */
+        const struct kube_kv *annotations; /* only keys with KUBE_ANNOTATION_PREFIX, and
+                                            * those of the cache's pod_annotations */
+        uint32_t n_labels;
+        const struct kube_kv *labels;      /* only the keys of the cache's pod_labels */
+        const char *scheduling_group;      /* spec.schedulingGroup.podGroupName, "" none */
         const char *resource_version;
 };
 
@@ -329,6 +333,10 @@ struct kube_cache_options {
         const char *node_field_selector; /* e.g. "metadata.name=node-1" */
         const char *const *gpu_resources; /* NULL-terminated; NULL: {KUBE_GPU_RESOURCE_DEFAULT} */
         const char *const *node_labels; /* label keys kept, NULL-terminated, <= KUBE_MAX_KEPT_LABELS */
+        const char *const *pod_labels; /* pod label keys kept, NULL-terminated,
+                                        * <= KUBE_MAX_KEPT_LABELS */
+        const char *const *pod_annotations; /* pod annotation keys kept beside the
+                                        * topofit.io/ ones, NULL-terminated, same cap */
         bool node_labels_all;         /* false.  When true, every label of a node is kept
                                        * (the first KUBE_MAX_ALL_LABELS with string values;
                                        * node_labels ignored): for label keys known only

@@ -707,16 +707,6 @@ place_view_has_domains(const struct place_view *v)
         return false;
 }
 
-/* Whether the node is in a multi-node domain (an NVLink domain or a network tier). */
-static bool
-in_multi_node_domain(const struct view_node *vn)
-{
-        for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
-                if (vn->domain[l] >= 0)
-                        return true;
-        return false;
-}
-
 double
 place_loss(const struct place_view *v, size_t i, struct score_class *cls,
            const struct topo_mask *free, const struct topo_mask *set)
@@ -749,7 +739,9 @@ place_loss(const struct place_view *v, size_t i, struct score_class *cls,
                 if (before[k] > after[k] && total > 0)
                         loss += v->weight[k] * (before[k] - after[k]) / total;
         }
-        if (v->cfg.drain_weight > 0 && !(vn && in_multi_node_domain(vn))) {
+        /* Only in a view without multi-node domains: the same for every node, so a node
+         * with a domain label never loses less than one without for its label alone. */
+        if (v->cfg.drain_weight > 0 && !place_view_has_domains(v)) {
                 /* The node drained: every healthy GPU free (an empty node: as now). */
                 struct topo_mask all;
 

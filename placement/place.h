@@ -187,11 +187,13 @@ bool place_view_has_domains(const struct place_view *v);
  * capacity of k with free minus its capacity with free minus set) / (the cluster's capacity
  * of k), in 0..1, plus drain_weight x the same for the node drained (its capacity with
  * every healthy GPU free minus that without set, over the cluster's capacity of k, at least
- * 1): what the set keeps from the node when its other pods end.  Two nodes that lose alike
+ * 1; so the sum may reach 1 + drain_weight, place_rank normalises it): what the set keeps
+ * from the node when its other pods end.  Two nodes that lose alike
  * now differ there: a 4-GPU set on half an 8-GPU node keeps that node from serving an
- * 8-GPU set when its other half ends, on a 4-GPU node it does not.  Not for a node in a
- * multi-node domain (any of levels 0..PLACE_MAX_LEVELS-1): its GPUs are also its domain's
- * room for gangs, which one node drained does not see (docs/placement.md).  free is the node's free
+ * 8-GPU set when its other half ends, on a 4-GPU node it does not.  Not in a view with
+ * any multi-node domain (of levels 0..PLACE_MAX_LEVELS-1): a node's GPUs are then also its
+ * domain's room for gangs, which one node drained does not see, and a rule per node would
+ * make the labelled nodes of a partly labelled cluster lose less (docs/placement.md).  free is the node's free
  * GPUs for this request (the view's, less holds: when it equals the view's, the view's
  * capacity is used rather than recomputed).
  * i == PLACE_NO_NODE scores a node the view does not hold (a Node the scheduler sent) against

@@ -717,6 +717,8 @@ daemon_new(const struct dp_opts *o, struct dp_daemon **ret)
 static int
 kube_start(struct dp_daemon *d)
 {
+        static const char *const read_annotations[] = { TOPO_GPUS_KEY, DP_MISMATCH_ANNOTATION,
+                                                        NULL };
         struct kube_config *kcfg = NULL;
         struct kube_cache_options ko;
         const char *why = NULL;
@@ -736,6 +738,7 @@ kube_start(struct dp_daemon *d)
         ko.watch_pods = true;
         snprintf(sel, sizeof(sel), "spec.nodeName=%s", d->o.node);
         ko.pod_field_selector = sel;
+        ko.pod_annotations = read_annotations; /* kept however many others a pod has */
         ko.on_change = on_kube_change;
         ko.userdata = d;
         r = kube_cache_new(d->kc, &ko, &d->kcache);

@@ -324,13 +324,15 @@ def main():
                 seen[key] = p["metadata"]["name"]
         check("live: no GPU is recorded on two pods after the burst and restarts",
               not dup and burst_ok and n_bound >= 12, "dups %s bound %d" % (dup, n_bound))
-        # issue 11: gang members without a group record are gangs to preempt too.  Four
+        # issue 11: gang members without a group record are gangs to preempt too.  Eight
         # DGX H100 nodes without domain labels: group fx (topofit.io/group annotation) bound
         # by another scheduler on pre-1 and pre-2; JobSet jx (size unknown, no domain to
-        # record) bound by topofit on pre-3 and pre-4, which must write its group id.  A
-        # preemption that would evict one member of either drops that node.
+        # record) bound by topofit on pre-3 and pre-4, which must write its group id; and
+        # bound by another scheduler, a PodGroup's pods (spec.schedulingGroup) on pre-5 and
+        # pre-6 and a Volcano job's (its group-name annotation) on pre-7 and pre-8.  A
+        # preemption that would evict one member of any of them drops that node.
         dgx = next(n for n in nodes if n["metadata"]["name"] == "node-d-dgx-h100")
-        for k in (1, 2, 3, 4):
+        for k in range(1, 9):
             call(api, "POST", "/api/v1/nodes",
                  {"kind": "Node", "apiVersion": "v1",
                   "metadata": {"name": "pre-%d" % k, "annotations": {"topofit.io/topology":
@@ -339,14 +341,18 @@ def main():
                              "allocatable": {"nvidia.com/gpu": "8"},
                              "conditions": [{"type": "Ready", "status": "True"}]}})
 
-        def foreign_member(name, node):
+        def foreign_member(name, node, group=("annotations", "topofit.io/group", "fx")):
             pod = gpu_pod(name, 8)
             pod["spec"]["nodeName"] = node
             pod["status"]["phase"] = "Running"
             pod["metadata"]["annotations"] = {
-                "topofit.io/group": "fx",
                 "topofit.io/gpus": json.dumps({"version": 1, "node": node, "containers": [
                     {"name": "main", "indices": list(range(8)), "uuids": [""] * 8}]})}
+            where, key, value = group
+            if where == "schedulingGroup":
+                pod["spec"]["schedulingGroup"] = {"podGroupName": value}
+            else:
+                pod["metadata"][where][key] = value
             return json.loads(call(api, "POST", "/api/v1/namespaces/default/pods", pod)[1])
 
         def jobset_member(name):
@@ -355,6 +361,10 @@ def main():
             return json.loads(call(api, "POST", "/api/v1/namespaces/default/pods", pod)[1])
 
         fx_a, fx_b = foreign_member("fx-a", "pre-1"), foreign_member("fx-b", "pre-2")
+        pg = ("schedulingGroup", None, "fy")
+        vc = ("annotations", "scheduling.k8s.io/group-name", "fz")
+        fy = [foreign_member("fy-a", "pre-5", pg), foreign_member("fy-b", "pre-6", pg)]
+        fz = [foreign_member("fz-a", "pre-7", vc), foreign_member("fz-b", "pre-8", vc)]
         time.sleep(0.5)  # the view sees the new nodes
         jx = [jobset_member("jx-0"), jobset_member("jx-1")]
         jx_bound = [schedule(api, ext, jx[0], ["pre-3"]), schedule(api, ext, jx[1], ["pre-4"])]
@@ -364,16 +374,22 @@ def main():
               [b[0] for b in jx_bound] == ["pre-3", "pre-4"] and
               all(a.get("topofit.io/group-id") == "jobset/default/jx" and
                   "topofit.io/group-domain" not in a for a in jx_ann), "%s %s" % (jx_bound, jx_ann))
-        settled = ext.settle(api, {p["metadata"]["uid"] for p in (fx_a, fx_b, jx[0], jx[1])})
+        settled = ext.settle(api, {p["metadata"]["uid"]
+                                   for p in [fx_a, fx_b, *jx, *fy, *fz]})
         urgent = gpu_pod("urgent-pre", 8)
         urgent["metadata"]["uid"] = "urgent-pre-uid"
         _, body = call(ext.port, "POST", "/preempt", {
             "Pod": urgent, "NodeNameToMetaVictims": {
                 "pre-1": {"Pods": [{"UID": fx_a["metadata"]["uid"]}], "NumPDBViolations": 0},
-                "pre-3": {"Pods": [{"UID": jx[0]["metadata"]["uid"]}], "NumPDBViolations": 0}}})
+                "pre-3": {"Pods": [{"UID": jx[0]["metadata"]["uid"]}], "NumPDBViolations": 0},
+                "pre-5": {"Pods": [{"UID": fy[0]["metadata"]["uid"]}], "NumPDBViolations": 0},
+                "pre-7": {"Pods": [{"UID": fz[0]["metadata"]["uid"]}], "NumPDBViolations": 0}}})
         kept = json.loads(body).get("NodeNameToMetaVictims") or {}
         check("live: preempt never evicts one member of a gang that has no group record",
               settled and "pre-1" not in kept and "pre-3" not in kept, body[:400])
+        check("live: nor one member of a gang another scheduler bound, named by its "
+              "spec.schedulingGroup or its Volcano group-name annotation",
+              settled and "pre-5" not in kept and "pre-7" not in kept, body[:400])
 
         # issue 11: a gang's domain and hold survive an extender restart.  Two NVLink
         # domains (label nvidia.com/gpu.clique) x and y of three Ready 8-GPU nodes; a

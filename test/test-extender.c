@@ -2304,6 +2304,66 @@ topology_keys_map_to_domain_levels(void **state)
 }
 
 /* The group record a grouped pod is bound with: round trip, and what is refused. */
+/* A pod with one key set: ext_pod_group_id asks only keys ext_group_keys lists (the live
+ * view's cache keeps those and no others), and each listed key that names a group does. */
+struct one_key_pod {
+        const char *key, *value;
+        bool annotation;
+        const char *const *labels, *const *annotations;
+        size_t n_labels, n_annotations;
+};
+
+static const char *
+one_key(const void *pod, const char *key, bool annotation)
+{
+        const struct one_key_pod *p = pod;
+        const char *const *list = annotation ? p->annotations : p->labels;
+        size_t n = annotation ? p->n_annotations : p->n_labels;
+        bool listed = false;
+
+        for (size_t i = 0; i < n; i++)
+                listed = listed || strcmp(list[i], key) == 0;
+        if (!listed)
+                fail_msg("asked %s %s, which ext_group_keys does not list",
+                         annotation ? "annotation" : "label", key);
+        return annotation == p->annotation && strcmp(key, p->key) == 0 ? p->value : NULL;
+}
+
+static void
+group_keys_are_the_keys_the_group_id_reads(void **state)
+{
+        const char *labels[32], *annotations[32];
+        struct one_key_pod pod = { .labels = labels, .annotations = annotations };
+        char id[PLACE_NAME_MAX];
+        const char *size_key;
+        unsigned named = 0;
+
+        pod.n_labels = ext_group_keys(false, labels, ELEMENTSOF(labels));
+        pod.n_annotations = ext_group_keys(true, annotations, ELEMENTSOF(annotations));
+        /* The live view's cache keeps at most 16 of each (KUBE_MAX_KEPT_LABELS). */
+        assert_in_range(pod.n_labels, 1, 16);
+        assert_in_range(pod.n_annotations, 1, 16);
+        for (int a = 0; a < 2; a++)
+                for (size_t i = 0; i < (a ? pod.n_annotations : pod.n_labels); i++) {
+                        pod.annotation = a;
+                        pod.key = a ? annotations[i] : labels[i];
+                        pod.value = "g";
+                        ext_pod_group_id(&pod, one_key, "ns", NULL, id, &size_key);
+                        named += id[0] != 0;
+                }
+        /* Every key but LeaderWorkerSet's group index (it only adds to the name's id). */
+        assert_int_equal(named, pod.n_labels + pod.n_annotations - 1);
+        pod.key = "jobset.sigs.k8s.io/jobset-name";
+        pod.annotation = false;
+        ext_pod_group_id(&pod, one_key, "ns", NULL, id, &size_key);
+        assert_string_equal(id, "jobset/ns/g");
+        assert_null(size_key);
+        /* spec.schedulingGroup comes first, and asks nothing. */
+        pod.n_labels = pod.n_annotations = 0;
+        ext_pod_group_id(&pod, one_key, "ns", "pg", id, &size_key);
+        assert_string_equal(id, "podgroup/ns/pg");
+}
+
 static void
 codec_round_trips_the_group_record(void **state)
 {
@@ -3664,6 +3724,95 @@ ledger_remembers_requests_and_grants_for_later_requests(void **state)
         ext_ledger_free(l);
 }
 
+/* The request memo copies a verdict, loss included, between nodes of one class and free
+ * set, so a node's loss may depend on nothing else of it (found in review: the drained-node
+ * loss once left out each node in a multi-node domain, the memo copied the first node's loss
+ * to the rest and the ranking came out inverted; now it is left out for the whole view when
+ * it has domains).  12 identical half-used H100 nodes, the first six with a leaf label:
+ * each node's loss and priority in a request over all twelve, in either order, are what it
+ * gets in a request of its own, and what eight of them get below the memo's threshold. */
+static void
+memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster(void **state)
+{
+        enum { N = 12 };
+        const struct ext_node *nodes[N], *rev[N];
+        struct ext_verdict v[N], w[N], one;
+        struct ext_request req = { .uid = "asker", .count = 1 };
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_config cfg;
+        char *json = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        unsigned loss_differs = 0, prio_differs = 0;
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        for (unsigned i = 0; i < N; i++) {
+                char name[16], uid[24];
+                struct topo_mask used;
+
+                snprintf(name, sizeof(name), "n%02u", i);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, json, strlen(json), 8,
+                                                              NULL), 0);
+                if (i < N / 2)
+                        assert_int_equal(ext_cluster_builder_node_label(
+                                                 b, "network.topology.nvidia.com/leaf", "leaf-a"),
+                                         0);
+                assert_int_equal(topo_mask_parse("0,1,2,3", 8, &used), 0);
+                snprintf(uid, sizeof(uid), "busy-%u", i);
+                assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name, &used), 0);
+        }
+        free(json);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        for (unsigned i = 0; i < N; i++) {
+                char name[16];
+
+                snprintf(name, sizeof(name), "n%02u", i);
+                nodes[i] = ext_cluster_find_node(c, name);
+                assert_non_null(nodes[i]);
+                rev[N - 1 - i] = nodes[i];
+        }
+        {
+                struct ext_ledger *l = ext_ledger_new(&cfg);
+
+                assert_int_equal(ext_prioritize(c, l, &cfg, &req, nodes, N, 0, v), N);
+                ext_ledger_free(l);
+                l = ext_ledger_new(&cfg);
+                assert_int_equal(ext_prioritize(c, l, &cfg, &req, rev, N, 0, w), N);
+                ext_ledger_free(l);
+        }
+        for (unsigned i = 0; i < N; i++) {
+                struct ext_ledger *l = ext_ledger_new(&cfg);
+
+                assert_int_equal(ext_prioritize(c, l, &cfg, &req, &nodes[i], 1, 0, &one), 1);
+                ext_ledger_free(l);
+                loss_differs += v[i].loss != one.loss;
+                prio_differs += v[i].priority != w[N - 1 - i].priority;
+        }
+        {
+                /* Eight of them (below EXT_REQUEST_MEMO_MIN_NODES: no memo, each node decided
+                 * on its own): the ranking the memo should not change. */
+                const struct ext_node *eight[8] = { nodes[0], nodes[1], nodes[2], nodes[3],
+                                                    nodes[6], nodes[7], nodes[8], nodes[9] };
+                struct ext_verdict e[8];
+                struct ext_ledger *l = ext_ledger_new(&cfg);
+
+                assert_int_equal(ext_prioritize(c, l, &cfg, &req, eight, 8, 0, e), 8);
+                ext_ledger_free(l);
+                for (unsigned i = 0; i < 8; i++) {
+                        unsigned at = i < 4 ? i : i + 2;
+
+                        prio_differs += e[i].priority != v[at].priority;
+                }
+        }
+        ext_cluster_unref(c);
+        assert_int_equal(loss_differs, 0);
+        assert_int_equal(prio_differs, 0);
+        /* A label alone does not make a node lose less (the drained-node loss is off for
+         * the whole view, which has a domain), and the loss is not nothing. */
+        assert_float_equal(v[0].loss, v[N - 1].loss, 1e-12);
+        assert_true(v[0].loss > 0);
+}
+
 int
 main(void)
 {
@@ -3701,6 +3850,7 @@ main(void)
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
+                cmocka_unit_test(memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
@@ -3708,6 +3858,7 @@ main(void)
                 cmocka_unit_test(gang_domain_is_never_a_cordoned_node),
                 cmocka_unit_test(podgroup_topology_key_keeps_the_gang_within_one_label_value),
                 cmocka_unit_test(topology_keys_map_to_domain_levels),
+                cmocka_unit_test(group_keys_are_the_keys_the_group_id_reads),
                 cmocka_unit_test(codec_round_trips_the_group_record),
                 cmocka_unit_test(gang_domain_and_hold_survive_a_restart),
                 cmocka_unit_test(preempt_for_a_gang_member_stays_in_its_domain),

@@ -423,6 +423,101 @@ pod_decoder_cases(void **state)
         }
 }
 
+/* The keys that name a pod's group (the cache's pod_labels and pod_annotations) and its
+ * spec.schedulingGroup are kept, nothing else; a repeat of a kept key is refused. */
+static void
+pod_decoder_keeps_the_keys_that_name_its_group(void **state)
+{
+        const char *const labels[] = { "jobset.sigs.k8s.io/jobset-name", "absent/key", NULL };
+        const char *const annotations[] = { "scheduling.k8s.io/group-name", NULL };
+        struct kube__decode_opts d = { .pod_labels = labels, .pod_annotations = annotations };
+        static const char meta[] =
+                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\","
+                "\"labels\":{\"app\":\"x\",\"jobset.sigs.k8s.io/jobset-name\":\"js\"%s},"
+                "\"annotations\":{\"scheduling.k8s.io/group-name\":\"vg\",\"other/a\":\"b\","
+                "\"topofit.io/gpus\":\"0\"}},\"spec\":{%s}}";
+        static const struct {
+                const char *extra_label, *spec, *group;
+                int ret;
+        } cases[] = {
+                { "", "\"schedulingGroup\":{\"podGroupName\":\"pg-1\"}", "pg-1", 0 },
+                { "", "", "", 0 },
+                { "", "\"schedulingGroup\":{\"podGroupName\":7}", "", 0 },
+                { "", "\"schedulingGroup\":{\"podGroupName\":\"\"}", "", 0 },
+                { ",\"jobset.sigs.k8s.io/jobset-name\":\"js2\"", "", NULL, -EINVAL },
+                { ",\"app\":\"y\"", "", "", 0 }, /* a repeat of a key nobody reads */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char json[1024];
+                CLEANUP(cJSON_Deletep) cJSON *j = NULL;
+                struct kube__obj *o = NULL;
+
+                snprintf(json, sizeof(json), meta, cases[i].extra_label, cases[i].spec);
+                j = cJSON_Parse(json);
+                assert_non_null(j);
+                assert_int_equal(kube__decode_pod(j, &d, &o, NULL), cases[i].ret);
+                if (cases[i].ret < 0)
+                        continue;
+                assert_string_equal(o->pod.scheduling_group, cases[i].group);
+                assert_int_equal(o->pod.n_labels, 1);
+                assert_string_equal(o->pod.labels[0].key, "jobset.sigs.k8s.io/jobset-name");
+                assert_string_equal(o->pod.labels[0].value, "js");
+                assert_int_equal(o->pod.n_annotations, 2); /* not other/a */
+                assert_string_equal(o->pod.annotations[0].key, "scheduling.k8s.io/group-name");
+                assert_string_equal(o->pod.annotations[0].value, "vg");
+                assert_string_equal(o->pod.annotations[1].key, "topofit.io/gpus");
+                kube__obj_unref(o);
+        }
+        /* Without the lists, only topofit.io/ annotations, no labels. */
+        {
+                char json[1024];
+                CLEANUP(cJSON_Deletep) cJSON *j = NULL;
+                struct kube__obj *o = NULL;
+
+                snprintf(json, sizeof(json), meta, "", "");
+                j = cJSON_Parse(json);
+                assert_int_equal(kube__decode_pod(j, NULL, &o, NULL), 0);
+                assert_int_equal(o->pod.n_labels, 0);
+                assert_int_equal(o->pod.n_annotations, 1);
+                kube__obj_unref(o);
+        }
+}
+
+/* However many topofit.io/ annotations a pod has, it is decoded (a pod left out of the cache
+ * would have its GPUs look free): the first KUBE_MAX_KEPT_ANNOTATIONS are kept, and the
+ * listed keys always, even when they sort after the others. */
+static void
+pod_decoder_keeps_listed_annotations_past_the_cap(void **state)
+{
+        const char *const listed[] = { "topofit.io/gpus", NULL };
+        struct kube__decode_opts d = { .pod_annotations = listed };
+        CLEANUP(cJSON_Deletep) cJSON *j = cJSON_Parse(
+                "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\","
+                "\"annotations\":{}},\"spec\":{}}");
+        cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "annotations");
+        struct kube__obj *o = NULL;
+        bool gpus = false;
+
+        for (int i = 0; i < 40; i++) {
+                char key[32];
+
+                snprintf(key, sizeof(key), "topofit.io/a%02d", i);
+                cJSON_AddStringToObject(ann, key, "x");
+        }
+        cJSON_AddStringToObject(ann, "topofit.io/gpus", "{}");
+        assert_int_equal(kube__decode_pod(j, &d, &o, NULL), 0);
+        assert_int_equal(o->pod.n_annotations, 32 + 1);
+        for (uint32_t i = 0; i < o->pod.n_annotations; i++)
+                gpus |= strcmp(o->pod.annotations[i].key, "topofit.io/gpus") == 0;
+        assert_true(gpus);
+        kube__obj_unref(o);
+        /* Not listed: the pod is still decoded, its first 32 kept. */
+        assert_int_equal(kube__decode_pod(j, NULL, &o, NULL), 0);
+        assert_int_equal(o->pod.n_annotations, 32);
+        kube__obj_unref(o);
+}
+
 static void
 podgroup_decoder_keeps_min_count_and_topology_key(void **state)
 {
@@ -767,6 +862,8 @@ main(void)
                 cmocka_unit_test(in_cluster_cases_configure_or_fail_clearly),
                 cmocka_unit_test(pod_decoder_cases),
                 cmocka_unit_test(pod_decoder_counts_configured_resource_names),
+                cmocka_unit_test(pod_decoder_keeps_the_keys_that_name_its_group),
+                cmocka_unit_test(pod_decoder_keeps_listed_annotations_past_the_cap),
                 cmocka_unit_test(podgroup_decoder_keeps_min_count_and_topology_key),
                 cmocka_unit_test(podgroup_decoder_cases),
                 cmocka_unit_test(podgroup_decoder_refuses_an_oversized_name),

@@ -168,8 +168,9 @@ loss_of_the_last_eight_gpu_set_outweighs_broken_nodes(void **state)
 /* The drained-node loss: a 1-GPU pod that takes the last free GPU of a GB200 tray or of an
  * HGX H100 costs both alike now (one 1-GPU set), but the H100 more once drained: it keeps
  * that node from serving an 8-GPU set when its other pods end, which the tray never had.
- * So the tray ranks first.  Not for nodes in a multi-node domain (their GPUs are also room
- * for their domain's gangs), nor with drain_weight 0. */
+ * So the tray ranks first.  Not in a view with a multi-node domain (a node's GPUs are then
+ * also room for its domain's gangs), whether every node is in one or one alone (a label
+ * alone must not make a node lose less), nor with drain_weight 0. */
 static void
 loss_counts_what_the_set_keeps_from_the_drained_node(void **state)
 {
@@ -187,17 +188,21 @@ loss_counts_what_the_set_keeps_from_the_drained_node(void **state)
         assert_true(cfg.drain_weight > 0);
         off = cfg;
         off.drain_weight = 0;
-        for (int pass = 0; pass < 3; pass++) {
+        for (int pass = 0; pass < 4; pass++) {
                 CLEANUP(place_view_unrefp) struct place_view *v = NULL;
                 CLEANUP(place_view_unrefp) struct place_view *vo = NULL;
                 struct place_candidate c[2];
                 double loss[2], loss_off[2];
 
-                /* pass 1: every node in one NVLink domain; pass 2: under one leaf (level 1) */
+                /* pass 1: every node in one NVLink domain; pass 2: under one leaf (level 1);
+                 * pass 3: the tray alone under a leaf */
                 for (size_t i = 0; i < 3; i++)
                         for (unsigned l = 0; l < PLACE_MAX_LEVELS; l++)
                                 nodes[i].domain[l] =
-                                        pass > 0 && l == (unsigned)(pass - 1) ? "d" : NULL;
+                                        pass > 0 && l == (unsigned)(pass == 3 ? 1 : pass - 1) &&
+                                                        (pass < 3 || i == 0)
+                                                ? "d"
+                                                : NULL;
                 assert_int_equal(place_view_new(&cfg, nodes, 3, NULL, 0, NULL, NULL, &v), 0);
                 assert_int_equal(place_view_new(&off, nodes, 3, NULL, 0, NULL, NULL, &vo), 0);
                 for (size_t i = 0; i < 2; i++) {

@@ -4,8 +4,8 @@
  * bytes are parsed with cJSON as kube-ops.c does for a GET or a watch event, then the tree
  * (and each item of a List) goes through kube__decode_node(), kube__decode_pod() and
  * kube__decode_podgroup(), with GPU resource names and kept labels configured as the
- * extender does; a Node with the listed labels kept and with every label kept
- * (fuzz-kube-node.h says what is asserted).
+ * extender does; a Node with the listed labels kept and with every label kept, a Pod with
+ * the keys that name its group kept (fuzz-kube-node.h says what is asserted).
  * Seeds: test/data/kube-scheduler-v1.20 (Nodes, Pods) and test/data/extender.
  */
 #include <stdint.h>
@@ -38,6 +38,7 @@ decode_one(const cJSON *o)
                 CLEANUP(kube__obj_unrefp) struct kube__obj *p = NULL;
                 (void)kube__decode_pod(o, NULL, &p, &why);
         }
+        fuzz_kube_decode_pod_grouped(o, gpu_resources);
         {
                 CLEANUP(kube__obj_unrefp) struct kube__obj *g = NULL;
                 (void)kube__decode_podgroup(o, &g, &why);

@@ -44,9 +44,10 @@ on_event(enum kube_event_type type, const cJSON *object, void *userdata)
         x->events++;
         if (type == KUBE_EVENT_BOOKMARK || type == KUBE_EVENT_DELETED)
                 return 0;
-        if (x->pods)
+        if (x->pods) {
                 (void)kube__decode_pod(object, &opts, &o, &why);
-        else if (x->podgroups)
+                fuzz_kube_decode_pod_grouped(object, gpu_resources);
+        } else if (x->podgroups)
                 (void)kube__decode_podgroup(object, &o, &why);
         else
                 fuzz_kube_decode_node_both(object, gpu_resources, node_labels);

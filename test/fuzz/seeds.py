@@ -160,6 +160,14 @@ put("kube-watch", "error-410", b"\x00" + bookmark("5") + ev("ERROR", {
     "kind": "Status", "apiVersion": "v1", "status": "Failure",
     "message": "too old resource version: 5 (9000)", "reason": "Expired", "code": 410}))
 put("kube-watch", "cut-mid-event", b"\x00" + ev("ADDED", nodes[0])[:200])
+# Pods another scheduler bound, whose group is named by spec.schedulingGroup, a JobSet
+# label and a Volcano annotation (the keys the extender's cache keeps, fuzz-kube-node.h).
+grouped = json.loads(json.dumps(pod))
+grouped["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+grouped["metadata"].setdefault("labels", {})["jobset.sigs.k8s.io/jobset-name"] = "js"
+grouped["metadata"].setdefault("annotations", {})["scheduling.k8s.io/group-name"] = "vg"
+put("kube-decode", "pod-grouped.json", json.dumps(grouped))
+put("kube-watch", "pod-grouped", b"\x80" + ev("ADDED", grouped) + ev("MODIFIED", grouped))
 podgroup = json.loads(read(os.path.join(data, "kube", "podgroup-v1beta1.json")))
 put("kube-watch", "podgroup-lifecycle", b"\x40" + ev("ADDED", podgroup) + ev("MODIFIED", podgroup) +
     ev("DELETED", podgroup))
