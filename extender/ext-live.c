@@ -58,13 +58,20 @@ on_change(uint64_t generation, void *userdata)
         pthread_mutex_unlock(&lv->lock);
 }
 
+/* The value of key among n kept pairs, NULL when absent. */
+static const char *
+kv_get(const struct kube_kv *kv, uint32_t n, const char *key)
+{
+        for (uint32_t i = 0; i < n; i++)
+                if (strcmp(kv[i].key, key) == 0)
+                        return kv[i].value;
+        return NULL;
+}
+
 static const char *
 annotation(const struct kube_pod *p, const char *key)
 {
-        for (uint32_t i = 0; i < p->n_annotations; i++)
-                if (strcmp(p->annotations[i].key, key) == 0)
-                        return p->annotations[i].value;
-        return NULL;
+        return kv_get(p->annotations, p->n_annotations, key);
 }
 
 /* ext_pod_key_fn over the labels and annotations the cache kept of a pod: a non-empty
@@ -73,13 +80,10 @@ static const char *
 kept_key(const void *pod, const char *key, bool is_annotation)
 {
         const struct kube_pod *p = pod;
-        const struct kube_kv *kv = is_annotation ? p->annotations : p->labels;
-        uint32_t n = is_annotation ? p->n_annotations : p->n_labels;
+        const char *v = is_annotation ? kv_get(p->annotations, p->n_annotations, key)
+                                      : kv_get(p->labels, p->n_labels, key);
 
-        for (uint32_t i = 0; i < n; i++)
-                if (strcmp(kv[i].key, key) == 0)
-                        return kv[i].value[0] ? kv[i].value : NULL;
-        return NULL;
+        return v && v[0] ? v : NULL;
 }
 
 /* The gang of the pod just added to b, for preempt (a bad record or id: the next source):
@@ -475,10 +479,12 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
         struct kube_cache_options o;
         const char *resources[EXT_MAX_RESOURCES + 1] = { 0 };
         const char *domain_labels[EXT_MAX_DOMAIN_LABELS + 1] = { 0 };
+        static const char *const read_annotations[] = { TOPO_GPUS_KEY,
+                                                        EXT_GROUP_RECORD_ANNOTATION,
+                                                        EXT_GROUP_ID_ANNOTATION };
         const char *group_labels[KUBE_MAX_KEPT_LABELS + 1] = { 0 };
-        const char *group_annotations[KUBE_MAX_KEPT_LABELS + 1] = { TOPO_GPUS_KEY,
-                                                                    EXT_GROUP_RECORD_ANNOTATION,
-                                                                    EXT_GROUP_ID_ANNOTATION };
+        const char *group_annotations[KUBE_MAX_KEPT_LABELS + 1] = { 0 };
+        const size_t n_read = ELEMENTSOF(read_annotations);
         struct ext_live *lv;
         int r;
 
@@ -514,7 +520,8 @@ ext_live_start(struct ext_state *s, const char *kubeconfig, struct ext_live **re
          * pod has) and the keys that name a pod's group, for the gangs of pods other
          * schedulers bound. */
         (void)ext_group_keys(false, group_labels, KUBE_MAX_KEPT_LABELS);
-        (void)ext_group_keys(true, group_annotations + 3, KUBE_MAX_KEPT_LABELS - 3);
+        memcpy(group_annotations, read_annotations, sizeof(read_annotations));
+        (void)ext_group_keys(true, group_annotations + n_read, KUBE_MAX_KEPT_LABELS - n_read);
         o.pod_labels = group_labels;
         o.pod_annotations = group_annotations;
         o.on_change = on_change;
