@@ -835,14 +835,16 @@ stage_put_string(struct stage *st, const char *s, size_t n, bool known_plain)
  * kube-scheduler 1.20 has no FailedAndUnresolvableNodes field and would drop them without a
  * reason, while 1.21+ lets FailedAndUnresolvableNodes take precedence for a node in both. */
 static int
-failed_map(const struct ext_args *a, const struct ext_verdict *v, bool only_unresolvable,
-           struct buf *out)
+failed_map(const struct ext_args *a, const struct ext_verdict *vs, const uint32_t *rep,
+           bool only_unresolvable, struct buf *out)
 {
         bool first = true;
         int r = buf_puts(out, "{");
 
         for (size_t i = 0; r >= 0 && i < a->n; i++) {
-                if (v[i].r == 0 || (only_unresolvable && !ext_verdict_unresolvable(&v[i])))
+                const struct ext_verdict *v = ext_verdict_at(vs, rep, i);
+
+                if (v->r == 0 || (only_unresolvable && !ext_verdict_unresolvable(v)))
                         continue;
                 if (!first)
                         r = buf_puts(out, ",");
@@ -852,15 +854,16 @@ failed_map(const struct ext_args *a, const struct ext_verdict *v, bool only_unre
                 if (r >= 0)
                         r = buf_puts(out, ":");
                 if (r >= 0)
-                        r = buf_put_json_string(out, v[i].why ? v[i].why : "does not fit");
+                        r = buf_put_json_string(out, v->why ? v->why : "does not fit");
         }
         return r < 0 ? r : buf_puts(out, "}");
 }
 
 int
 ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
-                         const char *error, struct buf *out)
+                         const uint32_t *rep, const char *error, struct buf *out)
 {
+#define FITS(i) (ext_verdict_at(v, rep, (i))->r == 0)
         bool first = true;
         int r;
 
@@ -875,14 +878,14 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                 for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
                         size_t j = i;
 
-                        if (v[i].r != 0)
+                        if (!FITS(i))
                                 continue;
                         if (!first)
                                 stage_put(&st, ",", 1);
                         first = false;
                         /* A run of fitting plain names, as the body's NodeNames has them
                          * (commas and blanks between included): one copy for the run. */
-                        while (echo_run && a->name_plain[j] && j + 1 < a->n && v[j + 1].r == 0 &&
+                        while (echo_run && a->name_plain[j] && j + 1 < a->n && FITS(j + 1) &&
                                a->name_plain[j + 1])
                                 j++;
                         if (j > i) {
@@ -903,7 +906,7 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                 /* Each kept Node echoed byte for byte from the body (its span). */
                 r = buf_puts(out, "{\"Nodes\":{\"metadata\":{},\"items\":[");
                 for (size_t i = 0; r >= 0 && i < a->n; i++) {
-                        if (v[i].r != 0)
+                        if (!FITS(i))
                                 continue;
                         if (!first)
                                 r = buf_puts(out, ",");
@@ -917,11 +920,11 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         if (r >= 0)
                 r = buf_puts(out, ",\"FailedNodes\":");
         if (r >= 0)
-                r = failed_map(a, v, false, out);
+                r = failed_map(a, v, rep, false, out);
         if (r >= 0)
                 r = buf_puts(out, ",\"FailedAndUnresolvableNodes\":");
         if (r >= 0)
-                r = failed_map(a, v, true, out);
+                r = failed_map(a, v, rep, true, out);
         if (r >= 0)
                 r = buf_puts(out, ",\"Error\":");
         if (r >= 0)
@@ -929,10 +932,12 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
         if (r >= 0)
                 r = buf_puts(out, "}");
         return r;
+#undef FITS
 }
 
 int
-ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, struct buf *out)
+ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *vs, const uint32_t *rep,
+                      struct buf *out)
 {
         /* {"Host":"name","Score":N}: a plain name's entry is put in one piece, from the comma
          * before it to its brace; another's name goes through stage_put_string. */
@@ -942,7 +947,8 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v, str
         (void)buf_reserve(out, names_bytes(a, sizeof(open) + sizeof(mid) + 4) + 16);
         stage_put(&st, "[", 1);
         for (size_t i = 0; st.r >= 0 && i < a->n; i++) {
-                unsigned score = v[i].r == 0 ? (unsigned)MAX(v[i].priority, 0) : 0;
+                const struct ext_verdict *v = ext_verdict_at(vs, rep, i);
+                unsigned score = v->r == 0 ? (unsigned)MAX(v->priority, 0) : 0;
                 size_t len = ext_args_name_len(a, i), skip = i == 0;
                 char *p;
 

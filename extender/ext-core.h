@@ -459,6 +459,26 @@ int ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const stru
                    const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
                    uint64_t now_ns, struct ext_verdict *ret);
 
+/* ext_filter and ext_prioritize with their verdicts compact, as the HTTP handler takes them:
+ * node i's verdict is ret[rep[i]] (ext_verdict_at()), rep[i] <= i.  Nodes of one topology
+ * class with the same free GPUs share one verdict, so of ret only the entries with
+ * rep[i] == i are written (for 5,000 nodes of one 8-GPU class, at most 256 of 5,000
+ * 112-byte verdicts).  -E2BIG when n exceeds UINT32_MAX. */
+int ext_filter_rep(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+                   const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+                   uint64_t now_ns, struct ext_verdict *ret, uint32_t *rep);
+int ext_prioritize_rep(const struct ext_cluster *c, struct ext_ledger *l,
+                       const struct ext_config *cfg, const struct ext_request *req,
+                       const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+                       struct ext_verdict *ret, uint32_t *rep);
+
+/* Node i's verdict: v[rep[i]], or v[i] when rep is NULL (one verdict per node). */
+static inline const struct ext_verdict *
+ext_verdict_at(const struct ext_verdict *v, const uint32_t *rep, size_t i)
+{
+        return &v[rep ? rep[i] : i];
+}
+
 /* Bind, the commit point: under the ledger lock, takes the pod's reservation on node when
  * its GPUs are still free, or else the best free set now, and records it as committed for
  * uid.  Returns 0 and the set in *ret, -ENOENT (node unknown), -ENOSPC / -EAGAIN /
@@ -584,12 +604,14 @@ int ext_request_decode(const char *json, size_t len, const struct ext_config *cf
 
 /* ExtenderFilterResult: passing nodes in the mode the request used (NodeNames, or Nodes
  * echoed as sent), the others with their reasons in FailedNodes or
- * FailedAndUnresolvableNodes, and Error ("" when error is NULL). */
+ * FailedAndUnresolvableNodes, and Error ("" when error is NULL).  Node i's verdict is
+ * ext_verdict_at(v, rep, i) (rep NULL: v[i]). */
 int ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
-                             const char *error, struct buf *out);
-/* HostPriorityList: [{"Host":name,"Score":priority}] for every node of the request. */
+                             const uint32_t *rep, const char *error, struct buf *out);
+/* HostPriorityList: [{"Host":name,"Score":priority}] for every node of the request; node
+ * i's verdict as above. */
 int ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v,
-                          struct buf *out);
+                          const uint32_t *rep, struct buf *out);
 
 /* ExtenderBindingArgs{PodName, PodNamespace, PodUID, Node}. */
 struct ext_binding {

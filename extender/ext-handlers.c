@@ -73,17 +73,23 @@ log_verdict(enum ext_verb verb, const struct ext_request *req, const char *node,
  * node).  In the same pass, the best fitting verdict for the log (the highest priority,
  * the first among equals), -1 when none fits. */
 static ssize_t
-count_outcomes(struct ext_state *s, enum ext_verb verb, const struct ext_verdict *v, size_t n)
+count_outcomes(struct ext_state *s, enum ext_verb verb, const struct ext_verdict *vs,
+               const uint32_t *rep, size_t n)
 {
         uint64_t outcomes[_EXT_OUTCOME_MAX] = { 0 };
+        const struct ext_verdict *bv = NULL;
         ssize_t best = -1;
 
         for (size_t i = 0; i < n; i++) {
-                outcomes[v[i].r == 0                        ? EXT_OUTCOME_FIT
-                         : ext_verdict_unresolvable(&v[i]) ? EXT_OUTCOME_UNRESOLVABLE
-                                                           : EXT_OUTCOME_NO_FIT]++;
-                if (v[i].r == 0 && (best < 0 || v[i].priority > v[best].priority))
+                const struct ext_verdict *v = ext_verdict_at(vs, rep, i);
+
+                outcomes[v->r == 0                        ? EXT_OUTCOME_FIT
+                         : ext_verdict_unresolvable(v) ? EXT_OUTCOME_UNRESOLVABLE
+                                                       : EXT_OUTCOME_NO_FIT]++;
+                if (v->r == 0 && (!bv || v->priority > bv->priority)) {
+                        bv = v;
                         best = (ssize_t)i;
+                }
         }
         for (int o = 0; o < _EXT_OUTCOME_MAX; o++)
                 if (outcomes[o])
@@ -94,30 +100,32 @@ count_outcomes(struct ext_state *s, enum ext_verb verb, const struct ext_verdict
 /* One info line per request (the best node and set, or why none fits), one debug line per
  * node. */
 static void
-log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verdict *v, int fits,
-             ssize_t best)
+log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verdict *vs,
+             const uint32_t *rep, int fits, ssize_t best)
 {
         char name[EXT_NAME_MAX];
 
         for (size_t i = 0; log_get_level() >= LOG_LEVEL_DEBUG && i < a->n; i++)
-                log_verdict(verb, &a->req, ext_args_name(a, i, name), &v[i]);
+                log_verdict(verb, &a->req, ext_args_name(a, i, name), ext_verdict_at(vs, rep, i));
         if (best >= 0) {
+                const struct ext_verdict *v = ext_verdict_at(vs, rep, (size_t)best);
                 char gpus[TOPO_MAX_GPUS * 4];
 
-                if (topo_mask_format(&v[best].choice.set, gpus, sizeof(gpus)) < 0)
+                if (topo_mask_format(&v->choice.set, gpus, sizeof(gpus)) < 0)
                         gpus[0] = 0;
                 log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
                          "fit=%d best_node=%s gpus=%s busbw_gbps=%.1f score=%d",
                          ext_verb_to_string(verb), a->req.namespace, a->req.name, a->req.uid,
                          a->req.count, ext_placement_to_string(a->req.placement), a->n, fits,
                          LOG_V(ext_args_name(a, (size_t)best, name)), gpus,
-                         v[best].choice.busbw_gbps, v[best].priority);
+                         v->choice.busbw_gbps, v->priority);
         } else
                 log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
                          "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a->req.namespace,
                          a->req.name, a->req.uid, a->req.count,
                          ext_placement_to_string(a->req.placement), a->n,
-                         a->n > 0 && v[0].why ? v[0].why : "no nodes");
+                         a->n > 0 && vs[rep ? rep[0] : 0].why ? vs[rep ? rep[0] : 0].why
+                                                              : "no nodes");
 }
 
 static int
@@ -126,6 +134,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
 {
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
         CLEANUP(freep) struct ext_verdict *v = NULL;
+        CLEANUP(freep) uint32_t *rep = NULL;
         struct ext_nodes rn = { 0 };
         struct ext_args a = { 0 };
         const char *why = NULL, *wait = NULL;
@@ -139,26 +148,36 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                 return error_body(out, why ? why : "the request cannot be decoded"), status_of(r);
         }
         (void)ext_ledger_remember_request(s->ledger, &a.req);
-        /* Every entry is written before it is read: no need to clear them. */
+        /* Compact verdicts (ext_filter_rep): node i's is v[rep[i]], and only the entries a
+         * verdict is written to are read, so nothing needs clearing. */
         v = malloc(MAX(a.n, (size_t)1) * sizeof(*v));
-        if (!v || ext_nodes_resolve(c, &s->cfg, &a, &rn) < 0) {
+        rep = malloc(MAX(a.n, (size_t)1) * sizeof(*rep));
+        if (!v || !rep || ext_nodes_resolve(c, &s->cfg, &a, &rn) < 0) {
                 ext_nodes_release(&rn);
                 ext_args_release(&a);
                 return error_body(out, "out of memory"), 503;
         }
         if (verb == EXT_VERB_FILTER)
-                fits = ext_filter(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n, ext_now_ns(), v);
+                fits = ext_filter_rep(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n, ext_now_ns(),
+                                      v, rep);
         else
-                fits = ext_prioritize(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n, ext_now_ns(), v);
+                fits = ext_prioritize_rep(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n,
+                                          ext_now_ns(), v, rep);
+        if (fits < 0) {
+                ext_nodes_release(&rn);
+                ext_args_release(&a);
+                return error_body(out, "too many nodes in one request"), 413;
+        }
 
-        log_decision(verb, &a, v, fits, count_outcomes(s, verb, v, a.n));
+        log_decision(verb, &a, v, rep, fits, count_outcomes(s, verb, v, rep, a.n));
 
         /* No node fits, but one is where the scheduler preempted for this pod and the view
          * still shows the victims' GPUs in use: it has deleted them and retried before this
          * view saw the deletions.  Answering "no room" would park the pod until some later
          * cluster event; an Error makes the scheduler retry it after its backoff. */
         for (size_t i = 0; verb == EXT_VERB_FILTER && fits == 0 && !wait && i < a.n; i++)
-                if (v[i].r != 0 && ext_ledger_grant_waiting(s->ledger, a.req.uid, rn.nodes[i], ext_now_ns()))
+                if (ext_verdict_at(v, rep, i)->r != 0 &&
+                    ext_ledger_grant_waiting(s->ledger, a.req.uid, rn.nodes[i], ext_now_ns()))
                         wait = ext_args_name(&a, i, wait_name);
         if (wait)
                 log_info("decision", "verb=filter pod=%s/%s uid=%s node=%s outcome=victims_in_view "
@@ -166,10 +185,13 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                          a.req.namespace, a.req.name, a.req.uid, LOG_V(wait));
 
         if (verb == EXT_VERB_FILTER)
-                r = ext_filter_result_encode(&a, v, wait ? "topofit: waiting for the cluster view "
-                                             "to see this pod's preemption victims leave" : NULL, out);
+                r = ext_filter_result_encode(&a, v, rep,
+                                             wait ? "topofit: waiting for the cluster view to see "
+                                                    "this pod's preemption victims leave"
+                                                  : NULL,
+                                             out);
         else
-                r = ext_priorities_encode(&a, v, out);
+                r = ext_priorities_encode(&a, v, rep, out);
         ext_nodes_release(&rn);
         ext_args_release(&a);
         if (r < 0)

@@ -358,6 +358,20 @@ group_of(const struct ext_cluster *c, const struct ext_request *req,
         return buf;
 }
 
+/* Whether apply_groups() may change any verdict of req: groups are live in the ledger's
+ * table, or req's pod is grouped with a domain mode.  When not, it returns at once. */
+static bool
+groups_may_act(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
+               uint64_t now_ns)
+{
+        struct place_groups *g = ext__ledger_groups(l);
+
+        if (!c || !c->place || !g || req->count == 0)
+                return false;
+        return place_groups_live(g, now_ns) > 0 ||
+               (req->group.id[0] && req->group.mode != PLACE_DOMAIN_OFF);
+}
+
 /* domain-preferred, a group given a domain that could not hold it whole (none could): once no
  * node of that domain fits this pod, the domain to steer it to instead is the one where the
  * fitting nodes give the most sets of the group's shape (place_spill_domain), so the members
@@ -414,11 +428,9 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         ssize_t dom = -1;
         int x = 0, turned = 0;
 
-        if (!c || !c->place || !g || req->count == 0)
+        if (!groups_may_act(c, l, req, now_ns))
                 return 0;
         live = place_groups_live(g, now_ns) > 0;
-        if (!live && !(grp->id[0] && grp->mode != PLACE_DOMAIN_OFF))
-                return 0;
         /* Domains and holds count the free GPUs this request saw (ledger holds applied: GPUs
          * bound or reserved since the snapshot was built are not free), not the snapshot's;
          * on the nodes the request does not name (the scheduler's own filter left them out:
@@ -491,10 +503,25 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         return turned;
 }
 
-/* Filter and prioritize's common part: the verdicts of the n nodes into ret.  With rep,
- * rep[i] is the index (<= i) of the verdict that ret[i] was copied from (the memo's), i for
- * one decided here; *ret_steered tells whether the group step changed any verdict after the
- * copy (then copies may differ from their rep). */
+/* Node i's verdict copied from its representative's, for every i, and rep made the identity:
+ * each entry then stands alone (a step that changes one node's verdict needs that). */
+static void
+expand(struct ext_verdict *ret, uint32_t *rep, size_t n)
+{
+        for (size_t i = 0; rep && i < n; i++)
+                if (rep[i] != i) {
+                        ret[i] = ret[rep[i]];
+                        rep[i] = (uint32_t)i;
+                }
+}
+
+/* Filter and prioritize's common part: the verdicts of the n nodes.  Without rep, each into
+ * ret[i].  With rep, compact: node i's verdict is ret[rep[i]], where rep[i] <= i; a node
+ * whose (class, annotated, free GPUs) repeats an earlier node's gets only rep[i] (nodes of
+ * one class with the same free GPUs share a verdict, and 5,000 112-byte copies were most of
+ * the request's memory traffic), the others ret[i] with rep[i] == i.  When the group step
+ * may change single nodes' verdicts, they are expanded first (rep the identity).
+ * *ret_steered tells whether the group step changed any verdict. */
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -506,12 +533,21 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
         struct ext_held held[EXT_HELD_GATHER];
         int n_held = -1, fits = 0;
         bool steered = false;
+        /* Each node's free GPUs between the two passes: beside the verdicts in compact mode,
+         * so the copies' verdicts are never touched; in ret[i].free without. */
+        CLEANUP(freep) struct topo_mask *freev = rep ? malloc(MAX(n, (size_t)1) * sizeof(*freev))
+                                                     : NULL;
 
+        for (size_t i = 0; rep && i < n; i++)
+                rep[i] = (uint32_t)i;
+        if (!freev)
+                rep = NULL; /* memory is short: one verdict per node (rep stays the identity) */
+#define FREE_OF(i) (freev ? &freev[i] : &ret[i].free)
         /* First the free GPUs of every node, in one short critical section (bind rechecks
          * under the lock, so a hold added after it only costs a retry), none while the
-         * ledger is empty; ret[i].free carries them to the second pass.  A large request
-         * gathers the holds once and matches each node against them (by hash, then
-         * name) instead of looking each node up in the ledger. */
+         * ledger is empty.  A large request gathers the holds once and matches each node
+         * against them (by hash, then name) instead of looking each node up in the
+         * ledger. */
         if (holds) {
                 ext__ledger_lock(l);
                 if (n >= EXT_HELD_GATHER_MIN_NODES)
@@ -520,7 +556,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                                                           ELEMENTSOF(held));
         }
         for (size_t i = 0; i < n; i++) {
-                struct topo_mask *free = &ret[i].free;
+                struct topo_mask *free = FREE_OF(i);
 
                 if (!nodes[i])
                         continue;
@@ -542,38 +578,40 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 struct memo_slot *m = NULL;
                 struct topo_mask free;
 
-                if (rep)
-                        rep[i] = (uint32_t)i;
                 if (!nodes[i]) {
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
                 }
-                free = ret[i].free;
+                free = *FREE_OF(i);
                 if (memo.slots && nodes[i]->cls) {
                         memo_grow(&memo);
                         m = memo_find(&memo, nodes[i], &free);
                 }
                 if (m && m->cls) {
-                        ret[i] = ret[m->verdict];
                         if (rep)
                                 rep[i] = (uint32_t)m->verdict;
-                } else {
-                        decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
-                        if (with_priority && ret[i].r == 0 && c && c->place &&
-                            cfg->place.cluster_share > 0)
-                                ret[i].loss = node_loss(c, nodes[i], &ret[i]);
-                        if (m) {
-                                *m = (struct memo_slot){ .cls = nodes[i]->cls,
-                                                         .annotated = nodes[i]->annotated,
-                                                         .free = free, .verdict = i };
-                                memo.used++;
-                        }
+                        else
+                                ret[i] = ret[m->verdict];
+                        fits += ret[m->verdict].r == 0;
+                        continue;
                 }
-                if (ret[i].r == 0)
-                        fits++;
+                decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                if (with_priority && ret[i].r == 0 && c && c->place && cfg->place.cluster_share > 0)
+                        ret[i].loss = node_loss(c, nodes[i], &ret[i]);
+                if (m) {
+                        *m = (struct memo_slot){ .cls = nodes[i]->cls,
+                                                 .annotated = nodes[i]->annotated, .free = free,
+                                                 .verdict = i };
+                        memo.used++;
+                }
+                fits += ret[i].r == 0;
         }
+#undef FREE_OF
         free(memo.slots);
-        fits -= apply_groups(c, l, req, nodes, n, now_ns, ret, &steered);
+        if (groups_may_act(c, l, req, now_ns)) {
+                expand(ret, rep, n);
+                fits -= apply_groups(c, l, req, nodes, n, now_ns, ret, &steered);
+        }
         if (ret_steered)
                 *ret_steered = steered;
         return fits;
@@ -585,6 +623,16 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            uint64_t now_ns, struct ext_verdict *ret)
 {
         return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, NULL, NULL);
+}
+
+int
+ext_filter_rep(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+               uint64_t now_ns, struct ext_verdict *ret, uint32_t *rep)
+{
+        if (n > UINT32_MAX)
+                return -E2BIG;
+        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, rep, NULL);
 }
 
 /* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
@@ -673,11 +721,11 @@ name_before(const struct ext_cluster *c, const struct ext_node *a, const struct 
         return strcmp(a->name, b->name) < 0;
 }
 
-/* rank() over the distinct verdicts only, when that gives every node the priority it would
- * get alone: each step reads a verdict's own fields and the fitting verdicts' maxima and
- * minima, which copies do not change; not when a node's domain enters the cluster term
- * (the view has domains) or the group step changed verdicts after the copy.  Returns false
- * (nothing done) when it does not apply or would not save work. */
+/* rank() over the distinct verdicts only (compact: rep[i] == i), when that gives every node
+ * the priority it would get alone: each step reads a verdict's own fields and the fitting
+ * verdicts' maxima and minima, which copies do not change; not when a node's domain enters
+ * the cluster term (the view has domains) or the group step changed verdicts.  Returns
+ * false (nothing done) when it does not apply or would not save work. */
 static bool
 rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes,
@@ -694,7 +742,7 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
         if (!at)
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (ret[i].r == 0 && rep[i] == i) {
+                if (rep[i] == i && ret[i].r == 0) {
                         if (k == most)
                                 return false;
                         at[k++] = (uint32_t)i;
@@ -713,6 +761,46 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
         return true;
 }
 
+/* Prioritize into ret, compact with rep (filter_common), else one verdict per node. */
+static int
+prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+           const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
+           uint64_t now_ns, struct ext_verdict *ret, uint32_t *rep)
+{
+        bool steered = false;
+        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret, rep, &steered);
+        const struct ext_verdict *bv = NULL;
+        size_t best = 0;
+
+        if (fits <= 0 || req->count == 0)
+                return fits;
+        if (!rep || steered || !rank_distinct(c, cfg, req, nodes, ret, n, rep)) {
+                expand(ret, rep, n);
+                rank(c, cfg, req, nodes, ret, n);
+        }
+        /* The pod's best node: the highest priority, the first name among equals. */
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_verdict *v = &ret[rep ? rep[i] : i];
+
+                if (v->r == 0 && (!bv || v->priority > bv->priority ||
+                                  (v->priority == bv->priority &&
+                                   name_before(c, nodes[i], nodes[best])))) {
+                        bv = v;
+                        best = i;
+                }
+        }
+        if (!req->uid[0])
+                return fits;
+        /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
+         * it (ledger full) only costs that guarantee, never correctness.  A gang member's
+         * pick holds nothing (ext__ledger_put_group_locked says why). */
+        ext__ledger_lock(l);
+        (void)ext__ledger_put_group_locked(l, req->uid, nodes[best]->name, &bv->choice.set,
+                                           EXT_HOLD_RESERVED, req->group.id, now_ns);
+        ext__ledger_unlock(l);
+        return fits;
+}
+
 int
 ext__prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
                 const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
@@ -721,36 +809,9 @@ ext__prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct 
         CLEANUP(freep) uint32_t *rep = distinct_ok && n > 0 && n <= UINT32_MAX
                                                ? malloc(n * sizeof(*rep))
                                                : NULL;
-        bool steered = false, distinct;
-        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret, rep, &steered);
-        ssize_t best = -1;
+        int fits = prioritize(c, l, cfg, req, nodes, n, now_ns, ret, rep);
 
-        if (fits <= 0 || req->count == 0)
-                return fits;
-        distinct = rep && !steered && rank_distinct(c, cfg, req, nodes, ret, n, rep);
-        if (!distinct)
-                rank(c, cfg, req, nodes, ret, n);
-        /* One pass gives the copies their rep's priority (reps come first) and finds the pod's
-         * best node: the highest priority, the first name among equals. */
-        for (size_t i = 0; i < n; i++) {
-                if (ret[i].r != 0)
-                        continue;
-                if (distinct)
-                        ret[i].priority = ret[rep[i]].priority;
-                if (best < 0 || ret[i].priority > ret[best].priority ||
-                    (ret[i].priority == ret[best].priority &&
-                     name_before(c, nodes[i], nodes[best])))
-                        best = (ssize_t)i;
-        }
-        if (!req->uid[0])
-                return fits;
-        /* Tentative: bind takes it if it is still free, or picks afresh; a failure to record
-         * it (ledger full) only costs that guarantee, never correctness.  A gang member's
-         * pick holds nothing (ext__ledger_put_group_locked says why). */
-        ext__ledger_lock(l);
-        (void)ext__ledger_put_group_locked(l, req->uid, nodes[best]->name, &ret[best].choice.set,
-                                           EXT_HOLD_RESERVED, req->group.id, now_ns);
-        ext__ledger_unlock(l);
+        expand(ret, rep, n);
         return fits;
 }
 
@@ -760,6 +821,17 @@ ext_prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct e
                uint64_t now_ns, struct ext_verdict *ret)
 {
         return ext__prioritize(c, l, cfg, req, nodes, n, now_ns, true, ret);
+}
+
+int
+ext_prioritize_rep(const struct ext_cluster *c, struct ext_ledger *l,
+                   const struct ext_config *cfg, const struct ext_request *req,
+                   const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+                   struct ext_verdict *ret, uint32_t *rep)
+{
+        if (n > UINT32_MAX)
+                return -E2BIG;
+        return prioritize(c, l, cfg, req, nodes, n, now_ns, ret, rep);
 }
 
 /* Sets of the group's shape on the view's nodes in domain d of level l (PLACE_LEVEL_NODE: d

@@ -292,24 +292,28 @@ in_process(const char *cluster_path, const struct buf *filter, const struct buf 
                         struct ext_args a;
                         const struct ext_node **nodes;
                         struct ext_verdict *v;
+                        uint32_t *rep;
                         uint64_t t0 = thread_cpu_ns();
 
                         if (ext_args_decode(body->data, body->len, &cfg, &a, NULL) < 0)
                                 return -EINVAL;
                         nodes = malloc(a.n * sizeof(*nodes));
                         v = malloc(a.n * sizeof(*v));
+                        rep = malloc(a.n * sizeof(*rep));
                         for (size_t k = 0; k < a.n; k++)
                                 nodes[k] = ext_cluster_find_node(c, a.names[k]);
                         buf_reset(&out);
+                        /* As the HTTP handler does: compact verdicts. */
                         if (verb) {
-                                ext_prioritize(c, l, &cfg, &a.req, nodes, a.n, 0, v);
-                                ext_priorities_encode(&a, v, &out);
+                                ext_prioritize_rep(c, l, &cfg, &a.req, nodes, a.n, 0, v, rep);
+                                ext_priorities_encode(&a, v, rep, &out);
                         } else {
-                                ext_filter(c, l, &cfg, &a.req, nodes, a.n, 0, v);
-                                ext_filter_result_encode(&a, v, NULL, &out);
+                                ext_filter_rep(c, l, &cfg, &a.req, nodes, a.n, 0, v, rep);
+                                ext_filter_result_encode(&a, v, rep, NULL, &out);
                         }
                         free(nodes);
                         free(v);
+                        free(rep);
                         ext_args_release(&a);
                         lat[verb][i] = thread_cpu_ns() - t0;
                 }

@@ -136,8 +136,8 @@ ext_oracle_filter_echo_differs(const struct ext_args *a, const struct ext_verdic
         each.names_in_body = false;
         buf_init(&b1, EXT_MAX_BODY);
         buf_init(&b2, EXT_MAX_BODY);
-        if (ext_filter_result_encode(a, v, NULL, &b1) < 0 ||
-            ext_filter_result_encode(&each, v, NULL, &b2) < 0)
+        if (ext_filter_result_encode(a, v, NULL, NULL, &b1) < 0 ||
+            ext_filter_result_encode(&each, v, NULL, NULL, &b2) < 0)
                 diff = "an answer does not encode";
         else if (json_parse(b1.data, b1.len, 64u << 20, 0, &d1, NULL) < 0)
                 diff = "the answer with runs copied is not JSON";
@@ -170,7 +170,8 @@ ext_oracle_priorities_differ(const struct ext_args *a, const struct ext_verdict 
         each.name_plain = NULL;
         buf_init(&b1, EXT_MAX_BODY);
         buf_init(&b2, EXT_MAX_BODY);
-        if (ext_priorities_encode(a, v, &b1) < 0 || ext_priorities_encode(&each, v, &b2) < 0)
+        if (ext_priorities_encode(a, v, NULL, &b1) < 0 ||
+            ext_priorities_encode(&each, v, NULL, &b2) < 0)
                 diff = "a priorities answer does not encode";
         else if (b1.len != b2.len || memcmp(b1.data, b2.data, b1.len) != 0)
                 diff = "the priorities answer with plain names differs in its bytes";

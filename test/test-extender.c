@@ -109,7 +109,7 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         ext_config_default(&cfg);
         assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
         buf_init(&out, 1 << 20);
-        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, NULL, &out), 0);
         assert_string_equal(out.data,
                             "{\"Nodes\":null,\"NodeNames\":[\"gpu-node-1\"],"
                             "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\","
@@ -120,7 +120,7 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         v[2].priority = 7;
         v[0].priority = 10;
         v[2].r = 0;
-        assert_int_equal(ext_priorities_encode(&a, v, &out), 0);
+        assert_int_equal(ext_priorities_encode(&a, v, NULL, &out), 0);
         assert_string_equal(out.data, "[{\"Host\":\"gpu-node-1\",\"Score\":10},"
                                       "{\"Host\":\"gpu-node-2\",\"Score\":0},"
                                       "{\"Host\":\"gpu-node-3\",\"Score\":7}]");
@@ -147,7 +147,7 @@ codec_echoes_full_nodes_verbatim(void **state)
         ext_config_default(&cfg);
         assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
         buf_init(&out, 1 << 24);
-        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, NULL, &out), 0);
         /* {"Nodes":<the NodeList exactly as the scheduler sent it>,"NodeNames":null,...} */
         assert_true(str_has_prefix(out.data, "{\"Nodes\":"));
         assert_int_equal(out.len, strlen("{\"Nodes\":") + (size_t)(nodes_end - nodes_in) + strlen(tail));
@@ -157,7 +157,7 @@ codec_echoes_full_nodes_verbatim(void **state)
         /* One node failing drops its object and names it with its reason. */
         buf_reset(&out);
         v[1] = (struct ext_verdict){ .r = -ENOSPC, .why = "not enough free GPUs" };
-        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, NULL, &out), 0);
         assert_null(strstr(out.data, "\"name\":\"gpu-node-2\""));
         assert_non_null(strstr(out.data, "\"name\":\"gpu-node-1\""));
         assert_non_null(strstr(out.data, "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\"}"));
@@ -590,13 +590,13 @@ codec_answers_are_json_whatever_the_node_names(void **state)
         ext_config_default(&cfg);
         assert_int_equal(ext_args_decode(json, sizeof(json) - 1, &cfg, &a, NULL), 0);
         buf_init(&out, 1 << 20);
-        assert_int_equal(ext_filter_result_encode(&a, v, NULL, &out), 0);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, NULL, &out), 0);
         assert_non_null(strstr(out.data, "[\"ok\",\"bad\\ufffd\",\"long-name-h\\ufffd\"]"));
         assert_non_null(strstr(out.data, "{\"q\\\"\\n\":\"x\"}"));
         for (const unsigned char *p = (const unsigned char *)out.data; *p; p++)
                 assert_true(*p >= 0x20 && *p < 0x80);
         buf_reset(&out);
-        assert_int_equal(ext_priorities_encode(&a, v, &out), 0);
+        assert_int_equal(ext_priorities_encode(&a, v, NULL, &out), 0);
         assert_non_null(strstr(out.data, "{\"Host\":\"bad\\ufffd\",\"Score\":"));
         for (const unsigned char *p = (const unsigned char *)out.data; *p; p++)
                 assert_true(*p >= 0x20 && *p < 0x80);
@@ -1650,6 +1650,121 @@ prioritize_ranks_distinct_verdicts_as_every_node(void **state)
         assert_true(spread > 2 * ELEMENTSOF(counts));
         free(a);
         free(b);
+        free(nodes);
+}
+
+/* The v1.20 fixture's filter body with NodeNames replaced by the MANY_NODES nodes' names. */
+static char *
+many_names_body(const struct ext_node **nodes, size_t *ret_len)
+{
+        size_t len;
+        char *json = test_read_data("kube-scheduler-v1.20/nodecache-true/01-filter.json", &len);
+        char *at = strstr(json, "\"NodeNames\":[");
+        struct buf b;
+
+        assert_non_null(at);
+        buf_init(&b, 1 << 24);
+        assert_int_equal(buf_append(&b, json, (size_t)(at - json)), 0);
+        assert_int_equal(buf_puts(&b, "\"NodeNames\":["), 0);
+        for (size_t i = 0; i < MANY_NODES; i++)
+                assert_int_equal(buf_printf(&b, "%s\"%s\"", i ? "," : "", nodes[i]->name), 0);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        free(json);
+        *ret_len = b.len;
+        return b.data;
+}
+
+/* The HTTP handler's compact verdicts (ext_filter_rep, ext_prioritize_rep: node i's is
+ * v[rep[i]], copies never written) answer byte for byte as one verdict per node does, for
+ * filter and prioritize, every placement, sizes 1-8, alone and as a gang (the group step
+ * expands them first); the unwritten entries are poisoned, so reading one shows. */
+static void
+compact_verdicts_answer_as_one_per_node(void **state)
+{
+        static const unsigned counts[] = { 1, 2, 4, 8 };
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_verdict *full = calloc(MANY_NODES, sizeof(*full));
+        struct ext_verdict *v = malloc(MANY_NODES * sizeof(*v));
+        uint32_t *rep = malloc(MANY_NODES * sizeof(*rep));
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_args a;
+        struct buf one, compact;
+        size_t len, shared = 0;
+        char *body;
+
+        assert_true(nodes && full && v && rep);
+        ext_config_default(&cfg);
+        c = many_node_cluster_used(&cfg, nodes, 0x0f, false);
+        body = many_names_body(nodes, &len);
+        assert_int_equal(ext_args_decode(body, len, &cfg, &a, NULL), 0);
+        assert_int_equal(a.n, MANY_NODES);
+        buf_init(&one, 1 << 24);
+        buf_init(&compact, 1 << 24);
+        for (int verb = 0; verb < 2; verb++)
+                for (int p = 0; p < 2 * _EXT_PLACEMENT_MAX; p++)
+                        for (size_t k = 0; k < ELEMENTSOF(counts); k++) {
+                                struct ext_ledger *la = ext_ledger_new(&cfg);
+                                struct ext_ledger *lb = ext_ledger_new(&cfg);
+                                size_t reps = 0;
+                                int fa, fb;
+
+                                a.req.count = counts[k];
+                                a.req.placement = p % _EXT_PLACEMENT_MAX;
+                                a.req.require = ext_placement_require(a.req.placement);
+                                a.req.group = p < _EXT_PLACEMENT_MAX
+                                                      ? (struct place_group_request){ 0 }
+                                                      : (struct place_group_request){
+                                                                .id = "topofit/ns/pair",
+                                                                .size = 2, .count = counts[k],
+                                                                .require = a.req.require,
+                                                                .mode = PLACE_DOMAIN_PREFERRED };
+                                memset(v, 0xa5, MANY_NODES * sizeof(*v));
+                                fa = verb ? ext_prioritize(c, la, &cfg, &a.req, nodes, a.n, 0, full)
+                                          : ext_filter(c, la, &cfg, &a.req, nodes, a.n, 0, full);
+                                fb = verb ? ext_prioritize_rep(c, lb, &cfg, &a.req, nodes, a.n, 0,
+                                                               v, rep)
+                                          : ext_filter_rep(c, lb, &cfg, &a.req, nodes, a.n, 0, v,
+                                                           rep);
+                                assert_int_equal(fa, fb);
+                                buf_reset(&one);
+                                buf_reset(&compact);
+                                if (verb) {
+                                        assert_int_equal(ext_priorities_encode(&a, full, NULL,
+                                                                               &one), 0);
+                                        assert_int_equal(ext_priorities_encode(&a, v, rep,
+                                                                               &compact), 0);
+                                } else {
+                                        assert_int_equal(ext_filter_result_encode(&a, full, NULL,
+                                                                                  NULL, &one), 0);
+                                        assert_int_equal(ext_filter_result_encode(&a, v, rep, NULL,
+                                                                                  &compact), 0);
+                                }
+                                assert_int_equal(one.len, compact.len);
+                                assert_memory_equal(one.data, compact.data, one.len);
+                                for (size_t i = 0; i < a.n; i++) {
+                                        assert_true(rep[i] <= i);
+                                        reps += rep[i] == i;
+                                }
+                                /* Alone, the 1,200 nodes share at most 48 verdicts. */
+                                if (!a.req.group.id[0])
+                                        assert_true(reps <= 48);
+                                shared += reps < a.n;
+                                if (verb)
+                                        assert_ptr_equal(reserved_node(la, nodes, a.req.uid),
+                                                         reserved_node(lb, nodes, a.req.uid));
+                                ext_ledger_free(la);
+                                ext_ledger_free(lb);
+                        }
+        assert_true(shared >= 2 * _EXT_PLACEMENT_MAX * ELEMENTSOF(counts));
+        buf_release(&one);
+        buf_release(&compact);
+        ext_args_release(&a);
+        ext_cluster_unref(c);
+        free(body);
+        free(rep);
+        free(v);
+        free(full);
         free(nodes);
 }
 
@@ -3850,6 +3965,7 @@ main(void)
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
+                cmocka_unit_test(compact_verdicts_answer_as_one_per_node),
                 cmocka_unit_test(memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),

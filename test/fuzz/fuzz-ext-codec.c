@@ -72,9 +72,9 @@ args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
                 }
         }
         buf_init(&out, EXT_MAX_BODY);
-        (void)ext_filter_result_encode(&a, v, NULL, &out);
+        (void)ext_filter_result_encode(&a, v, NULL, NULL, &out);
         buf_reset(&out);
-        (void)ext_priorities_encode(&a, v, &out);
+        (void)ext_priorities_encode(&a, v, NULL, &out);
         buf_release(&out);
         free(v);
         ext_args_release(&a);
