@@ -531,48 +531,45 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
         struct memo memo = memo_new(n);
         bool holds = !ext__ledger_maybe_empty(l);
         struct ext_held held[EXT_HELD_GATHER];
+        char held_names[EXT_HELD_GATHER][EXT_NAME_MAX];
         int n_held = -1, fits = 0;
         bool steered = false;
-        /* Each node's free GPUs between the two passes: beside the verdicts in compact mode,
-         * so the copies' verdicts are never touched; in ret[i].free without. */
-        CLEANUP(freep) struct topo_mask *freev = rep ? malloc(MAX(n, (size_t)1) * sizeof(*freev))
-                                                     : NULL;
+        /* Each node's free GPUs between the two passes when they are looked up node by node
+         * under the ledger's lock: beside the verdicts in compact mode, so the copies'
+         * verdicts are never touched; in ret[i].free without. */
+        CLEANUP(freep) struct topo_mask *freev = NULL;
 
         for (size_t i = 0; rep && i < n; i++)
                 rep[i] = (uint32_t)i;
-        if (!freev)
-                rep = NULL; /* memory is short: one verdict per node (rep stays the identity) */
-#define FREE_OF(i) (freev ? &freev[i] : &ret[i].free)
-        /* First the free GPUs of every node, in one short critical section (bind rechecks
-         * under the lock, so a hold added after it only costs a retry), none while the
-         * ledger is empty.  A large request gathers the holds once and matches each node
-         * against them (by hash, then name) instead of looking each node up in the
-         * ledger. */
+        /* First the holds that count against the pod, in one short critical section (bind
+         * rechecks under the lock, so a hold added after it only costs a retry), none while
+         * the ledger is empty.  A large request gathers them once (their node names copied
+         * out, so they may be read after the lock) and each node's free GPUs are summed in
+         * the pass that decides it, its record read once; a small one, or one with more
+         * holds than the gathering takes, looks each node up in the ledger here. */
         if (holds) {
+                if (rep)
+                        freev = malloc(MAX(n, (size_t)1) * sizeof(*freev));
+                if (!freev)
+                        rep = NULL; /* memory is short: a verdict per node, rep the identity */
                 ext__ledger_lock(l);
                 if (n >= EXT_HELD_GATHER_MIN_NODES)
                         n_held = ext__ledger_holds_locked(l, req->uid[0] ? req->uid : NULL,
                                                           c ? c->generation : 0, now_ns, held,
                                                           ELEMENTSOF(held));
-        }
-        for (size_t i = 0; i < n; i++) {
-                struct topo_mask *free = FREE_OF(i);
+                for (int k = 0; k < n_held; k++) {
+                        size_t len = strnlen(held[k].node, EXT_NAME_MAX - 1);
 
-                if (!nodes[i])
-                        continue;
-                if (holds && n_held < 0) {
-                        free_gpus_locked(c, l, req, nodes[i], now_ns, free);
-                        continue;
+                        memcpy(held_names[k], held[k].node, len);
+                        held_names[k][len] = '\0';
+                        held[k].node = held_names[k];
                 }
-                *free = nodes[i]->healthy;
-                topo_mask_andnot(free, &nodes[i]->used);
-                for (int k = 0; k < n_held; k++)
-                        if (held[k].node_hash == nodes[i]->name_hash &&
-                            strcmp(held[k].node, nodes[i]->name) == 0)
-                                topo_mask_andnot(free, &held[k].set);
-        }
-        if (holds)
+                for (size_t i = 0; n_held < 0 && i < n; i++)
+                        if (nodes[i])
+                                free_gpus_locked(c, l, req, nodes[i], now_ns,
+                                                 freev ? &freev[i] : &ret[i].free);
                 ext__ledger_unlock(l);
+        }
 
         for (size_t i = 0; i < n; i++) {
                 struct memo_slot *m = NULL;
@@ -582,7 +579,16 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
                 }
-                free = *FREE_OF(i);
+                if (n_held < 0 && holds) {
+                        free = freev ? freev[i] : ret[i].free;
+                } else {
+                        free = nodes[i]->healthy;
+                        topo_mask_andnot(&free, &nodes[i]->used);
+                        for (int k = 0; k < n_held; k++)
+                                if (held[k].node_hash == nodes[i]->name_hash &&
+                                    strcmp(held[k].node, nodes[i]->name) == 0)
+                                        topo_mask_andnot(&free, &held[k].set);
+                }
                 if (memo.slots && nodes[i]->cls) {
                         memo_grow(&memo);
                         m = memo_find(&memo, nodes[i], &free);
@@ -606,7 +612,6 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 }
                 fits += ret[i].r == 0;
         }
-#undef FREE_OF
         free(memo.slots);
         if (groups_may_act(c, l, req, now_ns)) {
                 expand(ret, rep, n);
