@@ -61,6 +61,37 @@ grow(void **p, size_t *alloc, size_t need, size_t size)
         return 0;
 }
 
+/* An array of n nodes aligned to their 64-byte alignment (malloc gives 16). */
+static struct ext_node *
+nodes_alloc(size_t n)
+{
+        n = MAX(n, (size_t)1);
+        if (n > SIZE_MAX / sizeof(struct ext_node))
+                return NULL;
+        return aligned_alloc(_Alignof(struct ext_node), n * sizeof(struct ext_node));
+}
+
+/* grow() for the node array, which realloc() would leave misaligned. */
+static int
+nodes_grow(struct ext_node **p, size_t *alloc, size_t need)
+{
+        size_t n;
+        struct ext_node *q;
+
+        if (need <= *alloc)
+                return 0;
+        n = MAX(*alloc * 2, MAX(need, (size_t)16));
+        q = nodes_alloc(n);
+        if (!q)
+                return -ENOMEM;
+        if (*p)
+                memcpy(q, *p, *alloc * sizeof(*q));
+        free(*p);
+        *p = q;
+        *alloc = n;
+        return 0;
+}
+
 struct ext_cluster *
 ext_cluster_ref(struct ext_cluster *c)
 {
@@ -430,7 +461,7 @@ ext_cluster_builder_add_node(struct ext_cluster_builder *b, const char *name,
 
         if (b->n_nodes >= EXT_MAX_NODES)
                 return -E2BIG;
-        r = grow((void **)&b->nodes, &b->alloc_nodes, b->n_nodes + 1, sizeof(*b->nodes));
+        r = nodes_grow(&b->nodes, &b->alloc_nodes, b->n_nodes + 1);
         if (r < 0)
                 return r;
         r = node_init(&b->nodes[b->n_nodes], b, b->cfg, name, topo_json, len, gpu_capacity,
@@ -1001,7 +1032,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
                 return -ENOMEM;
         next->n_ref = 1;
         next->generation = c->generation + 1;
-        next->nodes = malloc(MAX(c->n_nodes, (size_t)1) * sizeof(*next->nodes));
+        next->nodes = nodes_alloc(c->n_nodes);
         next->pods = malloc((c->n_pods + 1) * sizeof(*next->pods));
         next->classes = malloc(MAX(c->n_classes, (size_t)1) * sizeof(*next->classes));
         next->index = malloc(c->index_size * sizeof(*next->index));
@@ -1144,7 +1175,7 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                         continue;
                 /* Allocated at the first such node: usually never, the view has them all. */
                 if (!ret->extra) {
-                        ret->extra = malloc((a->n - i) * sizeof(*ret->extra));
+                        ret->extra = nodes_alloc(a->n - i);
                         if (!ret->extra)
                                 return -ENOMEM;
                 }

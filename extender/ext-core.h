@@ -154,13 +154,14 @@ struct ext_request {
 /* --- the cluster view ------------------------------------------------------------------- */
 
 struct ext_node {
-        /* What every request reads of every node it names comes first, so that the name
-         * lookup's compare and the free-GPU sum touch one or two cache lines of the node
-         * rather than three (the name is 254 bytes; its first bytes share this line). */
-        uint32_t name_hash;       /* of name, for the name index and the ledger's buckets */
+        /* What every request reads of every node it names comes first, in the record's
+         * first cache line with the name's first 16 bytes (records are aligned to a line:
+         * ext_cluster allocates them with aligned_alloc), so the name lookup and the
+         * free-GPU sum touch one line of a node with a short name, two with a longer one. */
+        _Alignas(64) uint32_t name_hash; /* of name, for the name index and the ledger's buckets */
         uint8_t name_len;         /* strlen(name) */
         bool annotated;          /* topology from topofit.io/topology, not synthesized */
-        unsigned n_gpus;
+        uint8_t n_gpus;           /* <= TOPO_MAX_GPUS */
         struct score_class *cls; /* owned reference; shared by nodes of one topology class */
         struct topo_mask healthy; /* GPUs that may be handed out */
         struct topo_mask used;    /* GPUs recorded on live pods bound here */
@@ -181,6 +182,9 @@ struct ext_node {
          * that tolerates the taint may be placed there by the scheduler). */
         bool closed;
 };
+_Static_assert(TOPO_MAX_GPUS <= UINT8_MAX, "ext_node.n_gpus is a uint8_t");
+_Static_assert(offsetof(struct ext_node, name) == 48, "a node's hot fields and 16 bytes of "
+               "its name share its first cache line");
 
 /* Kept small (100,000 pods fit in a few MiB): no names, the API server has those. */
 struct ext_pod {
