@@ -193,3 +193,53 @@ ext_oracle_priorities_differ(const struct ext_args *a, const struct ext_verdict 
         buf_release(&b2);
         return diff;
 }
+
+/* NULL when both answers for a written from compact verdicts (node i's is vc[rep[i]], the
+ * copies' entries poisoned, as ext_filter_rep and ext_prioritize_rep leave them) have the
+ * bytes of the answers from v itself; else what differs.  A node shares the verdict of the
+ * first earlier one equal to its own (fit, reason, priority). */
+static inline const char *
+ext_oracle_compact_differs(const struct ext_args *a, const struct ext_verdict *v)
+{
+        struct ext_verdict *vc = malloc((a->n + 1) * sizeof(*vc));
+        uint32_t *rep = malloc((a->n + 1) * sizeof(*rep));
+        const char *diff = NULL;
+        struct buf b1, b2;
+
+        if (!vc || !rep) {
+                free(vc);
+                free(rep);
+                return NULL; /* nothing to compare with */
+        }
+        memset(vc, 0xa5, (a->n + 1) * sizeof(*vc));
+        for (size_t i = 0; i < a->n; i++) {
+                rep[i] = (uint32_t)i;
+                for (size_t j = 0; j < i; j++)
+                        if (rep[j] == j && v[j].r == v[i].r && v[j].why == v[i].why &&
+                            v[j].priority == v[i].priority) {
+                                rep[i] = (uint32_t)j;
+                                break;
+                        }
+                if (rep[i] == i)
+                        vc[i] = v[i];
+        }
+        buf_init(&b1, EXT_MAX_BODY);
+        buf_init(&b2, EXT_MAX_BODY);
+        if (ext_filter_result_encode(a, v, NULL, NULL, &b1) < 0 ||
+            ext_filter_result_encode(a, vc, rep, NULL, &b2) < 0)
+                diff = "a filter answer does not encode";
+        else if (b1.len != b2.len || memcmp(b1.data, b2.data, b1.len) != 0)
+                diff = "the filter answer from compact verdicts differs in its bytes";
+        buf_reset(&b1);
+        buf_reset(&b2);
+        if (!diff && (ext_priorities_encode(a, v, NULL, &b1) < 0 ||
+                      ext_priorities_encode(a, vc, rep, &b2) < 0))
+                diff = "a priorities answer does not encode";
+        else if (!diff && (b1.len != b2.len || memcmp(b1.data, b2.data, b1.len) != 0))
+                diff = "the priorities answer from compact verdicts differs in its bytes";
+        buf_release(&b1);
+        buf_release(&b2);
+        free(vc);
+        free(rep);
+        return diff;
+}

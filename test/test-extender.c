@@ -681,6 +681,8 @@ codec_reads_plain_names_in_blocks_as_the_scanner_does(void **state)
                 diff = ext_oracle_filter_echo_differs(&a, v, false);
                 if (!diff)
                         diff = ext_oracle_priorities_differ(&a, v);
+                if (!diff)
+                        diff = ext_oracle_compact_differs(&a, v);
                 if (diff)
                         fail_msg("body %u: %s", t, diff);
                 free(v);

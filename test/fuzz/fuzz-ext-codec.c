@@ -5,7 +5,9 @@
  * ExtenderPreemptionArgs, ExtenderBindingArgs, a Pod, the topofit.io/gpus annotation, the
  * topofit.io/group-domain record (encoded back and read again: the same record), a cluster
  * List).  Accepted arguments are encoded back, as the handlers would, and a filter answer
- * that copies runs of the body's names must be the answer written name by name.  And
+ * that copies runs of the body's names must be the answer written name by name, and the
+ * answers from compact verdicts (node i's is v[rep[i]], as the handlers pass them) the
+ * answers from one verdict per node, byte for byte.  And
  * ExtenderArgs are read twice, by the scanner (ext_args_decode) and by the tree decoder it
  * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values.
  * Seeds: test/data/kube-scheduler-v1.20 and test/data/extender.
@@ -65,6 +67,8 @@ args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
 
                 if (!diff)
                         diff = ext_oracle_priorities_differ(&a, v);
+                if (!diff)
+                        diff = ext_oracle_compact_differs(&a, v);
 
                 if (diff) {
                         fprintf(stderr, "fuzz-ext-codec: %s\n", diff);
