@@ -1770,6 +1770,224 @@ compact_verdicts_answer_as_one_per_node(void **state)
         free(nodes);
 }
 
+/* Other pods' holds in l: nh of them on nodes spread over the cluster, every fifth bound
+ * (the view does not show it), the others reserved by prioritize, all at now_ns 1. */
+static void
+hold_for_others(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
+                const struct ext_node **nodes, unsigned nh)
+{
+        struct ext_verdict one;
+        struct score_choice got;
+
+        for (unsigned k = 0; k < nh; k++) {
+                struct ext_request other = { .count = 1 + k % 4 };
+                const struct ext_node **at = &nodes[(k * 37 + 5) % MANY_NODES];
+
+                snprintf(other.uid, sizeof(other.uid), "other-%u", k);
+                if (k % 5 == 4)
+                        (void)ext_bind(c, l, cfg, &other, (*at)->name, 1, &got, NULL);
+                else
+                        (void)ext_prioritize(c, l, cfg, &other, at, 1, 1, &one);
+        }
+}
+
+/* Whether "asker" holds a reservation on node at now_ns 2; its set (copied under the lock)
+ * in *ret, else empty. */
+static bool
+reserved_set(struct ext_ledger *l, const char *node, struct topo_mask *ret)
+{
+        const struct topo_mask *set;
+
+        ext__ledger_lock(l);
+        set = ext__ledger_find_locked(l, "asker", node, EXT_HOLD_RESERVED, 2);
+        *ret = set ? *set : (struct topo_mask){ 0 };
+        ext__ledger_unlock(l);
+        return set != NULL;
+}
+
+/* The compact verdicts the HTTP handler takes (ext_filter_rep, ext_prioritize_rep) equal one
+ * verdict per node (ext_filter, ext_prioritize without the distinct ranking) where the
+ * request path branches: no holds, holds gathered (10, on requests of 64 nodes or more) and
+ * looked up node by node (40: past the gathering; and requests below 64 nodes), unknown
+ * nodes (NULL) among the known, 0 to 1,200 nodes, count 0 to 8, every placement, alone and
+ * as a gang, with and without leaf domains.  The same fits, node i's verdict through rep the
+ * same, and prioritize reserves the same node and set.  Unwritten entries are poisoned. */
+static void
+compact_verdicts_equal_one_per_node_with_holds_and_unknown_nodes(void **state)
+{
+        static const unsigned counts[] = { 0, 1, 2, 4, 8 };
+        static const size_t sizes[] = { 0, 1, 10, 63, 64, 200, MANY_NODES };
+        static const unsigned holds[] = { 0, 10, 40 };
+        const struct ext_node **all = calloc(MANY_NODES, sizeof(*all));
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_verdict *full = calloc(MANY_NODES, sizeof(*full));
+        struct ext_verdict *v = malloc(MANY_NODES * sizeof(*v));
+        uint32_t *rep = malloc(MANY_NODES * sizeof(*rep));
+        struct ext_config cfg;
+
+        assert_true(all && nodes && full && v && rep);
+        ext_config_default(&cfg);
+        for (int leaves = 0; leaves < 2; leaves++) {
+                struct ext_cluster *c = many_node_cluster_used(&cfg, all, 0x0f, leaves);
+
+                /* Each case: one size, holds, verb, placement (alone, then as a gang), count. */
+                for (size_t cs = 0; cs < ELEMENTSOF(sizes) * ELEMENTSOF(holds) * 2 *
+                                               (2 * _EXT_PLACEMENT_MAX) * ELEMENTSOF(counts);
+                     cs++) {
+                        size_t k = cs % ELEMENTSOF(counts), y = cs / ELEMENTSOF(counts);
+                        int p = (int)(y % (2 * _EXT_PLACEMENT_MAX)), verb;
+                        size_t n, h;
+                        struct ext_ledger *la = ext_ledger_new(&cfg);
+                        struct ext_ledger *lb = ext_ledger_new(&cfg);
+                        struct ext_request req = { .uid = "asker", .count = counts[k],
+                                                   .placement = p % _EXT_PLACEMENT_MAX };
+                        int fa, fb;
+
+                        y /= 2 * _EXT_PLACEMENT_MAX;
+                        verb = (int)(y % 2);
+                        y /= 2;
+                        h = y % ELEMENTSOF(holds);
+                        n = sizes[y / ELEMENTSOF(holds)];
+                        req.require = ext_placement_require(req.placement);
+                        if (p >= _EXT_PLACEMENT_MAX)
+                                req.group = (struct place_group_request){
+                                        .id = "topofit/ns/pair", .size = 2, .count = req.count,
+                                        .require = req.require, .mode = PLACE_DOMAIN_PREFERRED };
+                        for (size_t i = 0; i < n; i++)
+                                nodes[i] = i % 17 == 3 ? NULL : all[(i * 7) % MANY_NODES];
+                        hold_for_others(c, la, &cfg, all, holds[h]);
+                        hold_for_others(c, lb, &cfg, all, holds[h]);
+                        memset(v, 0xa5, MANY_NODES * sizeof(*v));
+                        memset(rep, 0xa5, MANY_NODES * sizeof(*rep));
+                        fa = verb ? ext__prioritize(c, la, &cfg, &req, nodes, n, 2, false, full)
+                                  : ext_filter(c, la, &cfg, &req, nodes, n, 2, full);
+                        fb = verb ? ext_prioritize_rep(c, lb, &cfg, &req, nodes, n, 2, v, rep)
+                                  : ext_filter_rep(c, lb, &cfg, &req, nodes, n, 2, v, rep);
+                        assert_int_equal(fa, fb);
+                        for (size_t i = 0; i < n; i++) {
+                                const struct ext_verdict *x = ext_verdict_at(v, rep, i);
+
+                                assert_true(rep[i] <= i);
+                                assert_int_equal(full[i].r, x->r);
+                                assert_ptr_equal(full[i].why, x->why);
+                                if (full[i].r != 0)
+                                        continue;
+                                assert_int_equal(full[i].priority, x->priority);
+                                assert_true(topo_mask_equal(&full[i].choice.set, &x->choice.set));
+                        }
+                        for (size_t i = 0; verb && i < MANY_NODES; i++) {
+                                struct topo_mask ra, rb;
+
+                                assert_int_equal(reserved_set(la, all[i]->name, &ra),
+                                                 reserved_set(lb, all[i]->name, &rb));
+                                assert_true(topo_mask_equal(&ra, &rb));
+                        }
+                        ext_ledger_free(la);
+                        ext_ledger_free(lb);
+                }
+                ext_cluster_unref(c);
+        }
+        free(all);
+        free(nodes);
+        free(full);
+        free(v);
+        free(rep);
+}
+
+struct churn {
+        const struct ext_cluster *c;
+        struct ext_ledger *l;
+        const struct ext_config *cfg;
+        const struct ext_node **nodes;
+        int who; /* 0, 1: large requests; 2, 3: other pods' holds made and dropped */
+        unsigned odd; /* large requests whose fits were out of range (no cmocka asserts off
+                       * the test's thread) */
+};
+
+static void *
+churn_thread(void *p)
+{
+        struct churn *a = p;
+        struct ext_verdict one;
+
+        if (a->who < 2) {
+                struct ext_verdict *v = malloc(MANY_NODES * sizeof(*v));
+                uint32_t *rep = malloc(MANY_NODES * sizeof(*rep));
+
+                for (int r = 0; v && rep && r < 60; r++) {
+                        struct ext_request req = { .count = 1 + r % 4 };
+                        int fits;
+
+                        snprintf(req.uid, sizeof(req.uid), "asker-%d", a->who);
+                        fits = r % 2 ? ext_prioritize_rep(a->c, a->l, a->cfg, &req, a->nodes,
+                                                          MANY_NODES, 1, v, rep)
+                                     : ext_filter_rep(a->c, a->l, a->cfg, &req, a->nodes,
+                                                      MANY_NODES, 1, v, rep);
+                        a->odd += !(fits > 0 && fits <= MANY_NODES);
+                }
+                a->odd += !v || !rep;
+                free(v);
+                free(rep);
+                return NULL;
+        }
+        for (unsigned k = 0; k < 20000; k++) {
+                struct ext_request other = { .count = 1 };
+
+                snprintf(other.uid, sizeof(other.uid), "other-%d-%u", a->who, k % 8);
+                (void)ext_prioritize(a->c, a->l, a->cfg, &other, &a->nodes[(k * 37) % MANY_NODES],
+                                     1, 1, &one);
+                if (k % 3 == 0)
+                        ext_ledger_release(a->l, other.uid);
+        }
+        return NULL;
+}
+
+/* Large requests gather the holds under the ledger's lock and match nodes against them
+ * after it: while other threads make and drop holds (at most 16 live, so they are
+ * gathered), nothing of a dropped entry is read (its node name is copied out: under ASan,
+ * matching against the entries' own names reads freed memory within a run or two), and
+ * once they stop the compact answer equals one verdict per node. */
+static void
+gathered_holds_are_read_from_copies_while_other_pods_come_and_go(void **state)
+{
+        const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
+        struct ext_verdict *full = calloc(MANY_NODES, sizeof(*full));
+        struct ext_verdict *v = malloc(MANY_NODES * sizeof(*v));
+        uint32_t *rep = malloc(MANY_NODES * sizeof(*rep));
+        struct ext_request req = { .uid = "asker-0", .count = 2 };
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        struct ext_ledger *l;
+        struct churn a[4];
+        pthread_t t[4];
+
+        assert_true(nodes && full && v && rep);
+        ext_config_default(&cfg);
+        c = many_node_cluster_used(&cfg, nodes, 0x0f, false);
+        l = ext_ledger_new(&cfg);
+        for (int i = 0; i < 4; i++) {
+                a[i] = (struct churn){ .c = c, .l = l, .cfg = &cfg, .nodes = nodes, .who = i };
+                assert_int_equal(pthread_create(&t[i], NULL, churn_thread, &a[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(pthread_join(t[i], NULL), 0);
+                assert_int_equal(a[i].odd, 0);
+        }
+        assert_int_equal(ext_filter(c, l, &cfg, &req, nodes, MANY_NODES, 1, full),
+                         ext_filter_rep(c, l, &cfg, &req, nodes, MANY_NODES, 1, v, rep));
+        for (size_t i = 0; i < MANY_NODES; i++) {
+                assert_int_equal(full[i].r, ext_verdict_at(v, rep, i)->r);
+                assert_true(topo_mask_equal(&full[i].choice.set,
+                                            &ext_verdict_at(v, rep, i)->choice.set));
+        }
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+        free(rep);
+        free(v);
+        free(full);
+        free(nodes);
+}
+
 static void
 prioritize_keeps_the_last_eight_gpu_nvlink_set_whole(void **state)
 {
@@ -3968,6 +4186,8 @@ main(void)
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
                 cmocka_unit_test(compact_verdicts_answer_as_one_per_node),
+                cmocka_unit_test(compact_verdicts_equal_one_per_node_with_holds_and_unknown_nodes),
+                cmocka_unit_test(gathered_holds_are_read_from_copies_while_other_pods_come_and_go),
                 cmocka_unit_test(memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
