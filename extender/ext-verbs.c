@@ -548,15 +548,19 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
          * the pass that decides it, its record read once; a small one, or one with more
          * holds than the gathering takes, looks each node up in the ledger here. */
         if (holds) {
-                if (rep)
+                /* The node-by-node lookup's array, for a request too small to gather; a
+                 * larger one with more holds than the gathering takes (rare) goes without
+                 * and keeps a verdict per node, as when memory is short (rep the
+                 * identity). */
+                if (rep && n < EXT_HELD_GATHER_MIN_NODES)
                         freev = malloc(MAX(n, (size_t)1) * sizeof(*freev));
-                if (!freev)
-                        rep = NULL; /* memory is short: a verdict per node, rep the identity */
                 ext__ledger_lock(l);
                 if (n >= EXT_HELD_GATHER_MIN_NODES)
                         n_held = ext__ledger_holds_locked(l, req->uid[0] ? req->uid : NULL,
                                                           c ? c->generation : 0, now_ns, held,
                                                           ELEMENTSOF(held));
+                if (n_held < 0 && !freev)
+                        rep = NULL;
                 for (int k = 0; k < n_held; k++) {
                         size_t len = strnlen(held[k].node, EXT_NAME_MAX - 1);
 
