@@ -732,10 +732,11 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
         *slot = (struct group_record){ .domain = d, .size = req->size, .count = req->count,
                                        .require = req->require, .expires_ns = now_ns + g->ttl_ns };
         str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
-        /* The node plan: inside a domain that holds the group whole, or, for a group that
-         * may spill and that no domain holds, over every node. */
-        if (d.whole || (req->mode == PLACE_DOMAIN_PREFERRED && !req->has_within))
-                plan_make_locked(g, v, slot, free_of, now_ns, !d.whole);
+        /* The node plan: over every node for a group that may spill and that no domain
+         * holds; else inside its domain (a group kept to a domain that does not hold it
+         * whole: as many pods as the domain has sets for). */
+        plan_make_locked(g, v, slot, free_of, now_ns,
+                         !d.whole && req->mode == PLACE_DOMAIN_PREFERRED && !req->has_within);
         /* Chosen afresh (a group not given its domain whole is, at each pod until one is
          * bound): the members' claims carry over to slots on the same nodes, so the pods the
          * scheduler assumed earlier in this cycle keep theirs. */

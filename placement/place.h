@@ -320,15 +320,17 @@ int place_spill_domain(const struct place_view *v, const struct topo_mask *const
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
                       const char *uid, const char *node, uint64_t now_ns);
 
-/* The node plan of a group given a domain that holds it whole: when the domain is chosen
- * (place_group_domain), its pods are planned on the domain's nodes, each in turn on the
- * node it leaves with the fewest free GPUs (ties by name), other groups' planned pods
- * counted as taken; so pods fill a node's free half before an empty node, and a second pod
- * follows the first.  This is member uid's planned node: its own claim while that node
- * fits (fits[i] for the view's node i), else the first unclaimed slot whose node fits,
- * which it then claims.  Returns 1 and *ret_node (the view's index); 0 when the group has
- * no record or plan, or no planned node fits; -EINVAL.  The extender ranks that node first
- * (a preference: kube-scheduler may bind elsewhere; place_group_bound then moves the slot). */
+/* The node plan: when a group's domain is chosen (place_group_domain), its pods are planned
+ * on the domain's nodes (a domain-preferred group that no domain holds whole, and without a
+ * topology constraint: on every node), each in turn on the node it leaves with the fewest
+ * free GPUs, then the smaller node, the fuller innermost domain, the view's order; other
+ * groups' planned pods count as taken.  So pods fill a node's free half before an empty
+ * node, and a second pod follows the first.  This is member uid's planned node: its own
+ * claim while that node fits (fits[i] for the view's node i), else the first unclaimed slot
+ * whose node fits, which it then claims.  Returns 1 and *ret_node (the view's index); 0
+ * when the group has no record or plan, or no planned node fits; -EINVAL.  The extender
+ * ranks that node first (a preference: kube-scheduler may bind elsewhere; place_group_bound
+ * then moves the slot). */
 int place_group_plan_pick(struct place_groups *g, const struct place_view *v, const char *id,
                           const char *uid, const bool *fits, uint64_t now_ns, size_t *ret_node);
 

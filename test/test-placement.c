@@ -1004,7 +1004,8 @@ group_plan_packs_members_onto_the_fullest_nodes(void **state)
  * fuller domain, then the view's order.  HGX nodes first in the view (leaf-1): hgx-0 empty,
  * hgx-1 half free; then trays of nvl-a: tray-0 free, tray-1 busy.  Six 4-GPU pods fit no
  * domain (the leaf has three sets, nvl-a one): tray-0 (before hgx-1's half, which leaves
- * nothing either), hgx-1's half, then hgx-0 twice; the plan ends there (four sets). */
+ * nothing either), hgx-1's half, then hgx-0 twice; the plan ends there (four sets).  Kept
+ * to its domain (domain-required), it is planned inside the domain it was given. */
 static void
 spilt_group_is_planned_over_every_node_fullest_first(void **state)
 {
@@ -1047,6 +1048,19 @@ spilt_group_is_planned_over_every_node_fullest_first(void **state)
         assert_int_equal(place_group_plan_pick(g, v, six.id, "uid-1", fits, 1, &at), 1);
         assert_string_equal(place_view_node_name(v, at), "hgx-1");
         assert_int_equal(place_group_plan_pick(g, v, six.id, "uid-4", fits, 1, &at), 0);
+        /* Kept to its domain (domain-required), the same gang is planned inside it only:
+         * nvl-a (the most room), its one free tray. */
+        {
+                CLEANUP(place_groups_freep) struct place_groups *g2 = place_groups_new(0);
+                struct place_group_request kept = six;
+
+                kept.mode = PLACE_DOMAIN_REQUIRED;
+                assert_int_equal(place_group_domain(g2, v, &kept, NULL, 0, &d), 1);
+                assert_string_equal(d.name, "nvl-a");
+                assert_int_equal(place_group_plan_pick(g2, v, kept.id, "uid-0", fits, 0, &at), 1);
+                assert_string_equal(place_view_node_name(v, at), "tray-0");
+                assert_int_equal(place_group_plan_pick(g2, v, kept.id, "uid-1", fits, 0, &at), 0);
+        }
 }
 
 int
