@@ -435,6 +435,8 @@ struct ext_verdict {
         const char *why;     /* static string, NULL when r == 0 */
         bool off_domain;     /* a grouped pod (domain-preferred): the node is outside its
                               * group's domain; prioritize ranks it last */
+        bool planned;        /* prioritize, a grouped pod: its group's plan puts it on this
+                              * node (place_group_plan_pick); ranked first */
         double loss;         /* prioritize: the cluster term (place_loss()), 0 without one */
         struct topo_mask free; /* GPUs free for this pod when decided */
         struct score_choice choice; /* the set; valid when r == 0 */

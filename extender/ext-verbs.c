@@ -407,14 +407,43 @@ spill_domain(const struct ext_cluster *c, const struct place_group_request *grp,
         }
 }
 
+/* prioritize, a grouped pod whose group has a node plan (placement/: made with its domain):
+ * marks the verdict of the pod's planned node among those that fit (place_group_plan_pick),
+ * which rank_plan() puts first, so the gang's members pack onto the nodes planned for them
+ * instead of spreading over nodes that tie (the scheduler's assumed members hold nothing in
+ * the extender's view). */
+static void
+plan_node(const struct ext_cluster *c, struct place_groups *g, const struct ext_request *req,
+          const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+          struct ext_verdict *ret, bool *ret_steered)
+{
+        CLEANUP(freep) bool *fits = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*fits));
+        size_t at;
+
+        if (!fits || !req->uid[0])
+                return; /* ranked without the plan */
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0 && nodes[i] && nodes[i] >= c->nodes &&
+                    nodes[i] < c->nodes + c->n_nodes)
+                        fits[nodes[i] - c->nodes] = true;
+        if (place_group_plan_pick(g, c->place, req->group.id, req->uid, fits, now_ns, &at) != 1)
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].r == 0 && nodes[i] == &c->nodes[at]) {
+                        ret[i].planned = true;
+                        *ret_steered = true;
+                }
+}
+
 /* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
  * gets its group's domain (chosen now for the group's first pod) and is kept in it
- * (domain-required) or steered to it (domain-preferred: off_domain); every pod is kept off
- * GPUs that another group's domain holds for its pods not yet bound.  Per node, not
- * memoized: nodes of one class differ in domain.  Returns how many verdicts it turned. */
+ * (domain-required) or steered to it (domain-preferred: off_domain), and in prioritize
+ * its planned node marked (plan_node); every pod is kept off GPUs that another group's
+ * domain holds for its pods not yet bound.  Per node, not memoized: nodes of one class
+ * differ in domain.  Returns how many verdicts it turned. */
 static int
 apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
-             const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+             const struct ext_node *const *nodes, size_t n, uint64_t now_ns, bool with_priority,
              struct ext_verdict *ret, bool *ret_steered)
 {
         struct place_groups *g = ext__ledger_groups(l);
@@ -499,6 +528,8 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
                 }
                 turned += ret[i].r != 0;
         }
+        if (x == 1 && with_priority)
+                plan_node(c, g, req, nodes, n, now_ns, ret, ret_steered);
         *ret_steered |= turned > 0;
         return turned;
 }
@@ -619,7 +650,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
         free(memo.slots);
         if (groups_may_act(c, l, req, now_ns)) {
                 expand(ret, rep, n);
-                fits -= apply_groups(c, l, req, nodes, n, now_ns, ret, &steered);
+                fits -= apply_groups(c, l, req, nodes, n, now_ns, with_priority, ret, &steered);
         }
         if (ret_steered)
                 *ret_steered = steered;
@@ -694,8 +725,25 @@ rank_domain(struct ext_verdict *ret, size_t n)
                         ret[i].priority = ret[i].off_domain ? 0 : MAX(ret[i].priority, 1);
 }
 
+/* A grouped pod's planned node (plan_node) first: it gets the top priority, every other
+ * node at most one less, so kube-scheduler's pick, the highest score, follows the plan
+ * unless its own scores say otherwise. */
+static void
+rank_plan(struct ext_verdict *ret, size_t n)
+{
+        bool planned = false;
+
+        for (size_t i = 0; i < n; i++)
+                planned |= ret[i].r == 0 && ret[i].planned;
+        for (size_t i = 0; i < n && planned; i++)
+                if (ret[i].r == 0 && ret[i].planned)
+                        ret[i].priority = EXT_PRIORITY_MAX;
+                else if (ret[i].r == 0)
+                        ret[i].priority = MIN(ret[i].priority, EXT_PRIORITY_MAX - 1);
+}
+
 /* The per-node priorities of the fitting verdicts turned into the request's: the bandwidth
- * relative to the best node, the cluster term, the group's domain. */
+ * relative to the best node, the cluster term, the group's domain, the group's plan. */
 static void
 rank(const struct ext_cluster *c, const struct ext_config *cfg, const struct ext_request *req,
      const struct ext_node *const *nodes, struct ext_verdict *ret, size_t n)
@@ -717,6 +765,7 @@ rank(const struct ext_cluster *c, const struct ext_config *cfg, const struct ext
                 }
         rank_cluster(c, cfg, req, nodes, ret, n);
         rank_domain(ret, n);
+        rank_plan(ret, n);
 }
 
 /* Whether node a's name sorts before node b's.  The view's nodes are sorted by name and
@@ -995,7 +1044,7 @@ ext_bind(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_con
                 struct place_group_request sized;
 
                 if (place_group_bound(ext__ledger_groups(l), group_of(c, req, &sized), req->uid,
-                                      now_ns) == -ENOENT)
+                                      n->name, now_ns) == -ENOENT)
                         adopt_group(c, l, req, n, now_ns);
         }
         *ret = v.choice;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * placement's groups (place.h, "groups"): which domain a gang goes to, and the hold that
- * keeps room there for its pods not yet bound.  The table is a bounded array of records
- * under one mutex, scanned linearly (live groups are few next to nodes); records expire at
- * their TTL, refreshed by each bound member.  Domains are recorded by level and name, so a
- * record outlives the view it was chosen in and is resolved again in each new one.  Pure:
- * time comes in as now_ns; no I/O, no globals.
+ * placement's groups (place.h, "groups"): which domain a gang goes to, which nodes its pods
+ * take (the node plan), and the hold that keeps room there for its pods not yet bound.  The
+ * table is a bounded array of records under one mutex, scanned linearly (live groups are
+ * few next to nodes); records expire at their TTL, refreshed by each bound member.  Domains
+ * are recorded by level and name, so a record outlives the view it was chosen in and is
+ * resolved again in each new one.  Pure: time comes in as now_ns; no I/O, no globals.
  */
 #include "place.h"
 
@@ -15,6 +15,16 @@
 
 #include "../common/str.h"
 
+/* One pod's place in a group's node plan (place_group_plan_pick).  Node and member are
+ * kept by a 64-bit hash of their names (never 0), so a plan costs 32 bytes a pod: a
+ * collision can only misdirect a preference, never a GPU (the plan filters nothing). */
+struct plan_slot {
+        uint64_t node;                 /* hash of the node's name */
+        uint64_t uid;                  /* hash of the member that claimed it; 0: unclaimed */
+        size_t hint;                   /* the node's index in the view it was planned in */
+        bool bound;
+};
+
 struct group_record {
         char id[PLACE_NAME_MAX];       /* "": free slot */
         struct place_group_domain domain;
@@ -23,6 +33,9 @@ struct group_record {
         uint64_t expires_ns;
         unsigned n_bound;
         char (*bound)[64];             /* uids bound, n_bound of them (malloc'd) */
+        unsigned n_plan;
+        struct plan_slot *plan;        /* the nodes its pods take (malloc'd; the node plan),
+                                        * n_plan of them */
 };
 
 struct place_groups {
@@ -60,6 +73,7 @@ static void
 record_clear(struct group_record *r)
 {
         free(r->bound);
+        free(r->plan);
         *r = (struct group_record){ 0 };
 }
 
@@ -424,6 +438,243 @@ place_spill_domain(const struct place_view *v, const struct topo_mask *const *ca
         return 1;
 }
 
+/* --- the node plan ------------------------------------------------------------------------
+ * A group given a domain also gets a plan: which nodes its pods take.  Without one,
+ * kube-scheduler's PodGroup cycle sends the members one by one and the extender sees each
+ * against the same view (the members the scheduler assumed earlier hold nothing here), so
+ * members spread over the nodes that tie: two 4-GPU pods on two empty 8-GPU nodes, half of
+ * each left, where one node would do; a half-free node passed over for an empty one.  The
+ * plan packs as Kueue's rack packing does inside its domain: each pod in turn on the node
+ * it leaves with the fewest free GPUs, then the smaller node (it serves fewer shapes), then
+ * the fuller innermost domain, then the name.  So a node's free half is used before an
+ * empty node, and a second pod follows the first.  A group whose domain holds it whole is
+ * planned inside that domain; a domain-preferred group that no domain holds (it spills) is
+ * planned over every node, as rack packing's fallback bin-packs such a gang: it fills the
+ * holes and leaves whole nodes and domains whole.  prioritize ranks a member's planned node
+ * first (a preference, never a filter); bind records where a member went. */
+
+/* FNV-1a, never 0 (0 marks an unclaimed slot). */
+static uint64_t
+name_hash(const char *s)
+{
+        uint64_t h = 0xcbf29ce484222325ull;
+
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+        return h ? h : 1;
+}
+
+/* Lock held.  The view's index of slot's node, -1 when the view has no such node. */
+static ssize_t
+slot_node(const struct place_view *v, struct plan_slot *s)
+{
+        const char *name = s->hint < place_view_n_nodes(v) ? place_view_node_name(v, s->hint)
+                                                           : NULL;
+
+        if (name && name_hash(name) == s->node)
+                return (ssize_t)s->hint;
+        for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+                name = place_view_node_name(v, i);
+                if (name && name_hash(name) == s->node) {
+                        s->hint = i;
+                        return (ssize_t)i;
+                }
+        }
+        return -1;
+}
+
+/* A node the plan may use: its view index, the sets of the group's shape it has left, the
+ * free GPUs it would keep, its GPUs and its innermost domain's free share. */
+struct plan_node {
+        size_t i;
+        unsigned sets, left, gpus;
+        double domain_free;
+};
+
+/* Whether node a comes before node b in the plan's order (see above). */
+static bool
+plan_before(const struct plan_node *a, const struct plan_node *b)
+{
+        if (a->left != b->left)
+                return a->left < b->left;
+        if (a->gpus != b->gpus)
+                return a->gpus < b->gpus;
+        if (a->domain_free != b->domain_free)
+                return a->domain_free < b->domain_free;
+        return a->i < b->i;
+}
+
+/* Lock held.  Plans r's pods (see above): on the nodes of its domain in v, or on every node
+ * (global).  Other live groups' planned, unbound pods count as taken on their nodes (one
+ * set each, their GPUs).  r keeps no plan on OOM, or when its domain is not in v.  Time
+ * O(nodes + pods x nodes with a set). */
+static void
+plan_make_locked(struct place_groups *g, const struct place_view *v, struct group_record *r,
+                 const struct topo_mask *const *free_of, uint64_t now_ns, bool global)
+{
+        size_t n = place_view_n_nodes(v), m = 0;
+        ssize_t dom = place_view_find_domain(v, r->domain.level, r->domain.name);
+        CLEANUP(freep) struct plan_node *cand = NULL;
+        CLEANUP(freep) ssize_t *at = NULL; /* view node -> its index in cand, -1 */
+        unsigned k, total = 0;
+
+        if ((dom < 0 && !global) || r->size == 0 || r->count == 0 || n == 0)
+                return;
+        cand = calloc(n, sizeof(*cand));
+        at = malloc(n * sizeof(*at));
+        if (!cand || !at)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                struct score_class *cls = place_view_node_class(v, i);
+                const struct topo_mask *f = free_of && free_of[i] ? free_of[i]
+                                                                  : place_view_node_free(v, i);
+                unsigned sets;
+
+                at[i] = -1;
+                if (!cls || !place_view_node_name(v, i) ||
+                    (!global && place_view_node_domain(v, i, r->domain.level) != dom))
+                        continue;
+                sets = place_count_sets(cls, f, r->count, r->require);
+                if (sets == 0)
+                        continue;
+                at[i] = (ssize_t)m;
+                cand[m++] = (struct plan_node){ .i = i, .sets = sets,
+                                                .left = topo_mask_count(f),
+                                                .gpus = score_class_topo(cls)->n_gpus,
+                                                .domain_free = place_view_domain_free(v, i) };
+        }
+        for (size_t j = 0, seen = 0; j < PLACE_MAX_GROUPS && seen < g->n_used; j++) {
+                struct group_record *o = &g->rec[j];
+
+                if (!o->id[0])
+                        continue;
+                seen++;
+                if (o == r || o->expires_ns <= now_ns)
+                        continue;
+                for (unsigned q = 0; q < o->n_plan; q++) {
+                        ssize_t i = o->plan[q].bound ? -1 : slot_node(v, &o->plan[q]);
+                        struct plan_node *c = i >= 0 && at[i] >= 0 ? &cand[at[i]] : NULL;
+
+                        if (c && c->sets > 0) {
+                                c->sets--;
+                                c->left = minus(c->left, o->count);
+                        }
+                }
+        }
+        for (size_t c = 0; c < m; c++)
+                total = MIN(total + cand[c].sets, r->size);
+        if (total == 0)
+                return;
+        r->plan = calloc(total, sizeof(*r->plan));
+        if (!r->plan)
+                return;
+        for (k = 0; k < total; k++) {
+                struct plan_node *best = NULL;
+
+                for (size_t c = 0; c < m; c++)
+                        if (cand[c].sets > 0 && (!best || plan_before(&cand[c], best)))
+                                best = &cand[c];
+                if (!best)
+                        break;
+                best->sets--;
+                best->left = minus(best->left, r->count);
+                r->plan[k].node = name_hash(place_view_node_name(v, best->i));
+                r->plan[k].hint = best->i;
+        }
+        r->n_plan = k;
+}
+
+int
+place_group_plan_pick(struct place_groups *g, const struct place_view *v, const char *id,
+                      const char *uid, const bool *fits, uint64_t now_ns, size_t *ret_node)
+{
+        struct group_record *r;
+        uint64_t me;
+        ssize_t i;
+        int x = 0;
+
+        if (!g || !v || !id || !uid || !fits || !ret_node)
+                return -EINVAL;
+        if (!id[0] || !uid[0])
+                return 0;
+        me = name_hash(uid);
+        pthread_mutex_lock(&g->lock);
+        r = find_locked(g, id, now_ns);
+        /* Its own claim first, while its node fits; else it lets the claim go. */
+        for (unsigned k = 0; r && k < r->n_plan; k++) {
+                struct plan_slot *s = &r->plan[k];
+
+                if (s->bound || s->uid != me)
+                        continue;
+                i = slot_node(v, s);
+                if (i >= 0 && fits[i]) {
+                        *ret_node = (size_t)i;
+                        x = 1;
+                        goto out;
+                }
+                s->uid = 0;
+        }
+        /* The first unclaimed slot whose node fits: the plan's order. */
+        for (unsigned k = 0; r && k < r->n_plan; k++) {
+                struct plan_slot *s = &r->plan[k];
+
+                if (s->bound || s->uid)
+                        continue;
+                i = slot_node(v, s);
+                if (i >= 0 && fits[i]) {
+                        s->uid = me;
+                        *ret_node = (size_t)i;
+                        x = 1;
+                        goto out;
+                }
+        }
+out:
+        pthread_mutex_unlock(&g->lock);
+        return x;
+}
+
+/* Lock held.  Member uid was bound on node (NULL: not known): its slot there becomes bound.
+ * A member bound off its claim takes an unbound slot on that node (an unclaimed one first,
+ * else another member's claim, which that member loses) and lets its own claim go; bound
+ * where no slot is left, it uses up its claim or else the last unclaimed slot, so the plan
+ * keeps one slot per pod still to come. */
+static void
+plan_bound_locked(struct group_record *r, const char *uid, const char *node)
+{
+        uint64_t me = name_hash(uid), at = node ? name_hash(node) : 0;
+        struct plan_slot *mine = NULL, *there = NULL;
+
+        for (unsigned k = 0; k < r->n_plan; k++)
+                if (r->plan[k].uid == me) {
+                        if (r->plan[k].bound)
+                                return; /* bound already */
+                        mine = &r->plan[k];
+                }
+        for (unsigned k = 0; at && k < r->n_plan; k++) {
+                struct plan_slot *s = &r->plan[k];
+
+                if (s->bound || s->node != at)
+                        continue;
+                if (s == mine) {
+                        there = s;
+                        break;
+                }
+                if (!there || (there->uid && !s->uid))
+                        there = s;
+        }
+        if (!there)
+                there = mine;
+        for (unsigned k = r->n_plan; !there && k-- > 0;)
+                if (!r->plan[k].bound && !r->plan[k].uid)
+                        there = &r->plan[k];
+        if (!there)
+                return; /* every slot left is claimed by others: they keep them */
+        if (mine && mine != there)
+                mine->uid = 0;
+        there->uid = me;
+        there->bound = true;
+}
+
 int
 place_group_domain(struct place_groups *g, const struct place_view *v,
                    const struct place_group_request *req,
@@ -432,6 +683,8 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
 {
         struct place_group_domain d;
         struct group_record *r, *slot = NULL;
+        CLEANUP(freep) struct plan_slot *old_plan = NULL;
+        unsigned n_old = 0;
         int x;
 
         if (!g || !v || !req)
@@ -473,10 +726,29 @@ place_group_domain(struct place_groups *g, const struct place_view *v,
         }
         if (!slot->id[0])
                 g->n_used++;
+        old_plan = TAKE_PTR(slot->plan);
+        n_old = slot->n_plan;
         record_clear(slot);
         *slot = (struct group_record){ .domain = d, .size = req->size, .count = req->count,
                                        .require = req->require, .expires_ns = now_ns + g->ttl_ns };
         str_copy(slot->id, sizeof(slot->id), req->id, strlen(req->id));
+        /* The node plan: over every node for a group that may spill and that no domain
+         * holds; else inside its domain (a group kept to a domain that does not hold it
+         * whole: as many pods as the domain has sets for). */
+        plan_make_locked(g, v, slot, free_of, now_ns,
+                         !d.whole && req->mode == PLACE_DOMAIN_PREFERRED && !req->has_within);
+        /* Chosen afresh (a group not given its domain whole is, at each pod until one is
+         * bound): the members' claims carry over to slots on the same nodes, so the pods the
+         * scheduler assumed earlier in this cycle keep theirs. */
+        for (unsigned k = 0; k < n_old; k++) {
+                if (!old_plan[k].uid || old_plan[k].bound)
+                        continue;
+                for (unsigned j = 0; j < slot->n_plan; j++)
+                        if (!slot->plan[j].uid && slot->plan[j].node == old_plan[k].node) {
+                                slot->plan[j].uid = old_plan[k].uid;
+                                break;
+                        }
+        }
         *ret = d;
         pthread_mutex_unlock(&g->lock);
         return 1;
@@ -505,7 +777,7 @@ list_add(char (**list)[64], unsigned *n, const char *uid)
 
 int
 place_group_bound(struct place_groups *g, const struct place_group_request *req,
-                  const char *uid, uint64_t now_ns)
+                  const char *uid, const char *node, uint64_t now_ns)
 {
         struct group_record *r;
         int x;
@@ -520,6 +792,8 @@ place_group_bound(struct place_groups *g, const struct place_group_request *req,
         }
         r->expires_ns = now_ns + g->ttl_ns;
         x = list_add(&r->bound, &r->n_bound, uid);
+        if (x == 0)
+                plan_bound_locked(r, uid, node);
         pthread_mutex_unlock(&g->lock);
         return x;
 }

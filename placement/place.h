@@ -240,6 +240,8 @@ void place_rank(const struct place_config *cfg, struct place_candidate *c, size_
  * none, may not take a node's GPUs there when that leaves the domain fewer sets than the
  * group still needs.  A group given a domain that could not hold it whole (none could)
  * holds it against ungrouped pods only: another gang that fits there whole may backfill.
+ * With its domain a group gets a node plan, the nodes its pods take, packed fullest first
+ * (place_group_plan_pick), which the extender ranks first for each member.
  * The table is the one mutable part of placement/, with its own lock; time is a
  * parameter. */
 
@@ -311,10 +313,26 @@ int place_spill_domain(const struct place_view *v, const struct topo_mask *const
                        unsigned count, unsigned require, unsigned *ret_level,
                        ssize_t *ret_domain);
 
-/* Records that pod uid of req's group was bound (it stops counting against the hold and
- * refreshes the TTL).  Idempotent per uid.  0, or -ENOENT when the group has no record. */
+/* Records that pod uid of req's group was bound on node (NULL: not known; it stops
+ * counting against the hold and refreshes the TTL; the group's plan notes where it went,
+ * see place_group_plan_pick).  Idempotent per uid.  0, or -ENOENT when the group has no
+ * record. */
 int place_group_bound(struct place_groups *g, const struct place_group_request *req,
-                      const char *uid, uint64_t now_ns);
+                      const char *uid, const char *node, uint64_t now_ns);
+
+/* The node plan: when a group's domain is chosen (place_group_domain), its pods are planned
+ * on the domain's nodes (a domain-preferred group that no domain holds whole, and without a
+ * topology constraint: on every node), each in turn on the node it leaves with the fewest
+ * free GPUs, then the smaller node, the fuller innermost domain, the view's order; other
+ * groups' planned pods count as taken.  So pods fill a node's free half before an empty
+ * node, and a second pod follows the first.  This is member uid's planned node: its own
+ * claim while that node fits (fits[i] for the view's node i), else the first unclaimed slot
+ * whose node fits, which it then claims.  Returns 1 and *ret_node (the view's index); 0
+ * when the group has no record or plan, or no planned node fits; -EINVAL.  The extender
+ * ranks that node first (a preference: kube-scheduler may bind elsewhere; place_group_bound
+ * then moves the slot). */
+int place_group_plan_pick(struct place_groups *g, const struct place_view *v, const char *id,
+                          const char *uid, const bool *fits, uint64_t now_ns, size_t *ret_node);
 
 /* The live record of group id at now_ns: its domain and size (either out-pointer may be
  * NULL).  1 when there is one, 0 when not; -EINVAL. */

@@ -2224,15 +2224,16 @@ gang_lands_in_one_domain_and_its_hold_keeps_others_out(void **state)
         ext_cluster_unref(c);
 }
 
-/* issue 11: the pods of a gang that no NVLink domain holds whole pack into the fewest
- * domains once its own is full.  Three NVLink domains of GB200 trays (real tray topology):
- * nvl-a four free trays, nvl-b three, nvl-c two of three (tray-c2 busy).  A gang of twelve
- * 4-GPU pods is given nvl-a (the most room; not whole: none holds it).  With nvl-a's trays
- * left out by the scheduler's own filter (assumed for the gang's earlier pods), its next pod
- * goes to nvl-b, which has room for three more, not to nvl-c, the fullest domain, where the
- * cluster term's tie-break sends a lone pod (every empty tray loses the same). */
+/* issue 11: the pods of a gang that no NVLink domain holds whole are planned over every node,
+ * fullest first (placement/'s node plan).  Three NVLink domains of GB200 trays (real tray
+ * topology): nvl-a four free trays, nvl-b three, nvl-c two of three (tray-c2 busy).  A gang
+ * of twelve 4-GPU pods is given nvl-a (the most room; not whole: none holds it), and its
+ * plan fills the fuller domain first: nvl-c's two trays, where a lone pod goes too (every
+ * empty tray loses the same; the fuller domain wins the tie), then nvl-a's.  Its first pod
+ * ranks tray-c0 first, strictly; the second, with tray-c0 left out by the scheduler's own
+ * filter (assumed for the first), tray-c1, then nvl-a's trays; nvl-b's stay whole. */
 static void
-spilt_gang_packs_into_the_domain_with_most_room(void **state)
+spilt_gang_is_planned_fullest_domain_first(void **state)
 {
         static const char *const names[] = { "tray-a0", "tray-a1", "tray-a2", "tray-a3",
                                              "tray-b0", "tray-b1", "tray-b2",
@@ -2300,18 +2301,91 @@ spilt_gang_packs_into_the_domain_with_most_room(void **state)
         assert_true(v[0].priority < v[best].priority);
         ext_ledger_release(l, "lone"); /* its tentative reservation */
 
-        /* The gang's first pod: nvl-a, the most room; the others rank 0. */
+        /* The gang's first pod: tray-c0, the plan's first node, strictly first. */
         assert_int_equal(ext_prioritize(c, l, &cfg, &gang[0], nodes, 10, 1, v), 9);
-        for (int i = 4; i < 9; i++)
-                assert_int_equal(v[i].priority, 0);
-        assert_true(v[0].priority > 0);
+        assert_int_equal(v[7].priority, EXT_PRIORITY_MAX);
+        for (int i = 0; i < 9; i++)
+                assert_true(i == 7 || v[i].priority < EXT_PRIORITY_MAX);
 
-        /* Its next pod with nvl-a's trays left out: nvl-b (three sets) before nvl-c (two). */
-        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[1], nodes + 4, 6, 2, v), 5);
-        for (int i = 0; i < 3; i++)
-                assert_true(v[i].priority > 0);
-        assert_int_equal(v[3].priority, 0);
-        assert_int_equal(v[4].priority, 0);
+        /* Its next pod with tray-c0 left out: tray-c1 (nodes + 4 from tray-b0). */
+        nodes[7] = nodes[8];
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[1], nodes, 8, 2, v), 8);
+        assert_int_equal(v[7].priority, EXT_PRIORITY_MAX);
+        for (int i = 0; i < 7; i++)
+                assert_true(v[i].priority < EXT_PRIORITY_MAX);
+        ext_ledger_free(l);
+        ext_cluster_unref(c);
+}
+
+/* issue 11: a gang's members follow their group's node plan through prioritize, as
+ * kube-scheduler's PodGroup cycle sends them one by one.  A leaf of three HGX H100 (real
+ * topology, Topograph's leaf label): hgx-0 and hgx-1 empty, hgx-2 half busy.  Three 4-GPU
+ * pods: the first ranks hgx-2's half strictly first; the second and the third, with hgx-2
+ * left out by the scheduler's filter (it assumed the first there), rank hgx-0 first, where
+ * without the plan the third sees hgx-0 and hgx-1 alike (the extender's view does not hold
+ * the members the scheduler assumed) and the two would tie: the gang would leave half of
+ * each free.  Bind then gives the two on hgx-0 its two halves. */
+static void
+gang_members_follow_their_plan_onto_one_node(void **state)
+{
+        static const char *const names[] = { "hgx-0", "hgx-1", "hgx-2" };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *l;
+        const struct ext_node *nodes[3];
+        struct ext_verdict v[3];
+        struct ext_request gang[3];
+        struct score_choice ch[3];
+        struct topo_mask half;
+        char *text, *json;
+        size_t len, jlen;
+        struct topo *t = NULL;
+
+        (void)state;
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        text = test_read_data("topologies/hgx-h100-13nic-mlx5ib-eth-penny.txt", &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        free(text);
+        assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
+        topo_unref(t);
+        assert_int_equal(topo_mask_parse("0-3", 8, &half), 0);
+        for (unsigned i = 0; i < 3; i++) {
+                assert_int_equal(ext_cluster_builder_add_node(b, names[i], json, jlen, 8, NULL), 0);
+                assert_int_equal(ext_cluster_builder_node_label(
+                                         b, "network.topology.nvidia.com/leaf", "leaf-1"),
+                                 0);
+        }
+        free(json);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "busy", "ns", "busy", "hgx-2", &half), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        l = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < 3; i++) {
+                nodes[i] = &c->nodes[i];
+                assert_string_equal(nodes[i]->name, names[i]);
+                gang[i] = (struct ext_request){ .count = 4, .n_containers = 1,
+                                                .group = { .id = "topofit/ns/g", .size = 3,
+                                                           .count = 4,
+                                                           .mode = PLACE_DOMAIN_PREFERRED } };
+                gang[i].containers[0].count = 4;
+                snprintf(gang[i].uid, sizeof(gang[i].uid), "g-%u", i);
+        }
+
+        assert_int_equal(ext_prioritize(c, l, &cfg, &gang[0], nodes, 3, 0, v), 3);
+        assert_int_equal(v[2].priority, EXT_PRIORITY_MAX);
+        assert_true(v[0].priority < EXT_PRIORITY_MAX && v[1].priority < EXT_PRIORITY_MAX);
+        for (unsigned k = 1; k < 3; k++) {
+                assert_int_equal(ext_prioritize(c, l, &cfg, &gang[k], nodes, 2, k, v), 2);
+                assert_int_equal(v[0].priority, EXT_PRIORITY_MAX);
+                assert_true(v[1].priority < EXT_PRIORITY_MAX);
+        }
+        /* The PodGroup cycle's binds: each member's set on the node it was assumed on. */
+        assert_int_equal(ext_bind(c, l, &cfg, &gang[0], "hgx-2", 3, &ch[0], NULL), 0);
+        assert_int_equal(ext_bind(c, l, &cfg, &gang[1], "hgx-0", 3, &ch[1], NULL), 0);
+        assert_int_equal(ext_bind(c, l, &cfg, &gang[2], "hgx-0", 3, &ch[2], NULL), 0);
+        assert_int_equal(topo_mask_count(&ch[1].set), 4);
+        assert_false(topo_mask_intersects(&ch[1].set, &ch[2].set));
         ext_ledger_free(l);
         ext_cluster_unref(c);
 }
@@ -4206,7 +4280,8 @@ main(void)
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
-                cmocka_unit_test(spilt_gang_packs_into_the_domain_with_most_room),
+                cmocka_unit_test(spilt_gang_is_planned_fullest_domain_first),
+                cmocka_unit_test(gang_members_follow_their_plan_onto_one_node),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
                 cmocka_unit_test(preempt_never_splits_a_bound_gang),
                 cmocka_unit_test(podgroup_any_label_key_is_a_group_domain_level),

@@ -584,7 +584,7 @@ group_chooses_the_tightest_domain_that_holds_it(void **state)
                 assert_string_equal(d.name, "nvl-a");
                 assert_int_equal(place_group_domain(g, full, &four, NULL, 2, &d), 1);
                 assert_string_equal(d.name, "nvl-b");
-                assert_int_equal(place_group_bound(g, &four, "uid-1", 3), 0);
+                assert_int_equal(place_group_bound(g, &four, "uid-1", NULL, 3), 0);
                 assert_int_equal(place_group_domain(g, v, &four, NULL, 4, &d), 1);
                 assert_string_equal(d.name, "nvl-b");
         }
@@ -631,8 +631,8 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
         assert_int_equal(place_group_check(g, v, 0, &all, &all, "ns/gang", NULL, 1, NULL), 0);
         assert_int_equal(place_group_check(g, v, 20, &all, &two, "ns/other", NULL, 1, NULL), 0);
         /* One member bound (its tray now used): three still held on three trays. */
-        assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0);
-        assert_int_equal(place_group_bound(g, &gang, "uid-0", 2), 0); /* idempotent */
+        assert_int_equal(place_group_bound(g, &gang, "uid-0", NULL, 2), 0);
+        assert_int_equal(place_group_bound(g, &gang, "uid-0", NULL, 2), 0); /* idempotent */
         after = two_domains(tray, 0);
         {
                 struct place_node nodes[36];
@@ -651,7 +651,7 @@ group_hold_keeps_room_for_the_rest_of_the_group(void **state)
         assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, NULL, 3, NULL), -EBUSY);
         /* The hold lapses with the TTL (the gang failed or never came). */
         assert_int_equal(place_group_check(g, after, 1, &all, &two, NULL, NULL, 2000, NULL), 0);
-        assert_int_equal(place_group_bound(g, &gang, "uid-1", 2000), -ENOENT);
+        assert_int_equal(place_group_bound(g, &gang, "uid-1", NULL, 2000), -ENOENT);
 }
 
 /* A gang that failed to start where it was given room (no member bound) and tries again
@@ -921,6 +921,148 @@ group_prefers_a_multi_node_domain_to_a_whole_node(void **state)
         assert_string_equal(d.name, "leaf-1");
 }
 
+/* A leaf of four HGX H100 nodes (real topology; no multi-node NVLink domain), free GPUs
+ * given per node. */
+static struct place_view *
+hgx_leaf(struct score_class *h100, const char *const free[4])
+{
+        static const char *const names[4] = { "hgx-0", "hgx-1", "hgx-2", "hgx-3" };
+        struct place_node nodes[4];
+        struct place_view *v = NULL;
+        struct place_config cfg;
+
+        place_config_default(&cfg);
+        for (unsigned i = 0; i < 4; i++) {
+                nodes[i] = (struct place_node){ .name = names[i], .cls = h100,
+                                                .free = mask_of(free[i], 8) };
+                nodes[i].domain[1] = "leaf-1";
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 4, NULL, 0, NULL, NULL, &v), 0);
+        return v;
+}
+
+static ssize_t
+node_named(const struct place_view *v, const char *name)
+{
+        return place_view_find_domain(v, PLACE_LEVEL_NODE, name);
+}
+
+/* issue 11: the members of a gang given a domain whole are planned onto its nodes, fullest
+ * first, instead of spreading over nodes that tie.  Leaf of four HGX H100: hgx-0 and hgx-2
+ * empty, hgx-1 half free (GPUs 4-7), hgx-3 two free.  Three 4-GPU pods: hgx-1's half first
+ * (it leaves nothing), then two on hgx-0 (an empty node, filled whole; hgx-2 stays whole),
+ * never hgx-2.  A member keeps its claim when asked again, gives it up when its node no
+ * longer fits; a member bound off the plan takes a slot on its node, and the member whose
+ * claim that was gets the slot let go. */
+static void
+group_plan_packs_members_onto_the_fullest_nodes(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        static const char *const free[4] = { NULL, "4-7", NULL, "6-7" };
+        CLEANUP(place_view_unrefp) struct place_view *v = hgx_leaf(h100, free);
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request gang = { .id = "ns/gang", .size = 3, .count = 4,
+                                            .mode = PLACE_DOMAIN_PREFERRED };
+        ssize_t h0 = node_named(v, "hgx-0"), h1 = node_named(v, "hgx-1");
+        bool fits[4] = { true, true, true, true };
+        struct place_group_domain d;
+        size_t at;
+
+        (void)state;
+        assert_true(h0 >= 0 && h1 >= 0);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-a", fits, 0, &at), 0);
+        assert_int_equal(place_group_domain(g, v, &gang, NULL, 0, &d), 1);
+        assert_int_equal(d.level, 1);
+        assert_true(d.whole);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-a", fits, 0, &at), 1);
+        assert_int_equal(at, h1);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-a", fits, 0, &at), 1);
+        assert_int_equal(at, h1); /* its own claim */
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-b", fits, 0, &at), 1);
+        assert_int_equal(at, h0);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-c", fits, 0, &at), 1);
+        assert_int_equal(at, h0);
+        /* A fourth member finds no slot left: ranked without the plan. */
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-d", fits, 0, &at), 0);
+        /* uid-a bound on hgx-0 instead: it takes a slot there (uid-b's), lets hgx-1's go,
+         * which uid-b, asked again, then gets. */
+        assert_int_equal(place_group_bound(g, &gang, "uid-a", "hgx-0", 1), 0);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-c", fits, 1, &at), 1);
+        assert_int_equal(at, h0);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-b", fits, 1, &at), 1);
+        assert_int_equal(at, h1);
+        /* With hgx-1 full for it (the scheduler's filter), uid-b lets its claim go and finds
+         * no other slot. */
+        fits[h1] = false;
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-b", fits, 1, &at), 0);
+        assert_int_equal(place_group_plan_pick(g, v, gang.id, "uid-e", fits, 1, &at), 0);
+}
+
+/* issue 11: a domain-preferred gang that no domain holds whole is planned over every node,
+ * as rack packing's fallback bin-packs it: the nodes it leaves with the fewest free GPUs
+ * first, the smaller node on a tie (a tray serves fewer shapes than an HGX node), the
+ * fuller domain, then the view's order.  HGX nodes first in the view (leaf-1): hgx-0 empty,
+ * hgx-1 half free; then trays of nvl-a: tray-0 free, tray-1 busy.  Six 4-GPU pods fit no
+ * domain (the leaf has three sets, nvl-a one): tray-0 (before hgx-1's half, which leaves
+ * nothing either), hgx-1's half, then hgx-0 twice; the plan ends there (four sets).  Kept
+ * to its domain (domain-required), it is planned inside the domain it was given. */
+static void
+spilt_group_is_planned_over_every_node_fullest_first(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *tray = class_of(GB200);
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        CLEANUP(place_groups_freep) struct place_groups *g = place_groups_new(0);
+        struct place_group_request six = { .id = "ns/six", .size = 6, .count = 4,
+                                           .mode = PLACE_DOMAIN_PREFERRED };
+        static const char *const want[4] = { "tray-0", "hgx-1", "hgx-0", "hgx-0" };
+        bool fits[4] = { true, true, true, true };
+        struct place_node nodes[4] = {
+                { .name = "hgx-0", .cls = h100, .free = mask_of(NULL, 8) },
+                { .name = "hgx-1", .cls = h100, .free = mask_of("4-7", 8) },
+                { .name = "tray-0", .cls = tray, .free = mask_of(NULL, 4) },
+                { .name = "tray-1", .cls = tray },
+        };
+        struct place_group_domain d;
+        struct place_config cfg;
+        char uid[16];
+        size_t at;
+
+        (void)state;
+        place_config_default(&cfg);
+        for (unsigned i = 0; i < 4; i++) {
+                nodes[i].domain[0] = i < 2 ? NULL : "nvl-a";
+                nodes[i].domain[1] = i < 2 ? "leaf-1" : NULL;
+        }
+        assert_int_equal(place_view_new(&cfg, nodes, 4, NULL, 0, NULL, NULL, &v), 0);
+        assert_int_equal(place_group_domain(g, v, &six, NULL, 0, &d), 1);
+        assert_false(d.whole);
+        for (unsigned k = 0; k < 4; k++) {
+                snprintf(uid, sizeof(uid), "uid-%u", k);
+                assert_int_equal(place_group_plan_pick(g, v, six.id, uid, fits, 0, &at), 1);
+                assert_string_equal(place_view_node_name(v, at), want[k]);
+        }
+        assert_int_equal(place_group_plan_pick(g, v, six.id, "uid-4", fits, 0, &at), 0);
+        /* Chosen afresh at its next pod (not whole, none bound), the claims carry over. */
+        assert_int_equal(place_group_domain(g, v, &six, NULL, 1, &d), 1);
+        assert_int_equal(place_group_plan_pick(g, v, six.id, "uid-1", fits, 1, &at), 1);
+        assert_string_equal(place_view_node_name(v, at), "hgx-1");
+        assert_int_equal(place_group_plan_pick(g, v, six.id, "uid-4", fits, 1, &at), 0);
+        /* Kept to its domain (domain-required), the same gang is planned inside it only:
+         * nvl-a (the most room), its one free tray. */
+        {
+                CLEANUP(place_groups_freep) struct place_groups *g2 = place_groups_new(0);
+                struct place_group_request kept = six;
+
+                kept.mode = PLACE_DOMAIN_REQUIRED;
+                assert_int_equal(place_group_domain(g2, v, &kept, NULL, 0, &d), 1);
+                assert_string_equal(d.name, "nvl-a");
+                assert_int_equal(place_group_plan_pick(g2, v, kept.id, "uid-0", fits, 0, &at), 1);
+                assert_string_equal(place_view_node_name(v, at), "tray-0");
+                assert_int_equal(place_group_plan_pick(g2, v, kept.id, "uid-1", fits, 0, &at), 0);
+        }
+}
+
 int
 main(void)
 {
@@ -943,6 +1085,8 @@ main(void)
                 cmocka_unit_test(group_that_fails_moves_its_hold_when_it_tries_again),
                 cmocka_unit_test(gang_fitting_whole_backfills_room_held_for_one_fitting_nowhere),
                 cmocka_unit_test(group_prefers_a_multi_node_domain_to_a_whole_node),
+                cmocka_unit_test(group_plan_packs_members_onto_the_fullest_nodes),
+                cmocka_unit_test(spilt_group_is_planned_over_every_node_fullest_first),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
