@@ -119,13 +119,15 @@ log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verd
                          a->req.count, ext_placement_to_string(a->req.placement), a->n, fits,
                          LOG_V(ext_args_name(a, (size_t)best, name)), gpus,
                          v->choice.busbw_gbps, v->priority);
-        } else
+        } else {
+                const char *why = a->n > 0 ? ext_verdict_at(vs, rep, 0)->why : NULL;
+
                 log_info("decision", "verb=%s pod=%s/%s uid=%s gpus_asked=%u placement=%s nodes=%zu "
                          "fit=0 reason=\"%s\"", ext_verb_to_string(verb), a->req.namespace,
                          a->req.name, a->req.uid, a->req.count,
                          ext_placement_to_string(a->req.placement), a->n,
-                         a->n > 0 && vs[rep ? rep[0] : 0].why ? vs[rep ? rep[0] : 0].why
-                                                              : "no nodes");
+                         why ? why : "no nodes");
+        }
 }
 
 static int

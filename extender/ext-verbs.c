@@ -838,7 +838,7 @@ prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
         }
         /* The pod's best node: the highest priority, the first name among equals. */
         for (size_t i = 0; i < n; i++) {
-                const struct ext_verdict *v = &ret[rep ? rep[i] : i];
+                const struct ext_verdict *v = ext_verdict_at(ret, rep, i);
 
                 if (v->r == 0 && (!bv || v->priority > bv->priority ||
                                   (v->priority == bv->priority &&
