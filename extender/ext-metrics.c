@@ -111,6 +111,13 @@ render_cuts(struct ext_metrics *m, struct buf *out)
         for (int c = 0; r >= 0 && c < _EXT_CUT_MAX; c++)
                 r = buf_printf(out, "topofit_extender_connections_cut_total{reason=\"%s\"} %" PRIu64
                                     "\n", cut_names[c], (uint64_t)atomic_load(&m->cuts[c]));
+        if (r >= 0)
+                r = buf_printf(out, "# HELP topofit_extender_connections_opened_total Connections "
+                                    "accepted (with HTTPS each is a TLS handshake; a client that "
+                                    "keeps its connections open adds few).\n"
+                                    "# TYPE topofit_extender_connections_opened_total counter\n"
+                                    "topofit_extender_connections_opened_total %" PRIu64 "\n",
+                               (uint64_t)atomic_load(&m->connections));
         return r;
 }
 

@@ -87,6 +87,7 @@ struct ext_metrics {
         atomic_uint_fast64_t latency_sum_ns[_EXT_VERB_MAX];
         atomic_uint_fast64_t decisions[_EXT_VERB_MAX][_EXT_OUTCOME_MAX];
         atomic_uint_fast64_t cuts[_EXT_CUT_MAX];
+        atomic_uint_fast64_t connections; /* accepted (each a TLS handshake with HTTPS) */
 };
 
 struct ext_state;

@@ -756,6 +756,26 @@ def tls():
             status, body = tls_get(ext.port, ctx("client"), "/readyz")
             check("mutual TLS: a client certificate signed by --client-ca is served",
                   status == 200 and body == "ok\n", body)
+            # One kept-alive connection: its certificate is checked at its first request and
+            # remembered for the rest; a connection without one stays refused throughout.
+            for cert, want in (("client", "served"), (None, "refused")):
+                c = http.client.HTTPSConnection("127.0.0.1", ext.port, timeout=10,
+                                                context=ctx(cert))
+                got = []
+                try:
+                    for _ in range(3):
+                        c.request("GET", "/readyz")
+                        r = c.getresponse()
+                        got.append((r.status, r.read().decode()))
+                except (ssl.SSLError, ConnectionError, OSError, http.client.HTTPException) as e:
+                    got.append((0, repr(e)))
+                finally:
+                    c.close()
+                ok = (got == [(200, "ok\n")] * 3 if want == "served"
+                      else all(st in (0, 403) for st, _ in got))
+                check("mutual TLS: a kept-alive connection %s has its three requests %s"
+                      % ("with a good certificate" if cert else "without a certificate", want),
+                      ok, repr(got))
             status, body = tls_get(ext.port, ctx())
             check("mutual TLS: a client without a certificate is refused",
                   status in (0, 403), "status %d %s" % (status, body))
