@@ -33,10 +33,23 @@
 #define EXT_LIVE_COALESCE_MAX_MS 250
 #define EXT_LIVE_IDLE_WAKE_MS 1000  /* re-check sync state at least this often */
 
+/* One pod's GPU record as the previous rebuild decoded it, keyed by the record's address.
+ * Cache objects are immutable and that rebuild's snapshot is kept (ext_live.prev) until the
+ * next rebuild is done, so an address seen again is the same bytes, never a freed record's
+ * reuse: a pod that did not change is not parsed again (with cJSON, every pod on every
+ * rebuild, it was a quarter of a rebuild under a stream of bindings). */
+struct rec_memo {
+        const char *rec; /* NULL: free slot */
+        struct topo_mask gpus;
+};
+
 struct ext_live {
         struct ext_state *s;
         struct kube_client *client;
         struct kube_cache *cache;
+        struct kube_snapshot *prev; /* the last rebuild's snapshot: keeps memo's keys alive */
+        struct rec_memo *memo;      /* memo_cap slots (a power of two), or NULL */
+        size_t memo_cap;
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t lock;
@@ -158,19 +171,65 @@ ext__live_add_node(struct ext_cluster_builder *b, const struct kube_node *n,
         return r;
 }
 
+static size_t
+memo_slot(const struct rec_memo *m, size_t cap, const char *rec)
+{
+        uint64_t h = (uint64_t)(uintptr_t)rec * 0x9e3779b97f4a7c15ull;
+        size_t i = (size_t)(h >> 32) & (cap - 1);
+
+        while (m[i].rec && m[i].rec != rec)
+                i = (i + 1) & (cap - 1);
+        return i;
+}
+
+/* The GPUs of pod record rec: from the previous rebuild's memo when it decoded this very
+ * record, else decoded; a record that decodes is entered in next (cap slots, at least
+ * twice the pods, so never full).  Returns ext_gpus_annotation_decode()'s result. */
+static int
+record_gpus(const struct ext_live *lv, struct rec_memo *next, size_t cap, const char *rec,
+            struct topo_mask *ret)
+{
+        int r = 0;
+
+        if (lv->memo) {
+                const struct rec_memo *old = &lv->memo[memo_slot(lv->memo, lv->memo_cap, rec)];
+
+                if (old->rec) {
+                        *ret = old->gpus;
+                        goto keep;
+                }
+        }
+        r = ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS, ret, NULL);
+        if (r < 0)
+                return r;
+keep:
+        if (next) {
+                size_t i = memo_slot(next, cap, rec);
+
+                next[i] = (struct rec_memo){ .rec = rec, .gpus = *ret };
+        }
+        return r;
+}
+
 /* One kube snapshot into one cluster view. */
 static int
-rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
+rebuild(struct ext_live *lv, struct kube_snapshot *ks)
 {
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *base = ext_state_snapshot(lv->s);
         struct ext_cluster_builder *b = ext_cluster_builder_new(&lv->s->cfg, base);
         struct ext_cluster *c = NULL;
         unsigned bad_records = 0, left_out = 0;
         uint64_t key_lens[EXT_LIVE_KEY_LEN_WORDS];
+        /* The next memo; without memory for it the rebuild only decodes every record. */
+        size_t cap = 64;
+        struct rec_memo *memo;
         int r = 0;
 
         if (!b)
                 return -ENOMEM;
+        while (cap < 2 * ks->n_pods)
+                cap *= 2;
+        memo = calloc(cap, sizeof(*memo));
         /* PodGroups' topology keys first: the nodes' values of them are kept as they come. */
         for (size_t i = 0; i < ks->n_podgroups; i++)
                 if (ks->podgroups[i]->topology_key && ks->podgroups[i]->topology_key[0] &&
@@ -201,8 +260,7 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
                         if (p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED)
                                 continue;
                         rec = annotation(p, TOPO_GPUS_KEY);
-                        if (rec && ext_gpus_annotation_decode(rec, strlen(rec), TOPO_MAX_GPUS,
-                                                              &gpus, NULL) < 0)
+                        if (rec && record_gpus(lv, memo, cap, rec, &gpus) < 0)
                                 bad_records++;
                         if (!rec && node[0] && p->gpu_request > 0)
                                 unrecorded += p->gpu_request;
@@ -245,11 +303,20 @@ rebuild(struct ext_live *lv, const struct kube_snapshot *ks)
         }
         if (r < 0) {
                 ext_cluster_builder_free(b);
+                free(memo);
                 return r;
         }
         r = ext_cluster_builder_finish(b, ks->generation, &c);
-        if (r < 0)
+        if (r < 0) {
+                free(memo);
                 return r;
+        }
+        /* The memo's keys live as long as this snapshot: keep it until the next rebuild. */
+        free(lv->memo);
+        lv->memo = memo;
+        lv->memo_cap = memo ? cap : 0;
+        kube_snapshot_unref(lv->prev);
+        lv->prev = kube_snapshot_ref(ks);
         if (bad_records)
                 log_warn("pods with an unreadable GPU record", "count=%u annotation=%s", bad_records,
                          TOPO_GPUS_KEY);
@@ -463,6 +530,8 @@ ext_live_stop(struct ext_live *lv)
                 pthread_mutex_unlock(&lv->lock);
                 pthread_join(lv->thread, NULL);
         }
+        kube_snapshot_unref(lv->prev);
+        free(lv->memo);
         kube_cache_free(lv->cache);
         kube_client_free(lv->client);
         pthread_mutex_destroy(&lv->lock);

@@ -450,6 +450,45 @@ def main():
         check("live: the restarted extender logs the groups it restored",
               restored_line and "groups=1" in restored_line[0], "%s" % restored_line)
 
+        # A bound pod's GPU record edited in place: the view decodes a record again when its
+        # pod object changed (rebuilds keep the records they decoded, by object), and keeps
+        # the unchanged ones.
+        def record(node, indices):
+            return json.dumps({"version": 1, "node": node, "containers": [
+                {"name": "main", "indices": indices, "uuids": [""] * len(indices)}]})
+
+        def view_gpus(uid):
+            _, body = call(ext.port, "GET", "/allocations")
+            return next((p["gpus"] for p in json.loads(body)["pods"] if p["uid"] == uid), None)
+
+        def wait_gpus(uid, want):
+            deadline = time.monotonic() + WAIT_S
+            while view_gpus(uid) != want and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return view_gpus(uid)
+
+        def patch(name, annotations):
+            c = http.client.HTTPConnection("127.0.0.1", api, timeout=10)
+            c.request("PATCH", "/api/v1/namespaces/default/pods/" + name,
+                      body=json.dumps({"metadata": {"annotations": annotations}}),
+                      headers={"Content-Type": "application/merge-patch+json"})
+            r = c.getresponse()
+            r.read()
+            c.close()
+            return r.status
+
+        edited = foreign_member("rec-a", "pre-3", ("labels", "app", "rec"))
+        kept = foreign_member("rec-b", "pre-4", ("labels", "app", "rec"))
+        codes = [patch(pod["metadata"]["name"], {"topofit.io/gpus": record(node, idx)})
+                 for pod, node, idx in ((edited, "pre-3", [0, 1, 2, 3]), (kept, "pre-4", [4, 5]))]
+        first = (wait_gpus(edited["metadata"]["uid"], [0, 1, 2, 3]),
+                 wait_gpus(kept["metadata"]["uid"], [4, 5]))
+        codes.append(patch("rec-a", {"topofit.io/gpus": record("pre-3", [6, 7])}))
+        after = (wait_gpus(edited["metadata"]["uid"], [6, 7]), view_gpus(kept["metadata"]["uid"]))
+        check("live: a GPU record edited on a bound pod is read again; the others are kept",
+              codes == [200] * 3 and first == ([0, 1, 2, 3], [4, 5]) and after == ([6, 7], [4, 5]),
+              "patches %s, before the edit %s, after %s" % (codes, first, after))
+
         rc = stop(ext.proc)
         check("live: SIGTERM stops the extender cleanly", rc == 0, "exit %s" % rc)
     except Exception as e:
