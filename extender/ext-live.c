@@ -13,6 +13,7 @@
 #include "ext-server.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ struct ext_live {
         bool dirty;
         bool built;
         uint64_t built_generation;
+        atomic_uint_fast64_t rebuilds, rebuild_cpu_ns; /* for /metrics */
 };
 
 static void
@@ -419,6 +421,8 @@ rebuild_thread(void *arg)
                         else {
                                 lv->built_generation = ks->generation;
                                 lv->built = true;
+                                atomic_fetch_add(&lv->rebuilds, 1);
+                                atomic_fetch_add(&lv->rebuild_cpu_ns, thread_cpu_ns() - cpu0);
                         }
                 }
                 if (ks && ks->synced && !atomic_load(&lv->s->ready)) {
@@ -489,6 +493,8 @@ live_watch_stats(struct ext_state *s, struct ext_watch_stats *ret)
                 .reconnects = ks.reconnects,
                 .errors = ks.errors,
                 .decode_errors = ks.decode_errors,
+                .rebuilds = atomic_load(&lv->rebuilds),
+                .rebuild_cpu_ns = atomic_load(&lv->rebuild_cpu_ns),
         };
 }
 

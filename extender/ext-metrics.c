@@ -140,8 +140,18 @@ render_watch(struct ext_state *s, struct buf *out)
                           "topofit_extender_watch_total{event=\"relist\"} %" PRIu64 "\n"
                           "topofit_extender_watch_total{event=\"reconnect\"} %" PRIu64 "\n"
                           "topofit_extender_watch_total{event=\"error\"} %" PRIu64 "\n"
-                          "topofit_extender_watch_total{event=\"decode_error\"} %" PRIu64 "\n",
-                          w.events, w.relists, w.reconnects, w.errors, w.decode_errors);
+                          "topofit_extender_watch_total{event=\"decode_error\"} %" PRIu64 "\n"
+                          "# HELP topofit_extender_view_rebuilds_total Cluster views built from "
+                          "the watched objects and installed.\n"
+                          "# TYPE topofit_extender_view_rebuilds_total counter\n"
+                          "topofit_extender_view_rebuilds_total %" PRIu64 "\n"
+                          "# HELP topofit_extender_view_rebuild_cpu_seconds_total CPU time of "
+                          "the rebuild thread for them (it pauses at least four times as long "
+                          "after each, so rebuilds take at most a fifth of a core).\n"
+                          "# TYPE topofit_extender_view_rebuild_cpu_seconds_total counter\n"
+                          "topofit_extender_view_rebuild_cpu_seconds_total %.6f\n",
+                          w.events, w.relists, w.reconnects, w.errors, w.decode_errors,
+                          w.rebuilds, (double)w.rebuild_cpu_ns / 1e9);
 }
 
 static int

@@ -99,6 +99,8 @@ struct ext_watch_stats {
         uint64_t reconnects;    /* watches resumed after the first */
         uint64_t errors;        /* failed LISTs and WATCHes */
         uint64_t decode_errors; /* objects that did not decode (left out of the view) */
+        uint64_t rebuilds;      /* cluster views built from the cache and installed */
+        uint64_t rebuild_cpu_ns; /* the rebuild thread's CPU time for them */
 };
 
 /* Writes the binding (live: POST pods/{name}/binding with the GPU annotation and, for a

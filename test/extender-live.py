@@ -208,6 +208,26 @@ def main():
               % (relists, watch_counter("relist")))
         call(api, "DELETE", "/api/v1/namespaces/default/pods/watch-cut")
 
+        def metric(name):
+            _, m = call(ext.port, "GET", "/metrics")
+            return next((float(l.split()[-1]) for l in m.splitlines()
+                         if l.startswith(name + " ")), None)
+        # Each view built from the watches is counted, with its CPU time: the pod just
+        # deleted makes one more.
+        before = (metric("topofit_extender_view_rebuilds_total"),
+                  metric("topofit_extender_view_rebuild_cpu_seconds_total"))
+        call(api, "POST", "/api/v1/namespaces/default/pods", gpu_pod("rebuild-count", 1))
+        deadline = time.monotonic() + WAIT_S
+        after = before
+        while time.monotonic() < deadline and (after[0] or 0) <= (before[0] or 0):
+            time.sleep(0.05)
+            after = (metric("topofit_extender_view_rebuilds_total"),
+                     metric("topofit_extender_view_rebuild_cpu_seconds_total"))
+        check("live: /metrics counts the view's rebuilds and their CPU time",
+              None not in before and before[0] >= 1 and before[1] > 0 and
+              after[0] > before[0] and after[1] >= before[1], "before %s, after %s" % (before, after))
+        call(api, "DELETE", "/api/v1/namespaces/default/pods/rebuild-count")
+
         probe = gpu_pod("probe-1", 1)
         probe["metadata"]["uid"] = "probe-uid"
         _, body = call(ext.port, "POST", "/filter", {"Pod": probe, "Nodes": None,
