@@ -892,23 +892,6 @@ ext_prioritize_rep(const struct ext_cluster *c, struct ext_ledger *l,
         return prioritize(c, l, cfg, req, nodes, n, now_ns, ret, rep);
 }
 
-/* Sets of the group's shape on the view's nodes in domain d of level l (PLACE_LEVEL_NODE: d
- * is the node). */
-static unsigned
-sets_in(const struct place_view *v, unsigned l, ssize_t d, const struct place_group_request *g)
-{
-        unsigned sets = 0;
-
-        for (size_t j = 0; j < place_view_n_nodes(v); j++) {
-                struct score_class *cls = place_view_node_class(v, j);
-
-                if (cls && place_view_node_domain(v, j, l) == d)
-                        sets += place_count_sets(cls, place_view_node_free(v, j), g->count,
-                                                 g->require);
-        }
-        return sets;
-}
-
 /* The domain of node i for a group that has no record when one of its pods binds there:
  * in placement's order (the multi-node NVLink domain, the node itself, the network tiers
  * innermost first), the first domain of the node that holds the whole group (its free sets
@@ -939,7 +922,7 @@ adopted_domain(const struct place_view *v, size_t i, const struct place_group_re
                 if (l == PLACE_LEVEL_NODE && g->size <= 1 &&
                     !(g->has_within && g->within == PLACE_LEVEL_NODE))
                         continue;
-                whole = g->size > 0 && sets_in(v, l, d, g) >= need;
+                whole = g->size > 0 && place_domain_sets(v, l, d, g->count, g->require) >= need;
                 if (!whole) {
                         if (first_d < 0 && l != PLACE_LEVEL_NODE) {
                                 first_d = d;

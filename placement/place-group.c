@@ -151,7 +151,8 @@ held_locked(const struct place_groups *g, const struct place_view *v, unsigned l
 
         for (size_t k = 0, seen = 0; k < PLACE_MAX_GROUPS && seen < g->n_used; k++) {
                 const struct group_record *r = &g->rec[k];
-                ssize_t rd;
+                const uint32_t *members;
+                ssize_t rd, first;
 
                 if (!r->id[0])
                         continue;
@@ -162,12 +163,15 @@ held_locked(const struct place_groups *g, const struct place_view *v, unsigned l
                 rd = place_view_find_domain(v, r->domain.level, r->domain.name);
                 if (rd < 0)
                         continue;
-                for (size_t i = 0; i < place_view_n_nodes(v); i++)
-                        if (place_view_node_domain(v, i, r->domain.level) == rd) {
-                                if (place_view_node_domain(v, i, level) == d)
-                                        held += r->size - r->n_bound;
-                                break;
-                        }
+                /* Where the held domain lies: its first node's domain at this level. */
+                if (r->domain.level == PLACE_LEVEL_NODE)
+                        first = rd;
+                else if (place_view_domain_nodes(v, r->domain.level, (size_t)rd, &members) > 0)
+                        first = members[0];
+                else
+                        continue;
+                if (place_view_node_domain(v, (size_t)first, level) == d)
+                        held += r->size - r->n_bound;
         }
         return held;
 }
@@ -186,12 +190,22 @@ domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned coun
             const struct topo_mask *const *free_of)
 {
         unsigned sets = 0;
+        const uint32_t *members;
+        uint32_t node = (uint32_t)d;
+        size_t n;
 
-        for (size_t i = 0; i < place_view_n_nodes(v); i++) {
+        /* A node's own domain is the node; a named one lists its nodes. */
+        if (level == PLACE_LEVEL_NODE) {
+                members = &node;
+                n = d >= 0 && place_view_node_name(v, (size_t)d) != NULL;
+        } else
+                n = d >= 0 ? place_view_domain_nodes(v, level, (size_t)d, &members) : 0;
+        for (size_t k = 0; k < n; k++) {
+                size_t i = members[k];
                 struct score_class *cls = place_view_node_class(v, i);
                 const struct topo_mask *f = place_view_node_free(v, i);
 
-                if (!cls || place_view_node_domain(v, i, level) != d)
+                if (!cls)
                         continue;
                 if (i == skip)
                         f = skip_free;
@@ -200,6 +214,13 @@ domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned coun
                 sets += place_count_sets(cls, f, count, require);
         }
         return sets;
+}
+
+unsigned
+place_domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned count,
+                  unsigned require)
+{
+        return domain_sets(v, level, d, count, require, PLACE_NO_NODE, NULL, NULL);
 }
 
 /* With a topology constraint at a level (req->has_within, not PLACE_LEVEL_NODE): for each

@@ -62,6 +62,17 @@ struct place_view {
         struct place_memo *memo;
         size_t n_domains[PLACE_DOMAIN_SLOTS];
         struct place_domain *domains[PLACE_DOMAIN_SLOTS];
+        /* Slot l's domain d has the nodes members[l][first[l][d] .. first[l][d + 1]), in
+         * node order (NULL when the slot has no domains), so a domain's sum visits its own
+         * nodes, not every node of the view. */
+        uint32_t *members[PLACE_DOMAIN_SLOTS];
+        uint32_t *first[PLACE_DOMAIN_SLOTS];
+        /* Node names by hash: 1 + the node's index, 0 for a free slot; name_cap slots, a
+         * power of two at least twice the nodes (NULL: none named, or no memory: then
+         * lookups go node by node).  A lookup by node name was a walk over every node, on
+         * every candidate node of every request while a gang held a single node. */
+        uint32_t *name_slots;
+        size_t name_cap;
 };
 
 /* The slot of a level with named domains: 0..PLACE_MAX_LEVELS-1 as they are, the key levels
@@ -368,8 +379,12 @@ place_view_unref(struct place_view *v)
 {
         if (!v || __atomic_sub_fetch(&v->n_ref, 1, __ATOMIC_ACQ_REL) > 0)
                 return NULL;
-        for (unsigned l = 0; l < PLACE_DOMAIN_SLOTS; l++)
+        for (unsigned l = 0; l < PLACE_DOMAIN_SLOTS; l++) {
                 free(v->domains[l]);
+                free(v->members[l]);
+                free(v->first[l]);
+        }
+        free(v->name_slots);
         memo_unref(v->memo);
         free(v->nodes);
         free(v);
@@ -504,7 +519,81 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
         }
         v->domains[l] = d;
         v->n_domains[l] = u;
+        /* The members of each domain, by counting then placing. */
+        v->first[l] = calloc(u + 1, sizeof(*v->first[l]));
+        v->members[l] = malloc(MAX(v->n_nodes, (size_t)1) * sizeof(*v->members[l]));
+        if (!v->first[l] || !v->members[l])
+                return -ENOMEM; /* freed with the view */
+        for (size_t x = 0; x < u; x++)
+                v->first[l][x + 1] = v->first[l][x] + d[x].n_nodes;
+        {
+                CLEANUP(freep) uint32_t *at = malloc(MAX(u, (size_t)1) * sizeof(*at));
+
+                if (!at)
+                        return -ENOMEM;
+                memcpy(at, v->first[l], u * sizeof(*at));
+                for (size_t i = 0; i < v->n_nodes; i++)
+                        if (v->nodes[i].domain[l] >= 0)
+                                v->members[l][at[v->nodes[i].domain[l]]++] = (uint32_t)i;
+        }
         return 0;
+}
+
+static uint64_t
+name_hash(const char *s)
+{
+        uint64_t h = 1469598103934665603ull;
+
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        return h;
+}
+
+/* The hash index of the nodes' names; without memory, lookups walk the nodes. */
+static void
+build_name_index(struct place_view *v)
+{
+        size_t cap = 16;
+
+        while (cap < 2 * v->n_nodes)
+                cap *= 2;
+        v->name_slots = calloc(cap, sizeof(*v->name_slots));
+        if (!v->name_slots)
+                return;
+        v->name_cap = cap;
+        for (size_t i = 0; i < v->n_nodes; i++) {
+                size_t k;
+
+                if (!v->nodes[i].name)
+                        continue;
+                k = (size_t)name_hash(v->nodes[i].name) & (cap - 1);
+                while (v->name_slots[k])
+                        k = (k + 1) & (cap - 1);
+                v->name_slots[k] = (uint32_t)i + 1;
+        }
+}
+
+/* The first node named name (node order), -1 when none. */
+static ssize_t
+find_node(const struct place_view *v, const char *name)
+{
+        if (!v->name_slots) {
+                for (size_t i = 0; i < v->n_nodes; i++)
+                        if (v->nodes[i].name && strcmp(v->nodes[i].name, name) == 0)
+                                return (ssize_t)i;
+                return -1;
+        }
+        /* Names may repeat in a view built by hand: nodes went in in order and slots are
+         * probed in the order they were taken, so the first hit is the first such node, as
+         * the walk's. */
+        for (size_t k = (size_t)name_hash(name) & (v->name_cap - 1); v->name_slots[k];
+             k = (k + 1) & (v->name_cap - 1)) {
+                size_t i = v->name_slots[k] - 1;
+
+                if (strcmp(v->nodes[i].name, name) == 0)
+                        return (ssize_t)i;
+        }
+        return -1;
 }
 
 int
@@ -578,6 +667,7 @@ place_view_new(const struct place_config *cfg, const struct place_node *nodes, s
                 if (r < 0)
                         return r;
         }
+        build_name_index(v);
         *ret = TAKE_PTR(v);
         return 0;
 }
@@ -665,15 +755,24 @@ place_view_find_domain(const struct place_view *v, unsigned level, const char *n
 
         if (!v || !name)
                 return -1;
-        if (level == PLACE_LEVEL_NODE) {
-                for (size_t i = 0; i < v->n_nodes; i++)
-                        if (v->nodes[i].name && strcmp(v->nodes[i].name, name) == 0)
-                                return (ssize_t)i;
-                return -1;
-        }
+        if (level == PLACE_LEVEL_NODE)
+                return find_node(v, name);
         if (l < 0)
                 return -1;
         return find_domain(v->domains[l], v->n_domains[l], name);
+}
+
+size_t
+place_view_domain_nodes(const struct place_view *v, unsigned level, size_t d,
+                        const uint32_t **ret)
+{
+        int l = level_slot(level);
+
+        *ret = NULL;
+        if (!v || l < 0 || d >= v->n_domains[l] || !v->members[l])
+                return 0;
+        *ret = v->members[l] + v->first[l][d];
+        return v->first[l][d + 1] - v->first[l][d];
 }
 
 const char *

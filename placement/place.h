@@ -171,6 +171,10 @@ const struct place_domain *place_view_domain(const struct place_view *v, unsigne
 ssize_t place_view_node_domain(const struct place_view *v, size_t i, unsigned level);
 /* The index of the domain named name at level, -1 when absent. */
 ssize_t place_view_find_domain(const struct place_view *v, unsigned level, const char *name);
+/* The nodes of domain d at a named level (not PLACE_LEVEL_NODE, whose domain d is node d),
+ * in node order: their count and *ret; 0 and NULL when there are none. */
+size_t place_view_domain_nodes(const struct place_view *v, unsigned level, size_t d,
+                               const uint32_t **ret);
 
 /* --- the cluster term ----------------------------------------------------------------- */
 
@@ -357,6 +361,10 @@ int place_group_restore(struct place_groups *g, const struct place_group_request
  * (may be NULL) gives, per node of v, the free GPUs to count instead of the view's (NULL
  * entries: the view's): the caller's fresher knowledge, such as GPUs bound since the view
  * was built. */
+/* Sets of count GPUs meeting require on the nodes of domain d at level (PLACE_LEVEL_NODE: d
+ * is the node), with the view's free GPUs. */
+unsigned place_domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned count,
+                           unsigned require);
 int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                       const struct topo_mask *free, const struct topo_mask *set,
                       const char *group_id, const struct topo_mask *const *free_of,

@@ -330,6 +330,59 @@ view_reuses_unchanged_nodes_of_its_base(void **state)
         assert_null(place_view_capacity(b, 64));
 }
 
+/* A node is found by name (the view's hash index: 600 nodes, so slots collide; a repeated
+ * name finds its first node, as a walk would), and a domain lists exactly its nodes in node
+ * order: interleaved domains, some nodes in none.  The sets of a domain are its nodes' sets. */
+static void
+view_finds_nodes_by_name_and_lists_domain_members(void **state)
+{
+        CLEANUP(score_class_unrefp) struct score_class *h100 = class_of(H100);
+        CLEANUP(place_view_unrefp) struct place_view *v = NULL;
+        static char names[600][16], doms[7][8];
+        struct place_node nodes[600];
+        struct place_config cfg;
+
+        (void)state;
+        place_config_default(&cfg);
+        for (unsigned d = 0; d < 7; d++)
+                snprintf(doms[d], sizeof(doms[d]), "d-%u", d);
+        for (unsigned i = 0; i < 600; i++) {
+                snprintf(names[i], sizeof(names[i]), "n-%03u", i);
+                nodes[i] = (struct place_node){ .name = names[i], .cls = h100,
+                                                .free = mask_of(i % 3 ? "0-3" : NULL, 8) };
+                nodes[i].domain[0] = i % 11 == 0 ? NULL : doms[i % 7];
+        }
+        nodes[599].name = names[3];
+        assert_int_equal(place_view_new(&cfg, nodes, 600, NULL, 0, NULL, NULL, &v), 0);
+        for (unsigned i = 0; i < 599; i++)
+                assert_int_equal(place_view_find_domain(v, PLACE_LEVEL_NODE, names[i]), i);
+        assert_int_equal(place_view_find_domain(v, PLACE_LEVEL_NODE, "n-599"), -1);
+        assert_int_equal(place_view_find_domain(v, PLACE_LEVEL_NODE, "n-6000"), -1);
+        assert_int_equal(place_view_n_domains(v, 0), 7);
+        for (unsigned d = 0; d < 7; d++) {
+                ssize_t x = place_view_find_domain(v, 0, doms[d]);
+                const uint32_t *m;
+                size_t n = place_view_domain_nodes(v, 0, (size_t)x, &m), k = 0;
+                unsigned sets = 0;
+
+                assert_true(x >= 0);
+                for (unsigned i = 0; i < 600; i++) {
+                        if (i % 11 == 0 || i % 7 != d)
+                                continue;
+                        assert_true(k < n);
+                        assert_int_equal(m[k++], i);
+                        sets += place_count_sets(h100, &nodes[i].free, 2, 0);
+                }
+                assert_int_equal(k, n);
+                assert_int_equal(n, place_view_domain(v, 0, (size_t)x)->n_nodes);
+                assert_int_equal(place_domain_sets(v, 0, x, 2, 0), sets);
+        }
+        assert_int_equal(place_domain_sets(v, PLACE_LEVEL_NODE, 1, 2, 0),
+                         place_count_sets(h100, &nodes[1].free, 2, 0));
+        assert_int_equal(place_view_domain_nodes(v, 0, 7, &(const uint32_t *){ NULL }), 0);
+        assert_int_equal(place_view_domain_nodes(v, 1, 0, &(const uint32_t *){ NULL }), 0);
+}
+
 static void
 view_learns_weights_from_live_pod_sizes(void **state)
 {
@@ -1073,6 +1126,7 @@ main(void)
                 cmocka_unit_test(loss_counts_what_the_set_keeps_from_the_drained_node),
                 cmocka_unit_test(rank_never_trades_a_link_class_for_capacity),
                 cmocka_unit_test(view_reuses_unchanged_nodes_of_its_base),
+                cmocka_unit_test(view_finds_nodes_by_name_and_lists_domain_members),
                 cmocka_unit_test(view_learns_weights_from_live_pod_sizes),
                 cmocka_unit_test(view_groups_nodes_into_domains),
                 cmocka_unit_test(rank_fills_the_fuller_domain_when_losses_tie),
