@@ -352,6 +352,10 @@ int place_group_restore(struct place_groups *g, const struct place_group_request
                         const struct place_group_domain *d, const char *const *uids, size_t n,
                         uint64_t now_ns);
 
+/* Sets of count GPUs meeting require on the nodes of domain d at level (PLACE_LEVEL_NODE: d
+ * is the node), with the view's free GPUs. */
+unsigned place_domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned count,
+                           unsigned require);
 /* Whether taking set from node i of v (free: its free GPUs for this request) keeps every
  * other live group's hold on i's domains: returns 0 when it does, -EBUSY with *ret_group
  * (the group's id, copied into a PLACE_NAME_MAX buffer when non-NULL) when the domain would
@@ -361,10 +365,6 @@ int place_group_restore(struct place_groups *g, const struct place_group_request
  * (may be NULL) gives, per node of v, the free GPUs to count instead of the view's (NULL
  * entries: the view's): the caller's fresher knowledge, such as GPUs bound since the view
  * was built. */
-/* Sets of count GPUs meeting require on the nodes of domain d at level (PLACE_LEVEL_NODE: d
- * is the node), with the view's free GPUs. */
-unsigned place_domain_sets(const struct place_view *v, unsigned level, ssize_t d, unsigned count,
-                           unsigned require);
 int place_group_check(struct place_groups *g, const struct place_view *v, size_t i,
                       const struct topo_mask *free, const struct topo_mask *set,
                       const char *group_id, const struct topo_mask *const *free_of,

@@ -757,25 +757,39 @@ def tls():
             check("mutual TLS: a client certificate signed by --client-ca is served",
                   status == 200 and body == "ok\n", body)
             # One kept-alive connection: its certificate is checked at its first request and
-            # remembered for the rest; a connection without one stays refused throughout.
+            # remembered for the rest (the three requests go over one connection: the
+            # extender counts one more accepted between two /metrics reads, each its own);
+            # a request without one is refused and its connection closed, so nothing more
+            # is served on it.
+            def opened():
+                status, body = tls_get(ext.port, ctx("client"), "/metrics")
+                return next((int(l.split()[-1]) for l in body.splitlines() if
+                             l.startswith("topofit_extender_connections_opened_total ")), -1)
             for cert, want in (("client", "served"), (None, "refused")):
                 c = http.client.HTTPSConnection("127.0.0.1", ext.port, timeout=10,
                                                 context=ctx(cert))
                 got = []
+                before = opened()
                 try:
                     for _ in range(3):
                         c.request("GET", "/readyz")
                         r = c.getresponse()
-                        got.append((r.status, r.read().decode()))
+                        got.append((r.status, r.read().decode(), r.getheader("Connection")))
+                        if r.getheader("Connection") == "close":
+                            break
                 except (ssl.SSLError, ConnectionError, OSError, http.client.HTTPException) as e:
-                    got.append((0, repr(e)))
+                    got.append((0, repr(e), None))
                 finally:
                     c.close()
-                ok = (got == [(200, "ok\n")] * 3 if want == "served"
-                      else all(st in (0, 403) for st, _ in got))
-                check("mutual TLS: a kept-alive connection %s has its three requests %s"
-                      % ("with a good certificate" if cert else "without a certificate", want),
-                      ok, repr(got))
+                after = opened()
+                if want == "served":
+                    ok = got == [(200, "ok\n", None)] * 3 and before >= 0 and after == before + 2
+                else:
+                    ok = len(got) == 1 and got[0][0] == 403 and got[0][2] == "close"
+                check("mutual TLS: a kept-alive connection %s has its requests %s"
+                      % ("with a good certificate" if cert else "without a certificate",
+                         "served, all three on it" if cert else "refused, the connection closed"),
+                      ok, "%r, connections accepted %d -> %d" % (got, before, after))
             status, body = tls_get(ext.port, ctx())
             check("mutual TLS: a client without a certificate is refused",
                   status in (0, 403), "status %d %s" % (status, body))
