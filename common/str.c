@@ -186,6 +186,14 @@ str_ndup(const char *s, size_t len)
         return d;
 }
 
+uint64_t
+str_hash_fnv1a(uint64_t h, const char *s)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        return h;
+}
+
 size_t
 str_format_uint(char *dst, unsigned v)
 {

@@ -39,6 +39,11 @@ char *str_ndup(const char *s, size_t len);
 #define STR_UINT_DIGITS 10
 size_t str_format_uint(char *dst, unsigned v);
 
+/* FNV-1a over the bytes of s, continuing from h (the basis, or an earlier call's result):
+ * for hash tables and short digests of names.  Callers keep the basis they always used,
+ * since some of these digests are stored in annotations. */
+uint64_t str_hash_fnv1a(uint64_t h, const char *s);
+
 /* The index of s in table[0..n) (NULL entries never match), or -EINVAL when s is NULL or
  * absent: the body of every enum's x_from_string(), whose _X_INVALID is -EINVAL. */
 int str_table_index(const char *const *table, size_t n, const char *s);

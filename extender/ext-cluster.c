@@ -554,8 +554,7 @@ ext_key_domain_name(char name[PLACE_NAME_MAX], const char *key, const char *valu
                 return;
         }
         vl = MIN(vl, (size_t)PLACE_NAME_MAX - 19); /* a label value is 63 bytes at most */
-        for (const char *p = key; *p; p++)
-                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = str_hash_fnv1a(h, key);
         snprintf(name, PLACE_NAME_MAX, "#%016llx=%.*s", (unsigned long long)h, (int)vl, value);
 }
 
@@ -798,8 +797,7 @@ ext_group_id(char id[PLACE_NAME_MAX], const char *source, const char *ns, const 
                 memcpy(id, full, (size_t)n + 1);
                 return;
         }
-        for (const char *p = full; *p; p++)
-                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = str_hash_fnv1a(h, full);
         snprintf(id, PLACE_NAME_MAX, "%.*s#%016llx", PLACE_NAME_MAX - 19, full,
                  (unsigned long long)h);
 }

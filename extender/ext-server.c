@@ -55,9 +55,10 @@ struct sock {
         bool in_body;
         uint64_t deadline_ns; /* 0: none */
         /* The client certificate was verified on this connection: it stays the one of the
-         * handshake (microhttpd never renegotiates), so later requests skip the chain
-         * check, which was a sixth of this process's CPU under a busy scheduler.  Read and
-         * written only by the worker that serves the connection, not under sock_lock. */
+         * handshake (a TLS 1.2 renegotiation ends the connection), so later requests skip
+         * the chain check, which was a sixth of this process's CPU under a busy scheduler.
+         * Read and written only by the worker that serves the connection, not under
+         * sock_lock. */
         bool cert_ok;
 };
 

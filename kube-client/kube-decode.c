@@ -60,14 +60,10 @@ kube__obj_unref(struct kube__obj *o)
 uint64_t
 kube__key_hash(const char *ns, const char *name)
 {
-        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        uint64_t h = str_hash_fnv1a(1469598103934665603ull, ns); /* FNV-1a */
 
-        for (; *ns; ns++)
-                h = (h ^ (unsigned char)*ns) * 1099511628211ull;
         h = (h ^ '/') * 1099511628211ull;
-        for (; *name; name++)
-                h = (h ^ (unsigned char)*name) * 1099511628211ull;
-        return h;
+        return str_hash_fnv1a(h, name);
 }
 
 /* The largest GPU quantity a Node or Pod may carry here (more is an error, not a count). */

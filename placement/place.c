@@ -542,11 +542,7 @@ build_domains(struct place_view *v, const struct place_node *nodes, unsigned l)
 static uint64_t
 name_hash(const char *s)
 {
-        uint64_t h = 1469598103934665603ull;
-
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 1099511628211ull;
-        return h;
+        return str_hash_fnv1a(14695981039346656037ull, s);
 }
 
 /* The hash index of the nodes' names; without memory, lookups walk the nodes. */
