@@ -199,8 +199,35 @@ struct dp_nvml_pci {
         unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
         char bus_id[32];
 };
+/* Multi-node NVLink fabric (GB200/GB300 NVL72 and other NVLink-switched racks): nvml.h's
+ * nvmlGpuFabricInfo_v2_t, asked through nvmlDeviceGetGpuFabricInfoV (driver 535+), and the
+ * older nvmlGpuFabricInfo_t of nvmlDeviceGetGpuFabricInfo (driver 525+) where V is missing. */
+#define DP_NVML_FABRIC_UUID_LEN 16
+struct dp_nvml_fabric_v2 {
+        unsigned version;
+        unsigned char cluster_uuid[DP_NVML_FABRIC_UUID_LEN];
+        int status;
+        unsigned clique_id;
+        unsigned char state;
+        unsigned health_mask;
+};
+struct dp_nvml_fabric_v1 {
+        unsigned char cluster_uuid[DP_NVML_FABRIC_UUID_LEN];
+        int status;
+        unsigned clique_id;
+        unsigned char state;
+};
+#define DP_NVML_FABRIC_V2 ((unsigned)sizeof(struct dp_nvml_fabric_v2) | (2u << 24))
+enum {
+        DP_NVML_FABRIC_NOT_SUPPORTED = 0,
+        DP_NVML_FABRIC_NOT_STARTED = 1,
+        DP_NVML_FABRIC_IN_PROGRESS = 2,
+        DP_NVML_FABRIC_COMPLETED = 3,
+};
+
 enum {
         DP_NVML_SUCCESS = 0,
+        DP_NVML_ERROR_NOT_SUPPORTED = 3,
         DP_NVML_TOPO_INTERNAL = 0,
         DP_NVML_TOPO_SINGLE = 10,
         DP_NVML_TOPO_MULTIPLE = 20,
@@ -223,6 +250,8 @@ struct dp_nvml {
         int (*link_remote)(dp_nvml_device, unsigned, struct dp_nvml_pci *);
         int (*mig)(dp_nvml_device, unsigned *, unsigned *);
         int (*ancestor)(dp_nvml_device, dp_nvml_device, int *);
+        int (*fabric_v)(dp_nvml_device, struct dp_nvml_fabric_v2 *);
+        int (*fabric)(dp_nvml_device, struct dp_nvml_fabric_v1 *);
 };
 
 static const struct {
@@ -242,6 +271,8 @@ static const struct {
         { "nvmlDeviceGetNvLinkRemotePciInfo_v2", offsetof(struct dp_nvml, link_remote), false },
         { "nvmlDeviceGetMigMode", offsetof(struct dp_nvml, mig), false },
         { "nvmlDeviceGetTopologyCommonAncestor", offsetof(struct dp_nvml, ancestor), false },
+        { "nvmlDeviceGetGpuFabricInfoV", offsetof(struct dp_nvml, fabric_v), false },
+        { "nvmlDeviceGetGpuFabricInfo", offsetof(struct dp_nvml, fabric), false },
 };
 
 static const struct {
@@ -308,6 +339,99 @@ dp__bus_eq(const char *a, const char *b)
         dp__sysfs_bdf(a, x, sizeof(x));
         dp__sysfs_bdf(b, y, sizeof(y));
         return strcmp(x, y) == 0;
+}
+
+/* One GPU's fabric record: 1 and its domain name when the GPU is registered with a
+ * multi-node NVLink fabric, 0 with *state when it is not (yet), -1 when NVML cannot say. */
+static int
+dp__nvml_fabric(const struct dp_nvml *n, dp_nvml_device dev, char domain[static TOPO_ID_MAX],
+                unsigned *state)
+{
+        struct dp_nvml_fabric_v2 v2 = { .version = DP_NVML_FABRIC_V2 };
+        struct dp_nvml_fabric_v1 v1 = { 0 };
+        const unsigned char *uuid;
+        unsigned clique;
+        int status;
+
+        int rv = n->fabric_v ? n->fabric_v(dev, &v2) : -1, r1 = -1;
+
+        if (rv == DP_NVML_SUCCESS) {
+                uuid = v2.cluster_uuid;
+                clique = v2.clique_id;
+                status = v2.status;
+                *state = v2.state;
+        } else if (n->fabric && (r1 = n->fabric(dev, &v1)) == DP_NVML_SUCCESS) {
+                uuid = v1.cluster_uuid;
+                clique = v1.clique_id;
+                status = v1.status;
+                *state = v1.state;
+        } else if (rv == DP_NVML_ERROR_NOT_SUPPORTED || r1 == DP_NVML_ERROR_NOT_SUPPORTED) {
+                *state = DP_NVML_FABRIC_NOT_SUPPORTED; /* a GPU without fabric support */
+                return 0;
+        } else
+                return -1;
+        if (*state != DP_NVML_FABRIC_COMPLETED || status != DP_NVML_SUCCESS)
+                return 0;
+        /* GPU Feature Discovery's nvidia.com/gpu.clique spelling: the cluster UUID in its
+         * canonical form, a dot, the clique id in decimal. */
+        snprintf(domain, TOPO_ID_MAX,
+                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x.%u",
+                 uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8],
+                 uuid[9], uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15], clique);
+        return 1;
+}
+
+static const char *
+dp__fabric_state_name(unsigned state)
+{
+        switch (state) {
+        case DP_NVML_FABRIC_NOT_SUPPORTED: return "not supported";
+        case DP_NVML_FABRIC_NOT_STARTED: return "not started";
+        case DP_NVML_FABRIC_IN_PROGRESS: return "in progress";
+        case DP_NVML_FABRIC_COMPLETED: return "completed with an error";
+        default: return "unknown";
+        }
+}
+
+/* The node's multi-node NVLink domain: every GPU must name the same one, else none (a node
+ * split over two cliques is a misconfigured rack, and a wrong domain would pull a gang's
+ * pods apart).  Registration that has not finished yet leaves the domain empty; the
+ * periodic re-discovery publishes it once it is there. */
+static void
+dp__nvml_domain(const struct dp_nvml *n, const dp_nvml_device *devs, unsigned count,
+                struct topo *t, struct dp_discover_report *rep)
+{
+        char first[TOPO_ID_MAX] = "", d[TOPO_ID_MAX];
+        unsigned state = 0;
+
+        if (!n->fabric_v && !n->fabric) {
+                dp__note(rep, "nvml: no fabric query in this driver; no NVLink domain");
+                return;
+        }
+        for (unsigned i = 0; i < count; i++) {
+                int r = dp__nvml_fabric(n, devs[i], d, &state);
+                if (r < 0) {
+                        dp__note(rep, "nvml: GPU %u: fabric info not available; no NVLink domain", i);
+                        return;
+                }
+                if (r == 0) {
+                        if (state == DP_NVML_FABRIC_NOT_SUPPORTED && i == 0)
+                                dp__note(rep, "nvml: no multi-node NVLink fabric");
+                        else
+                                dp__note(rep, "nvml: GPU %u: fabric registration %s; no NVLink domain",
+                                         i, dp__fabric_state_name(state));
+                        return;
+                }
+                if (i == 0)
+                        memcpy(first, d, sizeof(first));
+                else if (strcmp(first, d) != 0) {
+                        dp__note(rep, "nvml: GPUs 0 and %u are in different NVLink domains (%s, %s); none published",
+                                 i, first, d);
+                        return;
+                }
+        }
+        memcpy(t->nvlink_domain, first, sizeof(t->nvlink_domain));
+        dp__note(rep, "nvml: NVLink domain %s", first);
 }
 
 static int
@@ -433,6 +557,7 @@ dp__from_nvml(const char *libpath, struct topo **ret, struct dp_discover_report 
                                 a->link = b->link = TOPO_LINK_NVLINK;
                         a->links = b->links = links;
                 }
+        dp__nvml_domain(&n, devs, count, t, rep);
         topo_finish(t);
         rep->nvml_gpus = count;
         dp__note(rep, "nvml: %u GPUs%s", count, t->nvswitch ? ", NVSwitch fabric" : "");

@@ -7,7 +7,8 @@
  * FAKE_NVML_NVSWITCH=1 every GPU instead has 12 links into an NVSwitch; FAKE_NVML_FAIL=1
  * makes nvmlInit fail; FAKE_NVML_BUSES="01,05,06,11" sets the GPUs' PCI buses (hex), to
  * match an hwloc XML; events: when the file $FAKE_NVML_XID_FILE holds "<gpu> <xid>", the
- * next event wait returns that critical Xid and removes the file.  Not part of the product.
+ * next event wait returns that critical Xid and removes the file; FAKE_NVML_FABRIC sets the
+ * multi-node NVLink fabric (below).  Not part of the product.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -198,6 +199,89 @@ nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level)
         if (i < 0 || j < 0)
                 return ERR_INVALID;
         *level = level_of[i][j];
+        return OK;
+}
+
+/* Multi-node NVLink fabric.  FAKE_NVML_FABRIC="<state> <clique of GPU 0> ... <of GPU 3>"
+ * (state 3: registered); unset, every GPU answers state 0, no fabric, as a lone H100 with
+ * driver 580 does.  FAKE_NVML_FABRIC_V=0 makes the V call answer
+ * NVML_ERROR_FUNCTION_NOT_FOUND, as a driver before it would, so the v1 call is used. */
+struct fabric_v1 {
+        unsigned char cluster_uuid[16];
+        int status;
+        unsigned clique_id;
+        unsigned char state;
+};
+struct fabric_v2 {
+        unsigned version;
+        unsigned char cluster_uuid[16];
+        int status;
+        unsigned clique_id;
+        unsigned char state;
+        unsigned health_mask;
+};
+
+int nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f);
+int nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v2 *f);
+
+static const unsigned char cluster_uuid[16] = { 0x8f, 0x3a, 0x1c, 0x52, 0x9b, 0x04, 0x4e, 0x71,
+                                                0xa2, 0x6d, 0x33, 0xc0, 0x5e, 0x18, 0xf7, 0x09 };
+
+static int
+fabric_of(int g, struct fabric_v1 *f)
+{
+        const char *s = getenv("FAKE_NVML_FABRIC");
+        unsigned v[1 + N_GPUS] = { 0 };
+        int n = 0;
+
+        memset(f, 0, sizeof(*f));
+        while (s && *s && n < 1 + N_GPUS) {
+                char *end;
+                v[n++] = (unsigned)strtoul(s, &end, 10);
+                if (end == s)
+                        break;
+                s = end;
+        }
+        f->state = (unsigned char)v[0];
+        if (f->state == 3) {
+                memcpy(f->cluster_uuid, cluster_uuid, sizeof(cluster_uuid));
+                f->clique_id = v[1 + g];
+        }
+        return OK;
+}
+
+int
+nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f)
+{
+        int g = gpu_of(dev);
+        if (!initialized)
+                return ERR_UNINIT;
+        if (g < 0 || !f)
+                return ERR_INVALID;
+        return fabric_of(g, f);
+}
+
+int
+nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v2 *f)
+{
+        const char *s = getenv("FAKE_NVML_FABRIC_V");
+        struct fabric_v1 one;
+        int g = gpu_of(dev);
+
+        if (s && strcmp(s, "0") == 0)
+                return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
+        if (!initialized)
+                return ERR_UNINIT;
+        if (g < 0 || !f)
+                return ERR_INVALID;
+        if (f->version != ((unsigned)sizeof(struct fabric_v2) | (2u << 24)))
+                return 25; /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
+        fabric_of(g, &one);
+        memcpy(f->cluster_uuid, one.cluster_uuid, sizeof(one.cluster_uuid));
+        f->status = one.status;
+        f->clique_id = one.clique_id;
+        f->state = one.state;
+        f->health_mask = 0;
         return OK;
 }
 

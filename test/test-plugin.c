@@ -772,6 +772,57 @@ plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library(void **state)
         unsetenv("FAKE_NVML_NVSWITCH");
 }
 
+/* The multi-node NVLink domain from NVML's fabric info, spelt as GPU Feature Discovery
+ * spells nvidia.com/gpu.clique; none unless every GPU is registered in the same clique. */
+static void
+plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info(void **state)
+{
+        static const struct {
+                const char *fabric, *v; /* FAKE_NVML_FABRIC, FAKE_NVML_FABRIC_V */
+                const char *domain, *note;
+        } cases[] = {
+                { NULL, NULL, "", "nvml: no multi-node NVLink fabric" },
+                { "3 7 7 7 7", NULL, "8f3a1c52-9b04-4e71-a26d-33c05e18f709.7",
+                  "nvml: NVLink domain 8f3a1c52-9b04-4e71-a26d-33c05e18f709.7" },
+                { "3 4294967295 4294967295 4294967295 4294967295", "0",
+                  "8f3a1c52-9b04-4e71-a26d-33c05e18f709.4294967295", "nvml: NVLink domain" },
+                { "2 7 7 7 7", NULL, "", "GPU 0: fabric registration in progress" },
+                { "1 7 7 7 7", NULL, "", "GPU 0: fabric registration not started" },
+                { "3 7 7 7 8", NULL, "", "GPUs 0 and 3 are in different NVLink domains" },
+        };
+        char lib[1024];
+
+        (void)state;
+        path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct dp_discover_opts o = { .nvml_lib = lib, .no_hwloc = true };
+                struct dp_discover_report rep;
+                struct topo *t = NULL;
+
+                if (cases[i].fabric)
+                        setenv("FAKE_NVML_FABRIC", cases[i].fabric, 1);
+                else
+                        unsetenv("FAKE_NVML_FABRIC");
+                if (cases[i].v)
+                        setenv("FAKE_NVML_FABRIC_V", cases[i].v, 1);
+                else
+                        unsetenv("FAKE_NVML_FABRIC_V");
+                if (dp_discover(&o, &t, &rep) < 0)
+                        fail_msg("case %zu: %s", i, rep.notes);
+                assert_int_equal(rep.used, DP_SOURCE_NVML);
+                if (strcmp(t->nvlink_domain, cases[i].domain) != 0)
+                        fail_msg("case %zu: domain '%s', want '%s'", i, t->nvlink_domain,
+                                 cases[i].domain);
+                if (!strstr(rep.notes, cases[i].note))
+                        fail_msg("case %zu: notes lack '%s': %s", i, cases[i].note, rep.notes);
+                assert_int_equal(t->n_gpus, 4);
+                assert_round_trips(t);
+                topo_unref(t);
+        }
+        unsetenv("FAKE_NVML_FABRIC");
+        unsetenv("FAKE_NVML_FABRIC_V");
+}
+
 static void
 plugin_nvml_view_gets_nics_and_numa_from_hwloc(void **state)
 {
@@ -865,6 +916,74 @@ plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids(void **state)
         assert_non_null(strstr(rep.notes, "nvml:"));
         assert_non_null(strstr(rep.notes, "nvidia-smi:"));
         unsetenv("FAKE_NVSMI_TOPO");
+}
+
+/* The last line of a captured `topofit-node discover`: the annotation it printed. */
+static char *
+captured_annotation(const char *rel)
+{
+        size_t len = 0;
+        char *text = read_test_data(rel, &len), *last;
+
+        assert_non_null(text);
+        while (len > 0 && text[len - 1] == '\n')
+                text[--len] = '\0';
+        last = strrchr(text, '\n');
+        last = strdup(last ? last + 1 : text);
+        free(text);
+        assert_non_null(last);
+        return last;
+}
+
+/* A real H100 VM (driver 580, test/data/plugin/h100-vm-driver580/): discovery over the
+ * nvidia-smi outputs and the hwloc export captured there writes the very annotations that
+ * topofit-node discover printed on that machine. */
+static void
+plugin_discovery_replays_a_real_h100_capture_to_the_same_annotation(void **state)
+{
+        char smi[1024], topo_m[1024], query[1024], xml[1024];
+        static const struct {
+                bool nvsmi, hwloc;
+                const char *capture;
+                enum dp_source used;
+        } cases[] = {
+                { true, false, "plugin/h100-vm-driver580/discover-nvidia-smi.txt", DP_SOURCE_NVSMI },
+                { false, true, "plugin/h100-vm-driver580/discover-hwloc.txt", DP_SOURCE_HWLOC },
+        };
+
+        (void)state;
+        path_in("TOPOFIT_SOURCE_ROOT", "test/data/plugin/fake-nvidia-smi", smi, sizeof(smi));
+        setenv("FAKE_NVSMI_TOPO",
+               path_in("TOPOFIT_TEST_DATA", "topologies/h100-80gb-hbm3-1gpu-vm-driver580-capture.txt",
+                       topo_m, sizeof(topo_m)), 1);
+        setenv("FAKE_NVSMI_QUERY",
+               path_in("TOPOFIT_TEST_DATA", "plugin/h100-vm-driver580/query-gpu.csv", query,
+                       sizeof(query)), 1);
+        path_in("TOPOFIT_TEST_DATA", "hwloc/h100-1gpu-vm-driver580.xml", xml, sizeof(xml));
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct dp_discover_opts o = {
+                        .nvml_lib = "/nonexistent/libnvidia-ml.so.1",
+                        .nvidia_smi = cases[i].nvsmi ? smi : "/nonexistent/nvidia-smi",
+                        .hwloc_xml = cases[i].hwloc ? xml : NULL,
+                        .no_hwloc = !cases[i].hwloc,
+                };
+                struct dp_discover_report rep;
+                struct topo *t = NULL;
+                char *want = captured_annotation(cases[i].capture), *json = NULL;
+                size_t len = 0;
+
+                if (dp_discover(&o, &t, &rep) < 0)
+                        fail_msg("case %zu: %s", i, rep.notes);
+                assert_int_equal(rep.used, cases[i].used);
+                assert_int_equal(topo_to_annotation(t, &json, &len), 0);
+                if (strcmp(json, want) != 0)
+                        fail_msg("case %zu:\n got  %s\n want %s", i, json, want);
+                free(json);
+                free(want);
+                topo_unref(t);
+        }
+        unsetenv("FAKE_NVSMI_TOPO");
+        unsetenv("FAKE_NVSMI_QUERY");
 }
 
 /* Current drivers underline the header: the publisher's nvidia-smi path reads the B300
@@ -978,6 +1097,8 @@ main(void)
                 cmocka_unit_test(plugin_discovers_every_shared_matrix_and_its_annotation_round_trips),
                 cmocka_unit_test(plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips),
                 cmocka_unit_test(plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library),
+                cmocka_unit_test(plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info),
+                cmocka_unit_test(plugin_discovery_replays_a_real_h100_capture_to_the_same_annotation),
                 cmocka_unit_test(plugin_nvml_view_gets_nics_and_numa_from_hwloc),
                 cmocka_unit_test(plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids),
                 cmocka_unit_test(plugin_nvidia_smi_path_reads_underlined_headers),

@@ -152,6 +152,9 @@ static const struct shared_case {
          TOPO_VENDOR_NVIDIA, .pairs = {{0, 1, "NV12"}, {0, 2, "PHB"}, {2, 3, "NV12"}},
          .gpu_at = {{3, -1, NULL, "NVIDIA H100 NVL"}},
          .model = "NVIDIA H100 NVL"},
+        {"h100-80gb-hbm3-1gpu-vm-driver580-capture.txt", NULL, 1, 0, 1, false, 0, TOPO_VENDOR_NVIDIA,
+         .pairs = {{0, 0, "X"}}, .gpu_at = {{0, 0, "0-15", "NVIDIA H100 80GB HBM3"}},
+         .model = "NVIDIA H100 80GB HBM3"},
         {"h100-sxm-4gpu-container-phb.txt", NULL, 4, 8, 1, true, 4, TOPO_VENDOR_NVIDIA,
          .pairs = {{0, 1, "NV18"}}, .nics_at = {{7, 3, "PHB", "mlx5_7"}}},
         {"h100-sxm5-8gpu-kvm-1nic-indented-vllm-dstack.txt", NULL, 8, 1, 2, true, 4,
@@ -354,7 +357,7 @@ topo_annotation_round_trips_every_shared_matrix(void **state)
                 topo_unref(t2);
                 loaded++;
         }
-        assert_int_equal(loaded, 44);
+        assert_int_equal(loaded, 45);
 }
 
 /* A GB200 NVL72-like NVSwitch domain: 72 GPUs, NV18 everywhere, full identities. */
