@@ -129,6 +129,67 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         free(json);
 }
 
+/* Node names of every length from 1 to 80 (the short-copy paths: under 4, 4-7, 8-15, 16
+ * and more, whole and partial 16-byte blocks), alternately fitting and not, through both
+ * names-mode encoders: the answers are what a plain formatter writes. */
+static void
+codec_encodes_names_of_every_length(void **state)
+{
+        enum { N = 80 };
+        struct ext_config cfg;
+        struct ext_args a;
+        struct ext_verdict v[N];
+        struct buf body, out, want;
+        char name[N + 1];
+
+        (void)state;
+        ext_config_default(&cfg);
+        buf_init(&body, 1 << 20);
+        buf_init(&out, 1 << 20);
+        buf_init(&want, 1 << 20);
+        assert_int_equal(buf_puts(&body, "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":"
+                                         "\"d\",\"uid\":\"u\"},\"spec\":{\"containers\":[]}},"
+                                         "\"NodeNames\":["), 0);
+        assert_int_equal(buf_puts(&want, "["), 0);
+        for (unsigned i = 0; i < N; i++) {
+                /* "a", "ab", ... cycling through letters and digits, so a misplaced byte shows. */
+                for (unsigned k = 0; k <= i; k++)
+                        name[k] = (char)(k % 36 < 26 ? 'a' + k % 36 : '0' + k % 36 - 26);
+                name[i + 1] = '\0';
+                assert_int_equal(buf_printf(&body, "%s\"%s\"", i ? "," : "", name), 0);
+                v[i] = (struct ext_verdict){ .r = i % 3 == 2 ? -ENOSPC : 0,
+                                             .priority = (int)(i % 11),
+                                             .why = "not enough free GPUs" };
+                assert_int_equal(buf_printf(&want, "%s{\"Host\":\"%s\",\"Score\":%d}",
+                                            i ? "," : "", name, v[i].r == 0 ? v[i].priority : 0),
+                                 0);
+        }
+        assert_int_equal(buf_puts(&body, "]}"), 0);
+        assert_int_equal(buf_puts(&want, "]"), 0);
+        assert_int_equal(ext_args_decode(body.data, body.len, &cfg, &a, NULL), 0);
+        assert_int_equal(a.n, N);
+        assert_int_equal(ext_priorities_encode(&a, v, NULL, &out), 0);
+        assert_string_equal(out.data, want.data);
+        /* The filter answer, whose fitting runs are echoed and whose lone names are copied. */
+        buf_reset(&out);
+        assert_int_equal(ext_filter_result_encode(&a, v, NULL, NULL, &out), 0);
+        buf_reset(&want);
+        assert_int_equal(buf_puts(&want, "{\"Nodes\":null,\"NodeNames\":["), 0);
+        for (unsigned i = 0, first = 1; i < N; i++)
+                if (v[i].r == 0) {
+                        assert_int_equal(buf_printf(&want, "%s\"%.*s\"", first ? "" : ",",
+                                                    (int)ext_args_name_len(&a, i), a.names[i]),
+                                         0);
+                        first = 0;
+                }
+        assert_int_equal(buf_puts(&want, "],"), 0);
+        assert_int_equal(strncmp(out.data, want.data, want.len), 0);
+        ext_args_release(&a);
+        buf_release(&body);
+        buf_release(&out);
+        buf_release(&want);
+}
+
 static void
 codec_echoes_full_nodes_verbatim(void **state)
 {
@@ -4228,6 +4289,7 @@ main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(codec_decodes_filter_fixtures_in_both_modes),
                 cmocka_unit_test(codec_encodes_filter_result_exactly_in_names_mode),
+                cmocka_unit_test(codec_encodes_names_of_every_length),
                 cmocka_unit_test(codec_echoes_full_nodes_verbatim),
                 cmocka_unit_test(codec_scanner_reads_every_fixture_as_the_tree_did),
                 cmocka_unit_test(codec_scanner_matches_the_tree_at_the_edges),
