@@ -779,22 +779,87 @@ name_before(const struct ext_cluster *c, const struct ext_node *a, const struct 
         return strcmp(a->name, b->name) < 0;
 }
 
+/* The node's domain share as rank_cluster() reads it (0 outside the view). */
+static double
+node_domain_free(const struct ext_cluster *c, const struct ext_node *node)
+{
+        if (!node || node < c->nodes || node >= c->nodes + c->n_nodes)
+                return 0;
+        return place_view_domain_free(c->place, (size_t)(node - c->nodes));
+}
+
+/* With multi-node domains a node's rank also reads its domain's free share, which copies of
+ * one verdict need not share: each fitting node whose share differs from its
+ * representative's gets the verdict of the first node with its (representative, share),
+ * copied out for it when it is that first node, so that rank_distinct() ranks each
+ * distinct (verdict, share) once.  false when memory is short (nothing changed). */
+static bool
+split_by_domain_share(const struct ext_cluster *c, const struct ext_node *const *nodes,
+                      struct ext_verdict *ret, size_t n, uint32_t *rep)
+{
+        struct slot {
+                uint32_t rep, at; /* at: the entry holding (rep, share); UINT32_MAX empty */
+                double share;
+        };
+        size_t cap = 64;
+        CLEANUP(freep) struct slot *t = NULL;
+
+        while (cap < 2 * n)
+                cap *= 2;
+        t = malloc(cap * sizeof(*t));
+        if (!t)
+                return false;
+        for (size_t k = 0; k < cap; k++)
+                t[k].at = UINT32_MAX;
+        for (size_t i = 0; i < n; i++) {
+                uint32_t r = rep[i];
+                double share;
+                uint64_t bits, h;
+                size_t k;
+
+                if (ret[r].r != 0)
+                        continue;
+                share = node_domain_free(c, nodes[i]);
+                memcpy(&bits, &share, sizeof(bits));
+                h = (bits ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
+                for (k = (size_t)(h >> 32) & (cap - 1);
+                     t[k].at != UINT32_MAX && (t[k].rep != r || t[k].share != share);
+                     k = (k + 1) & (cap - 1))
+                        ;
+                if (t[k].at != UINT32_MAX) {
+                        rep[i] = t[k].at;
+                        continue;
+                }
+                /* The first node of this (representative, share): i itself when it is the
+                 * representative (rep[r] == r, seen first as r <= i), else a copy. */
+                if (r != i)
+                        ret[i] = ret[r];
+                rep[i] = (uint32_t)i;
+                t[k] = (struct slot){ .rep = r, .at = (uint32_t)i, .share = share };
+        }
+        return true;
+}
+
 /* rank() over the distinct verdicts only (compact: rep[i] == i), when that gives every node
- * the priority it would get alone: each step reads a verdict's own fields and the fitting
- * verdicts' maxima and minima, which copies do not change; not when a node's domain enters
- * the cluster term (the view has domains) or the group step changed verdicts.  Returns
- * false (nothing done) when it does not apply or would not save work. */
+ * the priority it would get alone: each step reads a verdict's own fields, the node's
+ * domain share (split_by_domain_share() gives nodes of one verdict but different shares
+ * their own), and the fitting verdicts' maxima and minima, which copies do not change; not
+ * when the group step changed verdicts.  Returns false (nothing done) when it does not
+ * apply or would not save work. */
 static bool
 rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes,
-              struct ext_verdict *ret, size_t n, const uint32_t *rep)
+              struct ext_verdict *ret, size_t n, uint32_t *rep)
 {
         CLEANUP(freep) uint32_t *at = NULL;
         CLEANUP(freep) struct ext_verdict *u = NULL;
         CLEANUP(freep) const struct ext_node **un = NULL;
         size_t k = 0, most = n / 2;
 
-        if ((c && c->place && place_view_has_domains(c->place)) || most == 0)
+        if (most == 0)
+                return false;
+        if (c && c->place && place_view_has_domains(c->place) && cfg->place.cluster_share > 0 &&
+            req->placement != EXT_PLACEMENT_NONE && !split_by_domain_share(c, nodes, ret, n, rep))
                 return false;
         at = malloc(most * sizeof(*at));
         if (!at)

@@ -1631,13 +1631,14 @@ reserved_node(struct ext_ledger *l, const struct ext_node **nodes, const char *u
         return at;
 }
 
-/* Prioritize ranks only the distinct verdicts when copies would rank alike (a domain-less
- * view, no group step), and gives each copy its rep's priority: the same verdicts, the same
- * priorities and the same reserved node (the highest priority, the first name among equals)
- * as ranking every node, on a cluster of few distinct
- * verdicts (GPUs 0-3 used at random: 48 at most, the distinct path), of many (0-7: up to
- * 768 of 1,200, past its half, every node ranked) and of few in five leaves (the leaf's
- * free share breaks ties between copies: every node ranked), for every placement and size. */
+/* Prioritize ranks only the distinct verdicts when copies would rank alike (no group step),
+ * and gives each copy its rep's priority: the same verdicts, the same priorities and the
+ * same reserved node (the highest priority, the first name among equals) as ranking every
+ * node, on a cluster of few distinct verdicts (GPUs 0-3 used at random: 48 at most, the
+ * distinct path), of many (0-7: up to 768 of 1,200, past its half, every node ranked) and
+ * of few in five leaves (the leaf's free share breaks ties between copies, so copies in
+ * leaves of different shares are split into verdicts of their own first), for every
+ * placement and size. */
 static void
 prioritize_ranks_distinct_verdicts_as_every_node(void **state)
 {
