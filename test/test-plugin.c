@@ -718,6 +718,20 @@ plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips(void **state)
         }
 }
 
+/* Discovery through test/fake-nvml.so alone (no hwloc); fails the test when it finds nothing. */
+static struct topo *
+discover_with_fake_nvml(struct dp_discover_report *rep)
+{
+        char lib[1024];
+        struct dp_discover_opts o = { .no_hwloc = true };
+        struct topo *t = NULL;
+
+        o.nvml_lib = path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
+        if (dp_discover(&o, &t, rep) < 0)
+                fail_msg("fake NVML: %s", rep->notes);
+        return t;
+}
+
 static void
 plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library(void **state)
 {
@@ -731,19 +745,14 @@ plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library(void **state)
                 { true, { { "X", "NV", "NV", "NV" }, { "NV", "X", "NV", "NV" },
                           { "NV", "NV", "X", "NV" }, { "NV", "NV", "NV", "X" } }, 12 },
         };
-        char lib[1024];
-
         (void)state;
-        path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                struct dp_discover_opts o = { .nvml_lib = lib, .no_hwloc = true };
                 struct dp_discover_report rep;
-                struct topo *t = NULL;
+                struct topo *t;
                 char id[TOPO_ID_MAX];
 
                 setenv("FAKE_NVML_NVSWITCH", cases[i].nvswitch ? "1" : "0", 1);
-                if (dp_discover(&o, &t, &rep) < 0)
-                        fail_msg("fake NVML: %s", rep.notes);
+                t = discover_with_fake_nvml(&rep);
                 assert_int_equal(rep.used, DP_SOURCE_NVML);
                 assert_true(rep.nvml_present);
                 assert_int_equal(rep.nvml_gpus, 4);
@@ -790,14 +799,10 @@ plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info(void **state)
                 { "1 7 7 7 7", NULL, "", "GPU 0: fabric registration not started" },
                 { "3 7 7 7 8", NULL, "", "GPUs 0 and 3 are in different NVLink domains" },
         };
-        char lib[1024];
-
         (void)state;
-        path_in("TOPOFIT_BUILD_ROOT", "test/fake-nvml.so", lib, sizeof(lib));
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                struct dp_discover_opts o = { .nvml_lib = lib, .no_hwloc = true };
                 struct dp_discover_report rep;
-                struct topo *t = NULL;
+                struct topo *t;
 
                 if (cases[i].fabric)
                         setenv("FAKE_NVML_FABRIC", cases[i].fabric, 1);
@@ -807,8 +812,7 @@ plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info(void **state)
                         setenv("FAKE_NVML_FABRIC_V", cases[i].v, 1);
                 else
                         unsetenv("FAKE_NVML_FABRIC_V");
-                if (dp_discover(&o, &t, &rep) < 0)
-                        fail_msg("case %zu: %s", i, rep.notes);
+                t = discover_with_fake_nvml(&rep);
                 assert_int_equal(rep.used, DP_SOURCE_NVML);
                 if (strcmp(t->nvlink_domain, cases[i].domain) != 0)
                         fail_msg("case %zu: domain '%s', want '%s'", i, t->nvlink_domain,
