@@ -118,7 +118,14 @@ class FakeKubelet:
 
 
 def plugin_stub():
+    """A channel to the plugin, once it connects (up to 10 s): a socket file that exists
+    while its server is being started again refuses connections for a moment, and a call
+    on a channel that has just been refused fails at once (seen under an ASan build)."""
     ch = grpc.insecure_channel("unix:" + PLUGIN_SOCK)
+    try:
+        grpc.channel_ready_future(ch).result(timeout=10)
+    except grpc.FutureTimeoutError:
+        pass  # the call below fails and says why
     return ch, api_pb2_grpc.DevicePluginStub(ch)
 
 
@@ -513,7 +520,7 @@ try:
                 + b"\x00\x02te\x08trailers")
         grpc_msg = b"\x00" + len(msg).to_bytes(4, "big") + msg
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(PLUGIN_SOCK)
+        wait_for(lambda: s.connect_ex(PLUGIN_SOCK) == 0, 10)
         s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")
                   + frame(1, 4, 1, hdrs) + frame(0, 0, 1, grpc_msg[:len(grpc_msg) // 2]))
         return s
