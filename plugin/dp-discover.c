@@ -223,6 +223,7 @@ enum {
         DP_NVML_FABRIC_NOT_STARTED = 1,
         DP_NVML_FABRIC_IN_PROGRESS = 2,
         DP_NVML_FABRIC_COMPLETED = 3,
+        DP_NVML_FABRIC_NO_CLUSTER = 0x100, /* ours: completed, the cluster UUID all zero */
 };
 
 enum {
@@ -342,7 +343,8 @@ dp__bus_eq(const char *a, const char *b)
 }
 
 /* One GPU's fabric record: 1 and its domain name when the GPU is registered with a
- * multi-node NVLink fabric, 0 with *state when it is not (yet), -1 when NVML cannot say. */
+ * multi-node NVLink fabric, 0 with *state when it is not (yet; DP_NVML_FABRIC_NO_CLUSTER
+ * when registered without a cluster), -1 when NVML cannot say. */
 static int
 dp__nvml_fabric(const struct dp_nvml *n, dp_nvml_device dev, char domain[static TOPO_ID_MAX],
                 unsigned *state)
@@ -372,6 +374,15 @@ dp__nvml_fabric(const struct dp_nvml *n, dp_nvml_device dev, char domain[static 
                 return -1;
         if (*state != DP_NVML_FABRIC_COMPLETED || status != DP_NVML_SUCCESS)
                 return 0;
+        /* Registration completed with no cluster: NVML can answer so for a GPU outside any
+         * multi-node fabric (reported on H100 systems), and NCCL takes a zero cluster UUID as
+         * no multi-node NVLink.  Published, every such node would share the one domain
+         * 00000000-0000-0000-0000-000000000000.0. */
+        if (memcmp(uuid, (const unsigned char[DP_NVML_FABRIC_UUID_LEN]){ 0 },
+                   DP_NVML_FABRIC_UUID_LEN) == 0) {
+                *state = DP_NVML_FABRIC_NO_CLUSTER;
+                return 0;
+        }
         /* GPU Feature Discovery's nvidia.com/gpu.clique spelling: the cluster UUID in its
          * canonical form, a dot, the clique id in decimal. */
         snprintf(domain, TOPO_ID_MAX,
@@ -389,6 +400,7 @@ dp__fabric_state_name(unsigned state)
         case DP_NVML_FABRIC_NOT_STARTED: return "not started";
         case DP_NVML_FABRIC_IN_PROGRESS: return "in progress";
         case DP_NVML_FABRIC_COMPLETED: return "completed with an error";
+        case DP_NVML_FABRIC_NO_CLUSTER: return "completed with a zero cluster UUID";
         default: return "unknown";
         }
 }

@@ -205,7 +205,10 @@ nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level)
 /* Multi-node NVLink fabric.  FAKE_NVML_FABRIC="<state> <clique of GPU 0> ... <of GPU 3>"
  * (state 3: registered); unset, every GPU answers state 0, no fabric, as a lone H100 with
  * driver 580 does.  FAKE_NVML_FABRIC_V=0 makes the V call answer
- * NVML_ERROR_FUNCTION_NOT_FOUND, as a driver before it would, so the v1 call is used. */
+ * NVML_ERROR_FUNCTION_NOT_FOUND, as a driver before it would, so the v1 call is used;
+ * FAKE_NVML_FABRIC_V1=0 does the same to the v1 call.  FAKE_NVML_FABRIC_RC=N makes both
+ * answer N (3: NVML_ERROR_NOT_SUPPORTED), FAKE_NVML_FABRIC_STATUS=N sets the registration's
+ * status, FAKE_NVML_FABRIC_UUID=zero registers with an all-zero cluster UUID. */
 struct fabric_v1 {
         unsigned char cluster_uuid[16];
         int status;
@@ -244,16 +247,25 @@ fabric_of(int g, struct fabric_v1 *f)
         }
         f->state = (unsigned char)v[0];
         if (f->state == 3) {
-                memcpy(f->cluster_uuid, cluster_uuid, sizeof(cluster_uuid));
+                s = getenv("FAKE_NVML_FABRIC_UUID");
+                if (!s || strcmp(s, "zero") != 0)
+                        memcpy(f->cluster_uuid, cluster_uuid, sizeof(cluster_uuid));
                 f->clique_id = v[1 + g];
+                s = getenv("FAKE_NVML_FABRIC_STATUS");
+                f->status = s ? atoi(s) : OK;
         }
-        return OK;
+        s = getenv("FAKE_NVML_FABRIC_RC");
+        return s ? atoi(s) : OK;
 }
 
 int
 nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f)
 {
+        const char *s = getenv("FAKE_NVML_FABRIC_V1");
         int g = gpu_of(dev);
+
+        if (s && strcmp(s, "0") == 0)
+                return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
         if (!initialized)
                 return ERR_UNINIT;
         if (g < 0 || !f)
@@ -266,7 +278,7 @@ nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v2 *f)
 {
         const char *s = getenv("FAKE_NVML_FABRIC_V");
         struct fabric_v1 one;
-        int g = gpu_of(dev);
+        int g = gpu_of(dev), r;
 
         if (s && strcmp(s, "0") == 0)
                 return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
@@ -276,7 +288,9 @@ nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v2 *f)
                 return ERR_INVALID;
         if (f->version != ((unsigned)sizeof(struct fabric_v2) | (2u << 24)))
                 return 25; /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
-        fabric_of(g, &one);
+        r = fabric_of(g, &one);
+        if (r != OK)
+                return r;
         memcpy(f->cluster_uuid, one.cluster_uuid, sizeof(one.cluster_uuid));
         f->status = one.status;
         f->clique_id = one.clique_id;

@@ -782,36 +782,53 @@ plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library(void **state)
 }
 
 /* The multi-node NVLink domain from NVML's fabric info, spelt as GPU Feature Discovery
- * spells nvidia.com/gpu.clique; none unless every GPU is registered in the same clique. */
+ * spells nvidia.com/gpu.clique; none unless every GPU is registered in the same clique,
+ * successfully, with a cluster UUID. */
 static void
 plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info(void **state)
 {
+        static const char *const vars[] = {
+                "FAKE_NVML_FABRIC", "FAKE_NVML_FABRIC_V", "FAKE_NVML_FABRIC_V1",
+                "FAKE_NVML_FABRIC_RC", "FAKE_NVML_FABRIC_STATUS", "FAKE_NVML_FABRIC_UUID",
+        };
         static const struct {
-                const char *fabric, *v; /* FAKE_NVML_FABRIC, FAKE_NVML_FABRIC_V */
+                const char *env[ELEMENTSOF(vars)]; /* each of vars, NULL: unset */
                 const char *domain, *note;
         } cases[] = {
-                { NULL, NULL, "", "nvml: no multi-node NVLink fabric" },
-                { "3 7 7 7 7", NULL, "8f3a1c52-9b04-4e71-a26d-33c05e18f709.7",
+                { { NULL }, "", "nvml: no multi-node NVLink fabric" },
+                { { "3 7 7 7 7" }, "8f3a1c52-9b04-4e71-a26d-33c05e18f709.7",
                   "nvml: NVLink domain 8f3a1c52-9b04-4e71-a26d-33c05e18f709.7" },
-                { "3 4294967295 4294967295 4294967295 4294967295", "0",
+                /* the v1 call where V is missing */
+                { { "3 4294967295 4294967295 4294967295 4294967295", "0" },
                   "8f3a1c52-9b04-4e71-a26d-33c05e18f709.4294967295", "nvml: NVLink domain" },
-                { "2 7 7 7 7", NULL, "", "GPU 0: fabric registration in progress" },
-                { "1 7 7 7 7", NULL, "", "GPU 0: fabric registration not started" },
-                { "3 7 7 7 8", NULL, "", "GPUs 0 and 3 are in different NVLink domains" },
+                /* the V call alone: its struct version must be one the driver takes */
+                { { "3 7 7 7 7", NULL, "0" }, "8f3a1c52-9b04-4e71-a26d-33c05e18f709.7",
+                  "nvml: NVLink domain 8f3a1c52-9b04-4e71-a26d-33c05e18f709.7" },
+                { { "3 7 7 7 7", "0", "0" }, "", "GPU 0: fabric info not available" },
+                { { "3 7 7 7 7", NULL, NULL, "3" }, "", "nvml: no multi-node NVLink fabric" },
+                { { "3 7 7 7 7", NULL, NULL, "999" }, "", "GPU 0: fabric info not available" },
+                { { "2 7 7 7 7" }, "", "GPU 0: fabric registration in progress" },
+                { { "1 7 7 7 7" }, "", "GPU 0: fabric registration not started" },
+                { { "3 7 7 7 8" }, "", "GPUs 0 and 3 are in different NVLink domains" },
+                /* registered, but with an error (NVML_ERROR_INSUFFICIENT_RESOURCES) */
+                { { "3 7 7 7 7", NULL, NULL, NULL, "23" }, "",
+                  "GPU 0: fabric registration completed with an error" },
+                /* registered with no cluster: not the domain 00000000-...-000000000000.0 */
+                { { "3 0 0 0 0", NULL, NULL, NULL, NULL, "zero" }, "",
+                  "GPU 0: fabric registration completed with a zero cluster UUID" },
+                { { "3 0 0 0 0", "0", NULL, NULL, NULL, "zero" }, "",
+                  "GPU 0: fabric registration completed with a zero cluster UUID" },
         };
         (void)state;
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct dp_discover_report rep;
                 struct topo *t;
 
-                if (cases[i].fabric)
-                        setenv("FAKE_NVML_FABRIC", cases[i].fabric, 1);
-                else
-                        unsetenv("FAKE_NVML_FABRIC");
-                if (cases[i].v)
-                        setenv("FAKE_NVML_FABRIC_V", cases[i].v, 1);
-                else
-                        unsetenv("FAKE_NVML_FABRIC_V");
+                for (size_t k = 0; k < ELEMENTSOF(vars); k++)
+                        if (cases[i].env[k])
+                                setenv(vars[k], cases[i].env[k], 1);
+                        else
+                                unsetenv(vars[k]);
                 t = discover_with_fake_nvml(&rep);
                 assert_int_equal(rep.used, DP_SOURCE_NVML);
                 if (strcmp(t->nvlink_domain, cases[i].domain) != 0)
@@ -823,8 +840,8 @@ plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info(void **state)
                 assert_round_trips(t);
                 topo_unref(t);
         }
-        unsetenv("FAKE_NVML_FABRIC");
-        unsetenv("FAKE_NVML_FABRIC_V");
+        for (size_t k = 0; k < ELEMENTSOF(vars); k++)
+                unsetenv(vars[k]);
 }
 
 static void
