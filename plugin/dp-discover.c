@@ -200,8 +200,9 @@ struct dp_nvml_pci {
         char bus_id[32];
 };
 /* Multi-node NVLink fabric (GB200/GB300 NVL72 and other NVLink-switched racks): nvml.h's
- * nvmlGpuFabricInfo_v2_t, asked through nvmlDeviceGetGpuFabricInfoV (driver 535+), and the
- * older nvmlGpuFabricInfo_t of nvmlDeviceGetGpuFabricInfo (driver 525+) where V is missing. */
+ * nvmlGpuFabricInfo_v2_t, asked through nvmlDeviceGetGpuFabricInfoV (in the R550 NVML
+ * reference; driver 580 still takes version 2, seen on an H100), and the older
+ * nvmlGpuFabricInfo_t of nvmlDeviceGetGpuFabricInfo where V is missing or refuses. */
 #define DP_NVML_FABRIC_UUID_LEN 16
 struct dp_nvml_fabric_v2 {
         unsigned version;
