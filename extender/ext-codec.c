@@ -770,6 +770,15 @@ struct stage {
         char d[EXT_STAGE_BYTES];
 };
 
+/* A stage writing to out.  Its 8 KiB buffer is not cleared: only bytes put are read. */
+static inline void
+stage_init(struct stage *st, struct buf *out)
+{
+        st->out = out;
+        st->r = 0;
+        st->n = 0;
+}
+
 static void
 stage_flush(struct stage *st)
 {
@@ -896,8 +905,9 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
 
         if (a->node_names) {
                 bool echo_run = a->names_in_body && a->name_plain;
-                struct stage st = { .out = out };
+                struct stage st;
 
+                stage_init(&st, out);
                 (void)buf_reserve(out, names_bytes(a, 3) + 256); /* an error shows below */
                 static const char head[] = "{\"Nodes\":null,\"NodeNames\":[";
 
@@ -969,8 +979,9 @@ ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *vs, co
         /* {"Host":"name","Score":N}: a plain name's entry is put in one piece, from the comma
          * before it to its brace; another's name goes through stage_put_string. */
         static const char open[] = ",{\"Host\":\"", mid[] = "\",\"Score\":";
-        struct stage st = { .out = out };
+        struct stage st;
 
+        stage_init(&st, out);
         (void)buf_reserve(out, names_bytes(a, sizeof(open) + sizeof(mid) + 4) + 16);
         stage_put(&st, "[", 1);
         for (size_t i = 0; st.r >= 0 && i < a->n; i++) {

@@ -45,7 +45,10 @@ for path in sys.argv[1:]:
             if not line.strip():
                 continue
             rec = json.loads(line)
-            where = f"{path.split('/')[0]}: {rec.get('name')}"
+            parts = path.split("/")
+            # "build-asan/meson-logs/testlog.json": the build directory names the run.
+            run = parts[parts.index("meson-logs") - 1] if "meson-logs" in parts[1:] else path
+            where = f"{run}: {rec.get('name')}"
             p, f_, s = count(rec.get("stdout") or "", where, failures)
             if rec.get("result") not in ("OK", "EXPECTEDFAIL", "SKIP") and f_ == 0:
                 print(f"tap-summary: {rec.get('name')} ended {rec.get('result')} "
