@@ -425,6 +425,7 @@ dp__nvml_domain(const struct dp_nvml *n, const dp_nvml_device *devs, unsigned co
                 int r = dp__nvml_fabric(n, devs[i], d, &state);
                 if (r < 0) {
                         dp__note(rep, "nvml: GPU %u: fabric info not available; no NVLink domain", i);
+                        rep->domain_unknown = true;
                         return;
                 }
                 if (r == 0) {
@@ -445,6 +446,16 @@ dp__nvml_domain(const struct dp_nvml *n, const dp_nvml_device *devs, unsigned co
         }
         memcpy(t->nvlink_domain, first, sizeof(t->nvlink_domain));
         dp__note(rep, "nvml: NVLink domain %s", first);
+}
+
+bool
+dp_keep_domain(struct topo *t, const struct topo *prev, const struct dp_discover_report *rep)
+{
+        if (!t || !prev || !rep || !rep->domain_unknown || t->nvlink_domain[0] ||
+            !prev->nvlink_domain[0])
+                return false;
+        memcpy(t->nvlink_domain, prev->nvlink_domain, sizeof(t->nvlink_domain));
+        return true;
 }
 
 static int

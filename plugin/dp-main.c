@@ -568,6 +568,9 @@ rediscover(struct dp_daemon *d)
         }
         if (changed && d->server)
                 (void)dp_server_set_devices(d->server, d->devs, d->n_devs);
+        if (dp_keep_domain(t, d->topo, &rep))
+                log_warn("NVML fabric query failed; the NVLink domain is kept", "domain=%s",
+                         t->nvlink_domain);
         if (!topo_equal(t, d->topo)) {
                 topo_unref(d->topo);
                 d->topo = t;

@@ -245,6 +245,8 @@ struct dp_discover_report {
         bool nvsmi_present;
         bool hwloc_ok;
         unsigned nvml_gpus;
+        bool domain_unknown; /* NVML's fabric query failed: the NVLink domain is not known,
+                              * which is not the same as known to be none */
         char notes[1024]; /* one line per attempt */
 };
 
@@ -253,6 +255,11 @@ struct dp_discover_report {
  * Returns 0 and a new topology; -ENODEV when no source found a GPU. */
 int dp_discover(const struct dp_discover_opts *o, struct topo **ret,
                 struct dp_discover_report *ret_report);
+
+/* Re-discovery: when the fabric query failed this time (rep->domain_unknown), t keeps the
+ * NVLink domain prev had, so one failed query does not move the node out of its domain and
+ * back.  Returns true when it kept one. */
+bool dp_keep_domain(struct topo *t, const struct topo *prev, const struct dp_discover_report *rep);
 
 /* NVML critical-Xid events (dp-discover.c, the NVML owner).  Xids that an application
  * causes (13, 31, 43, 45, 68, 109) are not reported: the GPU is fine. */

@@ -844,6 +844,41 @@ plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info(void **state)
                 unsetenv(vars[k]);
 }
 
+/* Re-discovery after a fabric query that failed keeps the domain the node had (the same
+ * topology: nothing to publish again); a definite answer (registration in progress) drops it. */
+static void
+plugin_rediscovery_keeps_the_domain_when_the_fabric_query_fails(void **state)
+{
+        struct dp_discover_report rep;
+        struct topo *prev, *t;
+
+        (void)state;
+        setenv("FAKE_NVML_FABRIC", "3 7 7 7 7", 1);
+        prev = discover_with_fake_nvml(&rep);
+        assert_false(rep.domain_unknown);
+        assert_string_equal(prev->nvlink_domain, "8f3a1c52-9b04-4e71-a26d-33c05e18f709.7");
+
+        setenv("FAKE_NVML_FABRIC_RC", "999", 1); /* every fabric call fails */
+        t = discover_with_fake_nvml(&rep);
+        assert_true(rep.domain_unknown);
+        assert_string_equal(t->nvlink_domain, "");
+        assert_true(dp_keep_domain(t, prev, &rep));
+        assert_string_equal(t->nvlink_domain, prev->nvlink_domain);
+        assert_true(topo_equal(t, prev));
+        topo_unref(t);
+        unsetenv("FAKE_NVML_FABRIC_RC");
+
+        setenv("FAKE_NVML_FABRIC", "2 7 7 7 7", 1); /* registration in progress: no domain */
+        t = discover_with_fake_nvml(&rep);
+        assert_false(rep.domain_unknown);
+        assert_false(dp_keep_domain(t, prev, &rep));
+        assert_string_equal(t->nvlink_domain, "");
+        assert_false(topo_equal(t, prev));
+        topo_unref(t);
+        topo_unref(prev);
+        unsetenv("FAKE_NVML_FABRIC");
+}
+
 static void
 plugin_nvml_view_gets_nics_and_numa_from_hwloc(void **state)
 {
@@ -1119,6 +1154,7 @@ main(void)
                 cmocka_unit_test(plugin_discovers_shared_hwloc_xml_and_its_annotation_round_trips),
                 cmocka_unit_test(plugin_nvml_discovery_reads_uuids_links_and_mig_from_the_library),
                 cmocka_unit_test(plugin_nvml_discovery_reads_the_nvlink_domain_from_fabric_info),
+                cmocka_unit_test(plugin_rediscovery_keeps_the_domain_when_the_fabric_query_fails),
                 cmocka_unit_test(plugin_discovery_replays_a_real_h100_capture_to_the_same_annotation),
                 cmocka_unit_test(plugin_nvml_view_gets_nics_and_numa_from_hwloc),
                 cmocka_unit_test(plugin_nvml_failure_falls_back_to_nvidia_smi_with_uuids),
