@@ -807,9 +807,11 @@ copy_short(char *restrict p, const char *restrict s, size_t len)
         } else if (len >= 4) {
                 memcpy(p, s, 4);
                 memcpy(p + len - 4, s + len - 4, 4);
-        } else {
-                for (size_t k = 0; k < len; k++)
-                        p[k] = s[k];
+        } else if (len >= 2) {
+                memcpy(p, s, 2);
+                memcpy(p + len - 2, s + len - 2, 2);
+        } else if (len == 1) {
+                *p = *s;
         }
         return p + len;
 }
