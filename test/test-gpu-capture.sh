@@ -55,7 +55,9 @@ ok $? "the NVML discovery goes through the NVML library it is given" "$(head -5 
 grep -q "^# exit 2: .*-q$" "$tmp/cap/nvidia-smi-q.txt"
 ok $? "a tool that fails leaves its exit status in its file" "$(cat "$tmp/cap/nvidia-smi-q.txt")"
 
-if command -v python3 >/dev/null; then
+if ldd "$nvml" 2>/dev/null | grep -q libasan; then
+        echo "ok 6 - NVML's fabric calls are asked for every GPU # SKIP the sanitizer build's fake NVML cannot be loaded into an uninstrumented python3 (the plain build runs this case)"
+elif command -v python3 >/dev/null; then
         [ "$(grep -c "nvmlDeviceGetGpuFabricInfoV rc=0 state=0" "$tmp/cap/nvml-fabric.txt")" = 4 ]
         ok $? "NVML's fabric calls are asked for every GPU" "$(cat "$tmp/cap/nvml-fabric.txt")"
 else
