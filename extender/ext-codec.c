@@ -868,21 +868,22 @@ stage_put_string(struct stage *st, const char *s, size_t n, bool known_plain)
                 st->r = put_string(st->out, s, n);
 }
 
-/* {"node":"reason",...} of the failed verdicts; with only_unresolvable, of those that no
- * preemption can fix.  FailedNodes carries every failed node, unresolvable ones too:
+/* {"node":"reason",...} of the failed nodes at[0..n); with only_unresolvable, of those that
+ * no preemption can fix.  FailedNodes carries every failed node, unresolvable ones too:
  * kube-scheduler 1.20 has no FailedAndUnresolvableNodes field and would drop them without a
  * reason, while 1.21+ lets FailedAndUnresolvableNodes take precedence for a node in both. */
 static int
 failed_map(const struct ext_args *a, const struct ext_verdict *vs, const uint32_t *rep,
-           bool only_unresolvable, struct buf *out)
+           const size_t *at, size_t n, bool only_unresolvable, struct buf *out)
 {
         bool first = true;
         int r = buf_puts(out, "{");
 
-        for (size_t i = 0; r >= 0 && i < a->n; i++) {
+        for (size_t k = 0; r >= 0 && k < n; k++) {
+                size_t i = at[k];
                 const struct ext_verdict *v = ext_verdict_at(vs, rep, i);
 
-                if (v->r == 0 || (only_unresolvable && !ext_verdict_unresolvable(v)))
+                if (only_unresolvable && !ext_verdict_unresolvable(v))
                         continue;
                 if (!first)
                         r = buf_puts(out, ",");
@@ -897,11 +898,43 @@ failed_map(const struct ext_args *a, const struct ext_verdict *vs, const uint32_
         return r < 0 ? r : buf_puts(out, "}");
 }
 
+/* The indices of a's failed nodes, in order, for both maps: one pass over the verdicts
+ * instead of one per map.  *ret NULL when none failed. */
+static int
+failed_nodes(const struct ext_args *a, const struct ext_verdict *vs, const uint32_t *rep,
+             size_t **ret, size_t *ret_n)
+{
+        size_t n = 0, cap = 0;
+        size_t *at = NULL;
+
+        for (size_t i = 0; i < a->n; i++) {
+                if (ext_verdict_at(vs, rep, i)->r == 0)
+                        continue;
+                if (n == cap) {
+                        size_t *m;
+
+                        cap = cap ? 2 * cap : 16;
+                        m = realloc(at, cap * sizeof(*at));
+                        if (!m) {
+                                free(at);
+                                return -ENOMEM;
+                        }
+                        at = m;
+                }
+                at[n++] = i;
+        }
+        *ret = at;
+        *ret_n = n;
+        return 0;
+}
+
 int
 ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                          const uint32_t *rep, const char *error, struct buf *out)
 {
 #define FITS(i) (ext_verdict_at(v, rep, (i))->r == 0)
+        CLEANUP(freep) size_t *failed = NULL;
+        size_t n_failed = 0;
         bool first = true;
         int r;
 
@@ -957,13 +990,15 @@ ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                         r = buf_puts(out, "]},\"NodeNames\":null");
         }
         if (r >= 0)
+                r = failed_nodes(a, v, rep, &failed, &n_failed);
+        if (r >= 0)
                 r = buf_puts(out, ",\"FailedNodes\":");
         if (r >= 0)
-                r = failed_map(a, v, rep, false, out);
+                r = failed_map(a, v, rep, failed, n_failed, false, out);
         if (r >= 0)
                 r = buf_puts(out, ",\"FailedAndUnresolvableNodes\":");
         if (r >= 0)
-                r = failed_map(a, v, rep, true, out);
+                r = failed_map(a, v, rep, failed, n_failed, true, out);
         if (r >= 0)
                 r = buf_puts(out, ",\"Error\":");
         if (r >= 0)
