@@ -675,6 +675,15 @@ ext_filter_rep(const struct ext_cluster *c, struct ext_ledger *l, const struct e
         return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, rep, NULL);
 }
 
+/* Whether the cluster term enters req's priorities (rank_cluster() acts). */
+static bool
+cluster_term_acts(const struct ext_cluster *c, const struct ext_config *cfg,
+                  const struct ext_request *req)
+{
+        return c && c->place && cfg->place.cluster_share > 0 &&
+               req->placement != EXT_PLACEMENT_NONE;
+}
+
 /* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
  * the best link class on offer, those taking least of the cluster's scarce capacity score
  * higher.  Pods that name no topology (placement none) are left as they are. */
@@ -686,8 +695,7 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
         CLEANUP(freep) struct place_candidate *cand = NULL;
         bool domains;
 
-        if (!c || !c->place || cfg->place.cluster_share <= 0 ||
-            req->placement == EXT_PLACEMENT_NONE)
+        if (!cluster_term_acts(c, cfg, req))
                 return;
         cand = malloc(MAX(n, (size_t)1) * sizeof(*cand)); /* every entry is written below */
         if (!cand)
@@ -858,8 +866,8 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
 
         if (most == 0)
                 return false;
-        if (c && c->place && place_view_has_domains(c->place) && cfg->place.cluster_share > 0 &&
-            req->placement != EXT_PLACEMENT_NONE && !split_by_domain_share(c, nodes, ret, n, rep))
+        if (cluster_term_acts(c, cfg, req) && place_view_has_domains(c->place) &&
+            !split_by_domain_share(c, nodes, ret, n, rep))
                 return false;
         at = malloc(most * sizeof(*at));
         if (!at)

@@ -354,9 +354,7 @@ dp__nvml_fabric(const struct dp_nvml *n, dp_nvml_device dev, char domain[static 
         struct dp_nvml_fabric_v1 v1 = { 0 };
         const unsigned char *uuid;
         unsigned clique;
-        int status;
-
-        int rv = n->fabric_v ? n->fabric_v(dev, &v2) : -1, r1 = -1;
+        int status, rv = n->fabric_v ? n->fabric_v(dev, &v2) : -1, r1 = -1;
 
         if (rv == DP_NVML_SUCCESS) {
                 uuid = v2.cluster_uuid;

@@ -258,34 +258,37 @@ fabric_of(int g, struct fabric_v1 *f)
         return s ? atoi(s) : OK;
 }
 
-int
-nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f)
+/* What both fabric calls answer before looking: the call switched off by off_var=0, NVML
+ * not initialized, a bad handle or no struct; OK with the GPU's index in *g. */
+static int
+fabric_call_check(const char *off_var, void *dev, const void *f, int *g)
 {
-        const char *s = getenv("FAKE_NVML_FABRIC_V1");
-        int g = gpu_of(dev);
+        const char *s = getenv(off_var);
 
         if (s && strcmp(s, "0") == 0)
                 return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
         if (!initialized)
                 return ERR_UNINIT;
-        if (g < 0 || !f)
-                return ERR_INVALID;
-        return fabric_of(g, f);
+        *g = gpu_of(dev);
+        return *g < 0 || !f ? ERR_INVALID : OK;
+}
+
+int
+nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f)
+{
+        int g, r = fabric_call_check("FAKE_NVML_FABRIC_V1", dev, f, &g);
+
+        return r != OK ? r : fabric_of(g, f);
 }
 
 int
 nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v2 *f)
 {
-        const char *s = getenv("FAKE_NVML_FABRIC_V");
         struct fabric_v1 one;
-        int g = gpu_of(dev), r;
+        int g, r = fabric_call_check("FAKE_NVML_FABRIC_V", dev, f, &g);
 
-        if (s && strcmp(s, "0") == 0)
-                return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
-        if (!initialized)
-                return ERR_UNINIT;
-        if (g < 0 || !f)
-                return ERR_INVALID;
+        if (r != OK)
+                return r;
         if (f->version != ((unsigned)sizeof(struct fabric_v2) | (2u << 24)))
                 return 25; /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
         r = fabric_of(g, &one);
