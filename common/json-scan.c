@@ -602,6 +602,17 @@ json_scan_skip(struct json_scan *s, struct json_span *ret)
         return k;
 }
 
+bool
+json_scan_skip_known(struct json_scan *s, const char *known, size_t len)
+{
+        if (len == 0 || json_scan_peek(s) < 0 || (size_t)(s->end - s->p) < len ||
+            memcmp(s->p, known, len) != 0)
+                return false;
+        s->p += len;
+        s->comma = true;
+        return true;
+}
+
 int
 json_scan_string(struct json_scan *s, struct json_str *ret)
 {

@@ -142,6 +142,11 @@ int json_scan_peek(struct json_scan *s);
 /* Validates the next value whole and passes it; its kind, and its span into *ret (may be
  * NULL). */
 int json_scan_skip(struct json_scan *s, struct json_span *ret);
+/* Passes the next value when it is, byte for byte, the len bytes at known: a whole value
+ * the caller scanned and validated before, in the same place of a document of the same
+ * shape (so the same bytes are the same value, valid).  true: the scan is after it, as
+ * after json_scan_skip(); false: nothing consumed (it differs, or the text has an error). */
+bool json_scan_skip_known(struct json_scan *s, const char *known, size_t len);
 /* Reads the next value, a string, into *ret. */
 int json_scan_string(struct json_scan *s, struct json_str *ret);
 /* Enters the next value, an array or object: 0. */

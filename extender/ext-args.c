@@ -48,6 +48,9 @@ struct node_list {
         struct ext_args_node *nodes; /* Nodes.items only */
         char *strings;          /* the escaped names, unescaped */
         size_t strings_len, strings_alloc;
+        const char *text;       /* NodeNames: the array in the body, text_len bytes (NULL: */
+        size_t text_len;        /* not read whole) */
+        bool memo;              /* NodeNames: the memo's list; its names are the memo's */
 };
 
 struct args_scan {
@@ -59,6 +62,7 @@ struct args_scan {
         bool repeated;          /* a key of the top-level object came twice */
         const char *not_object; /* the body is valid JSON but not an object: why */
         struct node_list names, items;
+        const struct ext_names_memo *memo; /* a NodeNames list seen before, or NULL */
 };
 
 static const char *const top_keys[] = { "Pod", "NodeNames", "Nodes" };
@@ -523,11 +527,24 @@ list_decode(struct args_scan *as, struct node_list *l, bool names)
 {
         struct json_scan mark = as->s;
         int k = json_scan_peek(&as->s), r;
+        const char *start = as->s.p; /* the value's first byte, after blanks */
 
         if (k == JSON_KIND_NULL || k < 0)
                 return k < 0 ? k : json_scan_skip(&as->s, NULL);
         l->present = true;
+        if (names && k == JSON_KIND_ARRAY && as->memo &&
+            json_scan_skip_known(&as->s, as->memo->text, as->memo->len)) {
+                l->text = start;
+                l->text_len = as->memo->len;
+                l->n = as->memo->n;
+                l->memo = true;
+                return 0;
+        }
         r = names ? names_decode(as, l, k) : nodes_decode(as, l, k);
+        if (names && r >= 0 && l->r == 0) {
+                l->text = start;
+                l->text_len = (size_t)(as->s.p - start);
+        }
         if (r >= 0 || r == -ENOMEM || as->s.error)
                 return r;
         list_fail(l, r, names ? WHY_NODE_NAMES_ENTRY : WHY_NOT_NODELIST); /* when unsaid */
@@ -564,6 +581,31 @@ top_decode(struct args_scan *as)
         return r;
 }
 
+/* A list that repeated the memo's into a: its names at the memo's offsets in this body's
+ * copy of the text, the lengths and plainness copied. */
+static int
+args_take_memo(const struct node_list *l, const struct ext_names_memo *m, struct ext_args *a)
+{
+        size_t n = MAX(l->n, (size_t)1);
+
+        a->names = malloc(n * sizeof(*a->names));
+        a->name_lens = malloc(n);
+        a->name_plain = malloc(n * sizeof(*a->name_plain));
+        if (!a->names || !a->name_lens || !a->name_plain)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n; i++)
+                a->names[i] = l->text + m->off[i];
+        memcpy(a->name_lens, m->lens, l->n);
+        memcpy(a->name_plain, m->plain, l->n * sizeof(*a->name_plain));
+        a->n = l->n;
+        a->node_names = true;
+        a->names_in_body = true;
+        a->list_text = l->text;
+        a->list_len = l->text_len;
+        a->list_memo = true;
+        return 0;
+}
+
 /* The list the answer uses into a, which takes its arrays and names. */
 static int
 args_take(struct node_list *l, const char *body, bool names, struct ext_args *a)
@@ -571,6 +613,8 @@ args_take(struct node_list *l, const char *body, bool names, struct ext_args *a)
         a->names = malloc(MAX(l->n, (size_t)1) * sizeof(*a->names));
         if (!a->names)
                 return -ENOMEM;
+        a->list_text = names ? l->text : NULL;
+        a->list_len = names ? l->text_len : 0;
         if (!l->lens && !(l->lens = malloc(1))) /* an empty list */
                 return -ENOMEM;
         a->name_lens = l->lens;
@@ -614,6 +658,8 @@ args_finish(struct args_scan *as, struct ext_args *a, const char **ret_why)
                 return set_why(ret_why, l->why), l->r;
         if (as->repeated)
                 return set_why(ret_why, EXT_WHY_REPEATED), -EINVAL;
+        if (l->memo)
+                return args_take_memo(l, as->memo, a);
         return args_take(l, as->s.text, l == &as->names, a);
 }
 
@@ -621,7 +667,15 @@ int
 ext_args_decode(const char *json, size_t len, const struct ext_config *cfg, struct ext_args *ret,
                 const char **ret_why)
 {
-        CLEANUP(args_scan_release) struct args_scan as = { .cfg = cfg };
+        return ext_args_decode_memo(json, len, cfg, NULL, ret, ret_why);
+}
+
+int
+ext_args_decode_memo(const char *json, size_t len, const struct ext_config *cfg,
+                     const struct ext_names_memo *m, struct ext_args *ret, const char **ret_why)
+{
+        CLEANUP(args_scan_release) struct args_scan as = { .cfg = cfg,
+                                                           .memo = m && m->len ? m : NULL };
         struct ext_args a = { 0 };
         int r;
 
@@ -657,6 +711,81 @@ ext_args_release(struct ext_args *a)
         free(a->nodes);
         free(a->strings);
         *a = (struct ext_args){ 0 };
+}
+
+void
+ext_names_memo_release(struct ext_names_memo *m)
+{
+        if (!m)
+                return;
+        free(m->text);
+        free(m->off);
+        free(m->lens);
+        free(m->plain);
+        free(m->nodes);
+        *m = (struct ext_names_memo){ 0 };
+}
+
+/* Room for n names and len bytes of text: 0, or -ENOMEM with m emptied. */
+static int
+memo_room(struct ext_names_memo *m, size_t n, size_t len)
+{
+        if (len > m->text_alloc) {
+                free(m->text);
+                m->text = malloc(len);
+                m->text_alloc = m->text ? len : 0;
+        }
+        if (n > m->alloc) {
+                free(m->off);
+                free(m->lens);
+                free(m->plain);
+                free(m->nodes);
+                m->off = malloc(n * sizeof(*m->off));
+                m->lens = malloc(n);
+                m->plain = malloc(n * sizeof(*m->plain));
+                m->nodes = malloc(n * sizeof(*m->nodes));
+                m->alloc = n;
+        }
+        if (!m->text || !m->off || !m->lens || !m->plain || !m->nodes) {
+                ext_names_memo_release(m);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int
+ext_names_memo_keep(struct ext_names_memo *m, const struct ext_args *a,
+                    const struct ext_cluster *c, const struct ext_nodes *rn)
+{
+        int r;
+
+        if (a->list_memo || !a->node_names || !a->list_text || a->n == 0 ||
+            a->n > EXT_MAX_NODES || a->list_len > UINT32_MAX || rn->n_extra)
+                return 0;
+        for (size_t i = 0; i < a->n; i++) /* an escaped name is not in the text */
+                if (a->names[i] < a->list_text ||
+                    a->names[i] + a->name_lens[i] > a->list_text + a->list_len)
+                        return 0;
+        /* Emptied first: a failure below leaves no half-kept list behind. */
+        m->len = m->n = 0;
+        m->serial = 0;
+        r = memo_room(m, MAX(a->n, (size_t)1), MAX(a->list_len, (size_t)1));
+        if (r < 0)
+                return r;
+        memcpy(m->text, a->list_text, a->list_len);
+        for (size_t i = 0; i < a->n; i++)
+                m->off[i] = (uint32_t)(a->names[i] - a->list_text);
+        memcpy(m->lens, a->name_lens, a->n);
+        if (a->name_plain)
+                memcpy(m->plain, a->name_plain, a->n * sizeof(*m->plain));
+        else
+                for (size_t i = 0; i < a->n; i++)
+                        m->plain[i] = false;
+        memcpy(m->nodes, rn->nodes, a->n * sizeof(*m->nodes));
+        m->serial = c ? c->serial : 0;
+        m->n = a->n;
+        m->len = a->list_len;
+        return 0;
 }
 
 int

@@ -10,6 +10,7 @@
  */
 #include "ext-core-private.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -886,6 +887,15 @@ ext_cluster_group_size(const struct ext_cluster *c, const char *id)
         return hit ? hit->size : 0;
 }
 
+/* A snapshot's serial: one count for the process, from 1. */
+static uint64_t
+next_serial(void)
+{
+        static atomic_uint_fast64_t serials;
+
+        return (uint64_t)atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+}
+
 int
 ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct ext_cluster **ret)
 {
@@ -897,6 +907,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 return -ENOMEM;
         c->n_ref = 1;
         c->generation = gen;
+        c->serial = next_serial();
         c->classes = calloc(MAX(b->n_classes, (size_t)1), sizeof(*c->classes));
         if (!c->classes) {
                 free(c);
@@ -1030,6 +1041,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
                 return -ENOMEM;
         next->n_ref = 1;
         next->generation = c->generation + 1;
+        next->serial = next_serial();
         next->nodes = nodes_alloc(c->n_nodes);
         next->pods = malloc((c->n_pods + 1) * sizeof(*next->pods));
         next->classes = malloc(MAX(c->n_classes, (size_t)1) * sizeof(*next->classes));
@@ -1185,6 +1197,30 @@ ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                 ret->nodes[i] = &ret->extra[ret->n_extra++];
         }
         return 0;
+}
+
+int
+ext_nodes_resolve_memo(const struct ext_cluster *c, const struct ext_config *cfg,
+                       const struct ext_args *a, struct ext_names_memo *m, struct ext_nodes *ret)
+{
+        int r;
+
+        if (!m || !a->list_memo || a->n != m->n || !c)
+                return ext_nodes_resolve(c, cfg, a, ret);
+        if (m->serial == c->serial) {
+                *ret = (struct ext_nodes){ 0 };
+                ret->nodes = malloc(MAX(a->n, (size_t)1) * sizeof(*ret->nodes));
+                if (!ret->nodes)
+                        return -ENOMEM;
+                memcpy(ret->nodes, m->nodes, a->n * sizeof(*ret->nodes));
+                return 0;
+        }
+        r = ext_nodes_resolve(c, cfg, a, ret);
+        if (r >= 0 && ret->n_extra == 0) {
+                memcpy(m->nodes, ret->nodes, a->n * sizeof(*m->nodes));
+                m->serial = c->serial;
+        }
+        return r;
 }
 
 void

@@ -198,6 +198,8 @@ struct ext_pod {
 struct ext_cluster {
         unsigned n_ref;
         uint64_t generation;
+        uint64_t serial;   /* unique to this snapshot in this process (never 0), so a
+                            * record of it tells it from a later one at the same address */
         size_t n_nodes;
         struct ext_node *nodes;
         size_t n_pods;
@@ -567,6 +569,13 @@ struct ext_args {
                              * opening quote to a later one's closing quote, when every name
                              * between is plain too, is those elements as they stand */
         char *strings;     /* private: the escaped names' bytes */
+        /* NodeNames mode: the NodeNames array as it stands in the body, '[' to ']' (NULL:
+         * not known); list_memo: it repeated the names memo's list byte for byte, so the
+         * names were taken from the memo (still pointing into this body) and the nodes may
+         * be too (ext_nodes_resolve_memo). */
+        const char *list_text;
+        size_t list_len;
+        bool list_memo;
 };
 static inline size_t
 ext_args_name_len(const struct ext_args *a, size_t i)
@@ -586,6 +595,36 @@ ext_args_name(const struct ext_args *a, size_t i, char buf[EXT_NAME_MAX])
  * keep json alive and unchanged until the answer is encoded. */
 int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
+
+/* The names memo: one NodeNames list kept from an earlier request, with the names' places
+ * in it and the nodes they resolved to in one snapshot.  kube-scheduler sends the same list
+ * again for pod after pod while the nodes that pass its own filters stay the same (and
+ * prioritize gets the list filter answered), so a worker keeps the last list per verb:
+ * a body whose NodeNames repeats it byte for byte is not scanned name by name (the bytes
+ * are compared) and, against the same snapshot, its names are not looked up again.
+ * Lists with an escaped name are not kept.  Not shared between threads; at most
+ * EXT_MAX_NODES names. */
+struct ext_nodes;
+struct ext_names_memo {
+        char *text;           /* the array, '[' to ']' */
+        size_t len, text_alloc;
+        size_t n, alloc;      /* names, and the room of the arrays below */
+        uint32_t *off;        /* each name's offset in text */
+        uint8_t *lens;
+        bool *plain;
+        uint64_t serial;      /* the snapshot nodes resolved in (ext_cluster.serial), 0 none */
+        const struct ext_node **nodes;
+};
+void ext_names_memo_release(struct ext_names_memo *m);
+/* ext_args_decode(), stepping over a NodeNames list that repeats m's (NULL: none). */
+int ext_args_decode_memo(const char *json, size_t len, const struct ext_config *cfg,
+                         const struct ext_names_memo *m, struct ext_args *ret,
+                         const char **ret_why);
+/* After a names-mode request was decoded with m and its nodes resolved in c: keeps its
+ * list and nodes in m, unless a->list_memo (m holds them already) or the list cannot be
+ * kept (an escaped name, no list text, too many names).  0, or -ENOMEM (m is then empty). */
+int ext_names_memo_keep(struct ext_names_memo *m, const struct ext_args *a,
+                        const struct ext_cluster *c, const struct ext_nodes *rn);
 /* Nodes mode: node i's topology annotation unescaped into a new string (free() it; NULL
  * when the node has none) and its length.  0 or -ENOMEM. */
 int ext_args_topology(const struct ext_args *a, size_t i, char **ret, size_t *ret_len);
@@ -602,6 +641,12 @@ struct ext_nodes {
 /* Fills *ret (release it with ext_nodes_release, also after a failure): 0 or -ENOMEM. */
 int ext_nodes_resolve(const struct ext_cluster *c, const struct ext_config *cfg,
                       const struct ext_args *a, struct ext_nodes *ret);
+/* ext_nodes_resolve(), taking the nodes from m when a's list is m's (a->list_memo) and m
+ * resolved it in c; when a's list is m's but resolved in another snapshot, m then keeps
+ * this resolution.  m may be NULL. */
+int ext_nodes_resolve_memo(const struct ext_cluster *c, const struct ext_config *cfg,
+                           const struct ext_args *a, struct ext_names_memo *m,
+                           struct ext_nodes *ret);
 void ext_nodes_release(struct ext_nodes *n);
 
 /* A Pod object (Kubernetes JSON) into a request. */

@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -130,10 +131,54 @@ log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verd
         }
 }
 
+/* Each worker thread's names memos, one per verb (filter, prioritize): made at its first
+ * names-mode request, freed when the thread ends.  A thread serves one request at a time,
+ * so its memos need no lock. */
+static pthread_key_t memo_key;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+static bool memo_key_ok;
+
+static void
+memos_free(void *p)
+{
+        struct ext_names_memo *m = p;
+
+        for (size_t i = 0; m && i < 2; i++)
+                ext_names_memo_release(&m[i]);
+        free(m);
+}
+
+static void
+memo_key_init(void)
+{
+        memo_key_ok = pthread_key_create(&memo_key, memos_free) == 0;
+}
+
+/* This thread's memo for verb, NULL when none can be had (then none is used). */
+static struct ext_names_memo *
+thread_memo(enum ext_verb verb)
+{
+        struct ext_names_memo *m;
+
+        pthread_once(&memo_once, memo_key_init);
+        if (!memo_key_ok)
+                return NULL;
+        m = pthread_getspecific(memo_key);
+        if (!m) {
+                m = calloc(2, sizeof(*m));
+                if (!m || pthread_setspecific(memo_key, m) != 0) {
+                        free(m);
+                        return NULL;
+                }
+        }
+        return &m[verb == EXT_VERB_PRIORITIZE];
+}
+
 static int
 handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char *body, size_t len,
                             struct buf *out)
 {
+        struct ext_names_memo *memo = thread_memo(verb);
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
         CLEANUP(freep) struct ext_verdict *v = NULL;
         CLEANUP(freep) uint32_t *rep = NULL;
@@ -143,7 +188,7 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         char wait_name[EXT_NAME_MAX];
         int r, fits;
 
-        r = ext_args_decode(body, len, &s->cfg, &a, &why);
+        r = ext_args_decode_memo(body, len, &s->cfg, memo, &a, &why);
         if (r < 0) {
                 ext_metrics_decision(&s->metrics, verb, EXT_OUTCOME_BAD_REQUEST);
                 log_info("bad request", "verb=%s reason=\"%s\"", ext_verb_to_string(verb), why);
@@ -154,7 +199,9 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
          * verdict is written to are read, so nothing needs clearing. */
         v = malloc(MAX(a.n, (size_t)1) * sizeof(*v));
         rep = malloc(MAX(a.n, (size_t)1) * sizeof(*rep));
-        if (!v || !rep || ext_nodes_resolve(c, &s->cfg, &a, &rn) < 0) {
+        if (a.list_memo)
+                atomic_fetch_add(&s->metrics.list_repeats[verb == EXT_VERB_PRIORITIZE], 1);
+        if (!v || !rep || ext_nodes_resolve_memo(c, &s->cfg, &a, memo, &rn) < 0) {
                 ext_nodes_release(&rn);
                 ext_args_release(&a);
                 return error_body(out, "out of memory"), 503;
@@ -194,6 +241,8 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                                              out);
         else
                 r = ext_priorities_encode(&a, v, rep, out);
+        if (memo)
+                (void)ext_names_memo_keep(memo, &a, c, &rn); /* a failure only forgets */
         ext_nodes_release(&rn);
         ext_args_release(&a);
         if (r < 0)

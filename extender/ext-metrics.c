@@ -118,6 +118,19 @@ render_cuts(struct ext_metrics *m, struct buf *out)
                                     "# TYPE topofit_extender_connections_opened_total counter\n"
                                     "topofit_extender_connections_opened_total %" PRIu64 "\n",
                                (uint64_t)atomic_load(&m->connections));
+        if (r >= 0)
+                r = buf_printf(out, "# HELP topofit_extender_node_list_repeats_total Names-mode "
+                                    "requests whose NodeNames repeated the list the serving "
+                                    "worker kept from its previous request of the verb (not "
+                                    "read name by name, nor looked up again in the same "
+                                    "view).\n"
+                                    "# TYPE topofit_extender_node_list_repeats_total counter\n"
+                                    "topofit_extender_node_list_repeats_total{verb=\"filter\"} %"
+                                    PRIu64 "\n"
+                                    "topofit_extender_node_list_repeats_total{verb=\"prioritize\"} %"
+                                    PRIu64 "\n",
+                               (uint64_t)atomic_load(&m->list_repeats[0]),
+                               (uint64_t)atomic_load(&m->list_repeats[1]));
         return r;
 }
 

@@ -88,6 +88,9 @@ struct ext_metrics {
         atomic_uint_fast64_t decisions[_EXT_VERB_MAX][_EXT_OUTCOME_MAX];
         atomic_uint_fast64_t cuts[_EXT_CUT_MAX];
         atomic_uint_fast64_t connections; /* accepted (each a TLS handshake with HTTPS) */
+        /* Names-mode filter and prioritize requests whose NodeNames repeated the list the
+         * worker kept (ext_names_memo), by verb (filter, prioritize). */
+        atomic_uint_fast64_t list_repeats[2];
 };
 
 struct ext_state;

@@ -173,6 +173,50 @@ def replay_mode(mode):
         ext.stop()
 
 
+def node_list_repeats():
+    """The names memo through HTTP: a NodeNames list sent again byte for byte is counted as
+    a repeat and answered as the first time; after a bind changes the view, the same list
+    answers from the new view (the bound node's GPUs count)."""
+    ext = Extender("--threads", "1")  # one worker: every request meets the same memos
+    try:
+        filt = fixture("nodecache-true", "01-filter.json")
+        prio = fixture("nodecache-true", "02-prioritize.json")
+
+        def repeats():
+            _, metrics, _ = ext.request("GET", "/metrics")
+            got = {}
+            for line in metrics.splitlines():
+                if line.startswith("topofit_extender_node_list_repeats_total{"):
+                    got[line.split('"')[1]] = int(line.split()[-1])
+            return got
+
+        first = [ext.request("POST", "/filter", filt), ext.request("POST", "/prioritize", prio)]
+        check("node list repeats: none counted before a list repeats",
+              repeats() == {"filter": 0, "prioritize": 0}, repeats())
+        again = [ext.request("POST", "/filter", filt), ext.request("POST", "/prioritize", prio)]
+        check("node list repeats: the same lists again answer byte for byte the same",
+              [a[:2] for a in again] == [f[:2] for f in first] and first[0][0] == 200,
+              "%r %r" % (first, again))
+        check("node list repeats: the repeats are counted per verb",
+              repeats() == {"filter": 1, "prioritize": 1}, repeats())
+
+        status, body, _ = ext.request("POST", "/bind", fixture("nodecache-true", "03-bind.json"))
+        check("node list repeats: the bind in between is done", body == '{"Error":""}', body)
+        # The 8-GPU pod's body: the same bytes but for the pod's GPU count and uid, so its
+        # NodeNames repeats the kept list while the view has changed under it.
+        big = filt.replace(b'"nvidia.com/gpu":"2"', b'"nvidia.com/gpu":"8"').replace(
+            b"1b453937-72ba-4adc-8326-2d9a160f5c46", b"1b453937-72ba-4adc-8326-00000000008b")
+        before = repeats()["filter"]
+        status, body, _ = ext.request("POST", "/filter", big)
+        res = json.loads(body) if status == 200 else {}
+        check("node list repeats: after the bind the repeated list answers from the new view",
+              status == 200 and res.get("NodeNames") == ["gpu-node-1", "gpu-node-2"] and
+              list(res.get("FailedNodes", {})) == ["gpu-node-3"] and repeats()["filter"] == before + 1,
+              "%d %s %r" % (status, body, repeats()))
+    finally:
+        ext.stop()
+
+
 def concurrent_binds():
     """Many scheduler threads at once against one extender: filter, prioritize and bind
     race, and no GPU may end up on two pods."""
@@ -875,7 +919,8 @@ def main():
         except Exception as e:  # a crash is a failed case, not a lost plan
             check("%s: replay ran" % mode, False, repr(e))
     for part in (hostile, untrusted_output, connection_exhaustion, silent_hangs, body_budget,
-                 endpoints, preempt_then_filter, concurrent_binds, tls, config_file, bad_flags):
+                 endpoints, preempt_then_filter, node_list_repeats, concurrent_binds, tls,
+                 config_file, bad_flags):
         try:
             part()
         except Exception as e:

@@ -1513,6 +1513,163 @@ node_lookup_finds_names_in_any_order(void **state)
         }
 }
 
+/* Decodes body (NUL-terminated) with memo m, without it too, and checks both give the same
+ * args; returns whether the list was the memo's.  The args stay in *ret. */
+static bool
+decode_with_memo(const char *body, const struct ext_config *cfg, const struct ext_names_memo *m,
+                 struct ext_args *ret)
+{
+        struct ext_args plain;
+        const char *why1 = NULL, *why2 = NULL;
+        int r1 = ext_args_decode_memo(body, strlen(body), cfg, m, ret, &why1);
+        int r2 = ext_args_decode(body, strlen(body), cfg, &plain, &why2);
+
+        assert_int_equal(r1, r2);
+        if (r1 < 0) {
+                assert_string_equal(why1, why2);
+                return false;
+        }
+        assert_int_equal(ret->n, plain.n);
+        assert_string_equal(ret->req.uid, plain.req.uid);
+        assert_true(ret->names_in_body == plain.names_in_body);
+        for (size_t i = 0; i < plain.n; i++) {
+                assert_int_equal(ret->name_lens[i], plain.name_lens[i]);
+                assert_memory_equal(ret->names[i], plain.names[i], plain.name_lens[i]);
+                assert_true(ret->name_plain[i] == plain.name_plain[i]);
+                /* Plain names point into this body, from the memo or not. */
+                if (plain.name_plain[i])
+                        assert_ptr_equal(ret->names[i], plain.names[i]);
+        }
+        ext_args_release(&plain);
+        return ret->list_memo;
+}
+
+/* The names memo (ext_names_memo): a body whose NodeNames repeats the kept list byte for
+ * byte is not read name by name yet decodes as without the memo, its names in its own
+ * bytes; a list that differs anywhere is read as usual, one with an escaped name is not
+ * kept; and the memo's nodes are used only in the snapshot they were resolved in. */
+static void
+names_memo_repeats_lists_and_resolves_per_snapshot(void **state)
+{
+#define ARRAY "[\"gpu-a\",\"gpu-b\",\"gpu-c\"]"
+#define LIST "\"NodeNames\":" ARRAY
+        static const char a1[] = POD("{\"nvidia.com/gpu\":\"1\"}", "") LIST "}";
+        /* Another pod, the list at another offset: the same list. */
+        static const char a2[] = "{\"Pod\":{\"metadata\":{\"name\":\"q\",\"namespace\":\"d\","
+                                 "\"uid\":\"u2\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                                 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}},"
+                                 "\"Nodes\":null, " LIST "}";
+        static const char *const misses[] = {
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") "\"NodeNames\":[\"gpu-a\",\"gpu-b\",\"gpu-d\"]}",
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") "\"NodeNames\":[\"gpu-a\",\"gpu-b\",\"gpu-c\",\"gpu-e\"]}",
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") "\"NodeNames\":[\"gpu-a\", \"gpu-b\",\"gpu-c\"]}",
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") "\"NodeNames\":[\"gpu-a\",\"gpu-b\"]}",
+        };
+        /* The repeated list, then an error elsewhere: refused as without the memo. */
+        static const char *const bad[] = {
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") LIST ",\"Pod\":{}}",
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") LIST ",\"NodeNames\":[]}",
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") LIST,
+                POD("{\"nvidia.com/gpu\":\"1\"}", "") LIST "}x",
+                "{\"Pod\":[]," LIST "}",
+        };
+        static const char escaped[] = POD("{\"nvidia.com/gpu\":\"1\"}", "")
+                "\"NodeNames\":[\"gpu-a\",\"gpu-\\u0062\",\"gpu-c\"]}";
+        struct ext_names_memo m = { 0 };
+        struct ext_cluster *c1 = NULL, *c2 = NULL;
+        struct ext_config cfg;
+        struct ext_nodes rn, plain_rn;
+        struct ext_args a;
+        char *json = annotation_of("dgx1-v100-sxm2-oneflow.txt");
+
+        ext_config_default(&cfg);
+        for (int k = 0; k < 2; k++) {
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+
+                for (const char *n = "abc"; *n; n++) {
+                        char name[8];
+
+                        if (k == 1 && *n == 'b')
+                                continue; /* gone from the second snapshot */
+                        snprintf(name, sizeof(name), "gpu-%c", *n);
+                        assert_int_equal(ext_cluster_builder_add_node(b, name, json, strlen(json),
+                                                                      8, NULL), 0);
+                }
+                assert_int_equal(ext_cluster_builder_finish(b, 7, k ? &c2 : &c1), 0);
+        }
+        free(json);
+        assert_true(c1->serial != 0 && c2->serial != 0 && c1->serial != c2->serial);
+
+        /* Nothing kept yet: read as usual, then kept with its nodes in c1. */
+        assert_false(decode_with_memo(a1, &cfg, &m, &a));
+        assert_non_null(a.list_text);
+        assert_int_equal(a.list_len, strlen(LIST) - strlen("\"NodeNames\":"));
+        assert_int_equal(ext_nodes_resolve_memo(c1, &cfg, &a, &m, &rn), 0);
+        assert_int_equal(ext_names_memo_keep(&m, &a, c1, &rn), 0);
+        assert_int_equal(m.n, 3);
+        assert_int_equal(m.serial, c1->serial);
+        ext_nodes_release(&rn);
+        ext_args_release(&a);
+
+        /* Repeated: taken from the memo; in c1 its nodes are the memo's, which are c1's. */
+        assert_true(decode_with_memo(a2, &cfg, &m, &a));
+        assert_int_equal(ext_nodes_resolve_memo(c1, &cfg, &a, &m, &rn), 0);
+        assert_int_equal(ext_nodes_resolve(c1, &cfg, &a, &plain_rn), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_ptr_equal(rn.nodes[i], plain_rn.nodes[i]);
+        ext_nodes_release(&rn);
+        ext_nodes_release(&plain_rn);
+        /* In c2 they are looked up again (gpu-b is gone), and the memo now holds c2's. */
+        assert_int_equal(ext_nodes_resolve_memo(c2, &cfg, &a, &m, &rn), 0);
+        assert_ptr_equal(rn.nodes[0], ext_cluster_find_node(c2, "gpu-a"));
+        assert_null(rn.nodes[1]);
+        assert_ptr_equal(rn.nodes[2], ext_cluster_find_node(c2, "gpu-c"));
+        assert_int_equal(m.serial, c2->serial);
+        assert_int_equal(ext_names_memo_keep(&m, &a, c2, &rn), 0); /* list_memo: nothing */
+        assert_int_equal(m.serial, c2->serial);
+        ext_nodes_release(&rn);
+        assert_int_equal(ext_nodes_resolve_memo(c2, &cfg, &a, &m, &rn), 0);
+        assert_ptr_equal(rn.nodes[0], ext_cluster_find_node(c2, "gpu-a"));
+        assert_null(rn.nodes[1]);
+        ext_nodes_release(&rn);
+        ext_args_release(&a);
+
+        for (size_t i = 0; i < ELEMENTSOF(misses); i++) {
+                assert_false(decode_with_memo(misses[i], &cfg, &m, &a));
+                ext_args_release(&a);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                assert_int_not_equal(ext_args_decode_memo(bad[i], strlen(bad[i]), &cfg, &m, &a,
+                                                          NULL), 0);
+                assert_false(decode_with_memo(bad[i], &cfg, &m, &a));
+        }
+
+        /* An escaped name: read as usual (the same names), and not kept. */
+        assert_false(decode_with_memo(escaped, &cfg, &m, &a));
+        assert_int_equal(ext_nodes_resolve_memo(c2, &cfg, &a, &m, &rn), 0);
+        assert_int_equal(ext_names_memo_keep(&m, &a, c2, &rn), 0);
+        assert_int_equal(m.n, 3);
+        assert_true(m.len + 5 == a.list_len); /* still the plain list: 5 bytes shorter */
+        ext_nodes_release(&rn);
+        ext_args_release(&a);
+        assert_true(decode_with_memo(a1, &cfg, &m, &a));
+        ext_args_release(&a);
+        /* Blanks around the array are not part of it. */
+        {
+                static const char spaced[] = POD("{\"nvidia.com/gpu\":\"1\"}", "")
+                        "\"NodeNames\" :  " ARRAY " }";
+
+                assert_true(decode_with_memo(spaced, &cfg, &m, &a));
+                ext_args_release(&a);
+        }
+
+        ext_names_memo_release(&m);
+        ext_cluster_unref(c1);
+        ext_cluster_unref(c2);
+#undef LIST
+#undef ARRAY
+}
+
 /* ext_filter over all MANY_NODES nodes at now_ns against the same node asked alone (below
  * the memo's and the holds gathering's minimum: each decided directly, each node's holds
  * looked up in the ledger): the same verdicts and free GPUs.  Returns how many fit. */
@@ -4322,6 +4479,7 @@ main(void)
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
+                cmocka_unit_test(names_memo_repeats_lists_and_resolves_per_snapshot),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
                 cmocka_unit_test(compact_verdicts_answer_as_one_per_node),
