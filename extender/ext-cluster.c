@@ -112,6 +112,7 @@ cluster_free(struct ext_cluster *c)
         free(c->pods);
         free(c->classes);
         free(c->index);
+        free(c->node_state);
         free(c->group_sizes);
         free(c->pod_groups);
         place_view_unref(c->place);
@@ -887,6 +888,72 @@ ext_cluster_group_size(const struct ext_cluster *c, const char *id)
         return hit ? hit->size : 0;
 }
 
+/* c's node states (ext_cluster.node_state): an open-addressing table of the distinct
+ * (class, annotated, free) keys, built once per snapshot.  On a failed allocation the
+ * snapshot goes without (node_state NULL). */
+static uint64_t
+state_hash(const struct ext_node *n, const struct topo_mask *free)
+{
+        uint64_t h = (uint64_t)(uintptr_t)n->cls * 0x9e3779b97f4a7c15ull ^ n->annotated;
+
+        for (size_t k = 0; k < ELEMENTSOF(free->w); k++)
+                h = (h ^ free->w[k]) * 0x100000001b3ull;
+        return h ^ (h >> 29);
+}
+
+static struct topo_mask
+node_free(const struct ext_node *n)
+{
+        struct topo_mask f = n->healthy;
+
+        topo_mask_andnot(&f, &n->used);
+        return f;
+}
+
+static void
+cluster_states(struct ext_cluster *c)
+{
+        size_t size = 16;
+        uint32_t *slot; /* a node index + 1 per slot: the state's first node; 0 free */
+
+        free(c->node_state);
+        c->node_state = NULL;
+        c->n_states = 0;
+        while (size < 2 * c->n_nodes)
+                size *= 2;
+        slot = calloc(size, sizeof(*slot));
+        c->node_state = malloc(MAX(c->n_nodes, (size_t)1) * sizeof(*c->node_state));
+        if (!slot || !c->node_state) {
+                free(slot);
+                free(c->node_state);
+                c->node_state = NULL;
+                return;
+        }
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct ext_node *n = &c->nodes[i];
+                struct topo_mask f = node_free(n);
+                size_t k;
+
+                c->node_state[i] = EXT_NO_STATE;
+                if (!n->cls)
+                        continue;
+                for (k = state_hash(n, &f) & (size - 1); slot[k]; k = (k + 1) & (size - 1)) {
+                        const struct ext_node *o = &c->nodes[slot[k] - 1];
+                        struct topo_mask of = node_free(o);
+
+                        if (o->cls == n->cls && o->annotated == n->annotated &&
+                            topo_mask_equal(&of, &f))
+                                break;
+                }
+                if (!slot[k]) {
+                        slot[k] = (uint32_t)i + 1;
+                        c->node_state[i] = c->n_states++;
+                } else
+                        c->node_state[i] = c->node_state[slot[k] - 1];
+        }
+        free(slot);
+}
+
 /* A snapshot's serial: one count for the process, from 1. */
 static uint64_t
 next_serial(void)
@@ -979,6 +1046,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 if (b->key_named[k])
                         memcpy(c->group_keys[k], b->keys[k], sizeof(c->group_keys[k]));
         place_build(c, b->cfg, b->base);
+        cluster_states(c);
 
         if (b->n_group_sizes > 0)
                 qsort(b->group_sizes, b->n_group_sizes, sizeof(*b->group_sizes), group_size_cmp);
@@ -1120,6 +1188,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
                 next->pods[at].group = grouped ? (uint32_t)gat + 1 : 0;
         }
         place_build(next, cfg, c); /* only the pod's node is computed again */
+        cluster_states(next);
         *ret = next;
         return 0;
 }

@@ -208,6 +208,13 @@ struct ext_cluster {
         struct score_class **classes; /* distinct classes, for metrics and reuse */
         size_t index_size;            /* private: open-addressing name index of nodes */
         uint64_t *index;
+        /* Nodes that share a class, annotated-ness and free GPUs (healthy, not used by
+         * the view's pods) share a state: node_state[i] for nodes[i], < n_states, or
+         * EXT_NO_STATE (no class).  Nodes of one state and no ledger hold get one verdict
+         * in a request (filter_common), found by index instead of hashing each node's
+         * key.  NULL when it could not be built (then every node is hashed). */
+        uint32_t *node_state;
+        uint32_t n_states;
         /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
          * when the term is off (cluster_share 0) or could not be built (then prioritize
          * goes without it). */
@@ -233,6 +240,8 @@ struct ext_cluster {
 
 /* A PodGroup's gang size (minCount) and topology constraint, keyed like
  * place_group_request.id. */
+#define EXT_NO_STATE UINT32_MAX
+
 struct ext_group_size {
         char id[PLACE_NAME_MAX];
         unsigned size;      /* 0: not a gang (the size stays unknown) */

@@ -569,6 +569,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
          * under the ledger's lock: beside the verdicts in compact mode, so the copies'
          * verdicts are never touched; in ret[i].free without. */
         CLEANUP(freep) struct topo_mask *freev = NULL;
+        uint32_t *first = NULL;
 
         for (size_t i = 0; rep && i < n; i++)
                 rep[i] = (uint32_t)i;
@@ -606,6 +607,13 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 ext__ledger_unlock(l);
         }
 
+        /* The snapshot's node states stand in for the memo's hashing for its own nodes
+         * without a hold: first[s] is the node whose verdict state s's nodes share. */
+        if (c && c->node_state && memo.slots && (!holds || n_held >= 0)) {
+                first = malloc(MAX((size_t)c->n_states, (size_t)1) * sizeof(*first));
+                if (first)
+                        memset(first, 0xff, c->n_states * sizeof(*first));
+        }
         for (size_t i = 0; i < n; i++) {
                 struct memo_slot *m = NULL;
                 struct topo_mask free;
@@ -613,6 +621,39 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 if (!nodes[i]) {
                         ret[i] = (struct ext_verdict){ .r = -ENOENT, .why = why_unknown_node };
                         continue;
+                }
+                if (first) {
+                        /* Its index in the snapshot (a node from elsewhere lands past the
+                         * end), and its state unless a hold changes its free GPUs. */
+                        size_t at = ((uintptr_t)nodes[i] - (uintptr_t)c->nodes) /
+                                    sizeof(*nodes[i]);
+                        uint32_t state = at < c->n_nodes ? c->node_state[at] : EXT_NO_STATE;
+
+                        for (int k = 0; state != EXT_NO_STATE && k < n_held; k++)
+                                if (held[k].node_hash == nodes[i]->name_hash &&
+                                    strcmp(held[k].node, nodes[i]->name) == 0)
+                                        state = EXT_NO_STATE;
+                        if (state != EXT_NO_STATE && first[state] != UINT32_MAX) {
+                                uint32_t f = first[state];
+
+                                if (rep)
+                                        rep[i] = f;
+                                else
+                                        ret[i] = ret[f];
+                                fits += ret[f].r == 0;
+                                continue;
+                        }
+                        if (state != EXT_NO_STATE) {
+                                free = nodes[i]->healthy;
+                                topo_mask_andnot(&free, &nodes[i]->used);
+                                decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
+                                if (with_priority && ret[i].r == 0 && c->place &&
+                                    cfg->place.cluster_share > 0)
+                                        ret[i].loss = node_loss(c, nodes[i], &ret[i]);
+                                first[state] = (uint32_t)i;
+                                fits += ret[i].r == 0;
+                                continue;
+                        }
                 }
                 if (n_held < 0 && holds) {
                         free = freev ? freev[i] : ret[i].free;
@@ -648,6 +689,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                 fits += ret[i].r == 0;
         }
         free(memo.slots);
+        free(first);
         if (groups_may_act(c, l, req, now_ns)) {
                 expand(ret, rep, n);
                 fits -= apply_groups(c, l, req, nodes, n, now_ns, with_priority, ret, &steered);

@@ -1513,6 +1513,55 @@ node_lookup_finds_names_in_any_order(void **state)
         }
 }
 
+/* A snapshot's node states (ext_cluster.node_state): nodes share one when they share
+ * class, annotated-ness and free GPUs; a bind's new snapshot states its nodes again. */
+static void
+snapshot_states_follow_free_gpus(void **state)
+{
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL, *next = NULL;
+        struct ext_config cfg;
+        struct topo_mask gpu0 = { 0 };
+        char *dgx = annotation_of("dgx1-v100-sxm2-oneflow.txt");
+        char *hgx = annotation_of("hgx-h100-13nic-mlx5ib-eth-penny.txt");
+        uint32_t s[5];
+
+        ext_config_default(&cfg);
+        topo_mask_set(&gpu0, 0);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n0", dgx, strlen(dgx), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n1", dgx, strlen(dgx), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n2", dgx, strlen(dgx), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_pod(b, "p2", "ns", "p2", "n2", &gpu0), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n3", hgx, strlen(hgx), 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n4", NULL, 0, 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_non_null(c->node_state);
+        for (unsigned i = 0; i < 5; i++)
+                s[i] = c->node_state[i];
+        assert_int_equal(s[0], s[1]);
+        assert_int_not_equal(s[0], s[2]);
+        assert_int_not_equal(s[0], s[3]);
+        assert_int_not_equal(s[2], s[3]);
+        for (unsigned i = 0; i < 5; i++)
+                if (s[i] != EXT_NO_STATE)
+                        assert_true(s[i] < c->n_states);
+        /* An unannotated node (synthesized PCIe class) is not an annotated one. */
+        assert_int_not_equal(s[4], s[0]);
+        assert_int_not_equal(s[4], s[3]);
+
+        assert_int_equal(ext_cluster_with_pod(c, &cfg, "p1", "ns", "p1", "n1", &gpu0, NULL, NULL,
+                                              &next), 0);
+        assert_non_null(next->node_state);
+        assert_int_equal(next->node_state[1], next->node_state[2]);
+        assert_int_not_equal(next->node_state[0], next->node_state[1]);
+        assert_int_equal(next->n_states, c->n_states);
+        ext_cluster_unref(next);
+        ext_cluster_unref(c);
+        free(dgx);
+        free(hgx);
+}
+
 /* Decodes body (NUL-terminated) with memo m, without it too, and checks both give the same
  * args; returns whether the list was the memo's.  The args stay in *ret. */
 static bool
@@ -4480,6 +4529,7 @@ main(void)
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(names_memo_repeats_lists_and_resolves_per_snapshot),
+                cmocka_unit_test(snapshot_states_follow_free_gpus),
                 cmocka_unit_test(memoised_verdicts_equal_deciding_each_node_alone),
                 cmocka_unit_test(prioritize_ranks_distinct_verdicts_as_every_node),
                 cmocka_unit_test(compact_verdicts_answer_as_one_per_node),
