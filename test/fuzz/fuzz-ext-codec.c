@@ -9,7 +9,9 @@
  * answers from compact verdicts (node i's is v[rep[i]], as the handlers pass them) the
  * answers from one verdict per node, byte for byte.  And
  * ExtenderArgs are read twice, by the scanner (ext_args_decode) and by the tree decoder it
- * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values.
+ * replaced (test/ext-args-oracle.h): both accept or both refuse, and read the same values;
+ * and read a third time with the names memo of the previous input and of its own list
+ * (memo_agrees): the same values again.
  * Seeds: test/data/kube-scheduler-v1.20 and test/data/extender.
  */
 #include <errno.h>
@@ -84,6 +86,63 @@ args_encode_back(const char *json, size_t size, const struct ext_config *cfg)
         ext_args_release(&a);
 }
 
+/* The same args, field by field, from two decodes of one body. */
+static bool
+same_args(const struct ext_args *a, const struct ext_args *b)
+{
+        if (a->n != b->n || a->node_names != b->node_names ||
+            strcmp(a->req.uid, b->req.uid) != 0 || a->req.count != b->req.count)
+                return false;
+        for (size_t i = 0; a->node_names && i < a->n; i++)
+                if (a->name_lens[i] != b->name_lens[i] ||
+                    memcmp(a->names[i], b->names[i], a->name_lens[i]) != 0 ||
+                    a->name_plain[i] != b->name_plain[i])
+                        return false;
+        return true;
+}
+
+/* The names memo (ext_names_memo): decoding with the list kept from the previous input
+ * (libFuzzer runs many in one process) reads what decoding without it reads, and this
+ * input's own list, once kept, is taken from the memo and read the same again. */
+static struct ext_names_memo last_list;
+
+static void
+memo_agrees(const char *json, size_t size, const struct ext_config *cfg)
+{
+        struct ext_args a, b;
+        int r1 = ext_args_decode(json, size, cfg, &a, NULL);
+        int r2 = ext_args_decode_memo(json, size, cfg, &last_list, &b, NULL);
+
+        if (r1 != r2) {
+                fprintf(stderr, "fuzz-ext-codec: with the memo %d, without %d\n", r2, r1);
+                abort();
+        }
+        if (r1 < 0)
+                return;
+        if (!same_args(&a, &b)) {
+                fprintf(stderr, "fuzz-ext-codec: the memo's list read differently\n");
+                abort();
+        }
+        ext_args_release(&b);
+        if (a.node_names && a.list_text) {
+                struct ext_nodes rn = { .nodes = calloc(a.n + 1, sizeof(*rn.nodes)) };
+
+                if (!rn.nodes || ext_names_memo_keep(&last_list, &a, NULL, &rn) < 0)
+                        abort();
+                free(rn.nodes);
+                if (last_list.len == a.list_len &&
+                    memcmp(last_list.text, a.list_text, a.list_len) == 0) {
+                        if (ext_args_decode_memo(json, size, cfg, &last_list, &b, NULL) < 0 ||
+                            !b.list_memo || !same_args(&a, &b)) {
+                                fprintf(stderr, "fuzz-ext-codec: a kept list did not repeat\n");
+                                abort();
+                        }
+                        ext_args_release(&b);
+                }
+        }
+        ext_args_release(&a);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -95,6 +154,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         same_as_tree(json, size, &cfg);
         args_encode_back(json, size, &cfg);
+        memo_agrees(json, size, &cfg);
         {
                 struct ext_preempt_args p;
 
