@@ -606,13 +606,14 @@ int ext_args_decode(const char *json, size_t len, const struct ext_config *cfg,
                     struct ext_args *ret, const char **ret_why);
 
 /* The names memo: one NodeNames list kept from an earlier request, with the names' places
- * in it and the nodes they resolved to in one snapshot.  kube-scheduler sends the same list
- * again for pod after pod while the nodes that pass its own filters stay the same (and
- * prioritize gets the list filter answered), so a worker keeps the last list per verb:
- * a body whose NodeNames repeats it byte for byte is not scanned name by name (the bytes
- * are compared) and, against the same snapshot, its names are not looked up again.
- * Lists with an escaped name are not kept.  Not shared between threads; at most
- * EXT_MAX_NODES names. */
+ * in it and the nodes they resolved to in one snapshot.  kube-scheduler sends a pod's
+ * prioritize the list its filter answered, in the same order (the same list when every
+ * node passed), and sends a pod it retries the same list again, so a worker keeps its last
+ * list: a body whose NodeNames repeats it byte for byte is not scanned name by name (the
+ * bytes are compared) and, against the same snapshot, its names are not looked up again.
+ * (From one pod to the next the scheduler's list is usually in another order: it filters
+ * nodes in parallel.)  Lists with an escaped name are not kept.  Not shared between
+ * threads; at most EXT_MAX_NODES names. */
 struct ext_nodes;
 struct ext_names_memo {
         char *text;           /* the array, '[' to ']' */

@@ -131,32 +131,31 @@ log_decision(enum ext_verb verb, const struct ext_args *a, const struct ext_verd
         }
 }
 
-/* Each worker thread's names memos, one per verb (filter, prioritize): made at its first
- * names-mode request, freed when the thread ends.  A thread serves one request at a time,
- * so its memos need no lock. */
+/* Each worker thread's names memo: the NodeNames list of its previous names-mode request,
+ * filter or prioritize alike (kube-scheduler sends a pod's prioritize the list its filter
+ * answered, on the connection it reuses: the same list when every node passed).  Made at
+ * the thread's first such request, freed when the thread ends; a thread serves one request
+ * at a time, so the memo needs no lock. */
 static pthread_key_t memo_key;
 static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
 static bool memo_key_ok;
 
 static void
-memos_free(void *p)
+memo_free(void *p)
 {
-        struct ext_names_memo *m = p;
-
-        for (size_t i = 0; m && i < 2; i++)
-                ext_names_memo_release(&m[i]);
-        free(m);
+        ext_names_memo_release(p);
+        free(p);
 }
 
 static void
 memo_key_init(void)
 {
-        memo_key_ok = pthread_key_create(&memo_key, memos_free) == 0;
+        memo_key_ok = pthread_key_create(&memo_key, memo_free) == 0;
 }
 
-/* This thread's memo for verb, NULL when none can be had (then none is used). */
+/* This thread's memo, NULL when none can be had (then none is used). */
 static struct ext_names_memo *
-thread_memo(enum ext_verb verb)
+thread_memo(void)
 {
         struct ext_names_memo *m;
 
@@ -165,20 +164,20 @@ thread_memo(enum ext_verb verb)
                 return NULL;
         m = pthread_getspecific(memo_key);
         if (!m) {
-                m = calloc(2, sizeof(*m));
+                m = calloc(1, sizeof(*m));
                 if (!m || pthread_setspecific(memo_key, m) != 0) {
                         free(m);
                         return NULL;
                 }
         }
-        return &m[verb == EXT_VERB_PRIORITIZE];
+        return m;
 }
 
 static int
 handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char *body, size_t len,
                             struct buf *out)
 {
-        struct ext_names_memo *memo = thread_memo(verb);
+        struct ext_names_memo *memo = thread_memo();
         CLEANUP(ext_cluster_unrefp) struct ext_cluster *c = ext_state_snapshot(s);
         CLEANUP(freep) struct ext_verdict *v = NULL;
         CLEANUP(freep) uint32_t *rep = NULL;

@@ -121,7 +121,7 @@ render_cuts(struct ext_metrics *m, struct buf *out)
         if (r >= 0)
                 r = buf_printf(out, "# HELP topofit_extender_node_list_repeats_total Names-mode "
                                     "requests whose NodeNames repeated the list the serving "
-                                    "worker kept from its previous request of the verb (not "
+                                    "worker kept from its previous names-mode request (not "
                                     "read name by name, nor looked up again in the same "
                                     "view).\n"
                                     "# TYPE topofit_extender_node_list_repeats_total counter\n"

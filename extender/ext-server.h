@@ -89,7 +89,8 @@ struct ext_metrics {
         atomic_uint_fast64_t cuts[_EXT_CUT_MAX];
         atomic_uint_fast64_t connections; /* accepted (each a TLS handshake with HTTPS) */
         /* Names-mode filter and prioritize requests whose NodeNames repeated the list the
-         * worker kept (ext_names_memo), by verb (filter, prioritize). */
+         * serving worker kept from its previous one (ext_names_memo), by verb (filter,
+         * prioritize). */
         atomic_uint_fast64_t list_repeats[2];
 };
 

@@ -190,15 +190,24 @@ def node_list_repeats():
                     got[line.split('"')[1]] = int(line.split()[-1])
             return got
 
+        # As the scheduler sends a pod: prioritize gets the list filter answered, here all
+        # three nodes, the same bytes.
         first = [ext.request("POST", "/filter", filt), ext.request("POST", "/prioritize", prio)]
-        check("node list repeats: none counted before a list repeats",
-              repeats() == {"filter": 0, "prioritize": 0}, repeats())
+        check("node list repeats: a pod's prioritize repeats its filter's list",
+              repeats() == {"filter": 0, "prioritize": 1}, repeats())
         again = [ext.request("POST", "/filter", filt), ext.request("POST", "/prioritize", prio)]
         check("node list repeats: the same lists again answer byte for byte the same",
               [a[:2] for a in again] == [f[:2] for f in first] and first[0][0] == 200,
               "%r %r" % (first, again))
         check("node list repeats: the repeats are counted per verb",
-              repeats() == {"filter": 1, "prioritize": 1}, repeats())
+              repeats() == {"filter": 1, "prioritize": 2}, repeats())
+        # Another list between two of the same: the worker keeps the last one only.
+        other = filt.replace(b'"gpu-node-1","gpu-node-2","gpu-node-3"', b'"gpu-node-3","gpu-node-1"')
+        status, body, _ = ext.request("POST", "/filter", other)
+        check("node list repeats: another list is read anew",
+              status == 200 and json.loads(body)["NodeNames"] == ["gpu-node-3", "gpu-node-1"] and
+              repeats() == {"filter": 1, "prioritize": 2}, "%s %r" % (body, repeats()))
+        ext.request("POST", "/filter", filt)
 
         status, body, _ = ext.request("POST", "/bind", fixture("nodecache-true", "03-bind.json"))
         check("node list repeats: the bind in between is done", body == '{"Error":""}', body)
@@ -206,7 +215,7 @@ def node_list_repeats():
         # NodeNames repeats the kept list while the view has changed under it.
         big = filt.replace(b'"nvidia.com/gpu":"2"', b'"nvidia.com/gpu":"8"').replace(
             b"1b453937-72ba-4adc-8326-2d9a160f5c46", b"1b453937-72ba-4adc-8326-00000000008b")
-        before = repeats()["filter"]
+        before = repeats()["filter"]  # filt is the kept list
         status, body, _ = ext.request("POST", "/filter", big)
         res = json.loads(body) if status == 200 else {}
         check("node list repeats: after the bind the repeated list answers from the new view",
