@@ -208,7 +208,10 @@ static const char *const why_unknown_node = "the node is not in the extender's c
  * doubles, up to about twice the request's nodes and at most EXT_REQUEST_MEMO_SLOTS, so its
  * memory is bounded and a request clears only what its distinct verdicts need (a 5,000-node
  * request over one 8-GPU class has at most 256; clearing 4,096 slots up front was a tenth
- * of its decision); when it is full the rest is decided node by node. */
+ * of its decision); when it is full the rest is decided node by node.  For the snapshot's
+ * own nodes that no ledger hold changes, the snapshot's node states (ext_cluster.node_state,
+ * numbered once per view) give the same sharing by index, without hashing each node's key;
+ * this table then serves the rest: nodes with a hold, nodes from outside the view. */
 /* Holds gathered at once for a request of at least EXT_HELD_GATHER_MIN_NODES nodes (a walk
  * over the ledger's 1,024 buckets costs about what 50 per-node lookups do), when at most
  * EXT_HELD_GATHER count. */
