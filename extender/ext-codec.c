@@ -932,11 +932,29 @@ int
 ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                          const uint32_t *rep, const char *error, struct buf *out)
 {
-#define FITS(i) (ext_verdict_at(v, rep, (i))->r == 0)
+        return ext_filter_result_encode_pass(a, v, rep, NULL, 0, error, out);
+}
+
+int
+ext_filter_result_encode_pass(const struct ext_args *a, const struct ext_verdict *v,
+                              const uint32_t *rep, const uint32_t *pass, size_t n_pass,
+                              const char *error, struct buf *out)
+{
+#define FITS(i) (keep ? keep[i] : ext_verdict_at(v, rep, (i))->r == 0)
         CLEANUP(freep) size_t *failed = NULL;
+        CLEANUP(freep) bool *keep = NULL; /* with pass: the nodes listed */
         size_t n_failed = 0;
         bool first = true;
         int r;
+
+        if (pass) {
+                keep = calloc(MAX(a->n, (size_t)1), sizeof(*keep));
+                if (!keep)
+                        return -ENOMEM;
+                for (size_t k = 0; k < n_pass; k++)
+                        if (pass[k] < a->n)
+                                keep[pass[k]] = true;
+        }
 
         if (a->node_names) {
                 bool echo_run = a->names_in_body && a->name_plain;

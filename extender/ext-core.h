@@ -45,6 +45,7 @@
 #define EXT_UID_MAX 64                  /* pod UID (36 chars in practice) + NUL */
 #define EXT_RESOURCE_NAME_MAX 128
 #define EXT_PRIORITY_MAX 10             /* kube-scheduler's MaxExtenderPriority */
+#define EXT_FILTER_BEST_MAX 64          /* --filter-best: nodes a deciding filter passes */
 #define EXT_RESERVATION_TTL_NS (30ull * 1000000000ull) /* prioritize -> bind */
 #define EXT_COMMITTED_TTL_NS (300ull * 1000000000ull)  /* bind -> seen in the cluster view */
 
@@ -121,6 +122,11 @@ struct ext_config {
         } domain_labels[EXT_MAX_DOMAIN_LABELS];
         struct score_config score;
         struct place_config place; /* the cluster term of prioritize (placement/) */
+        /* The deciding filter (--filter-best, docs/extender.md): when > 0, filter ranks the
+         * nodes as prioritize does and passes only this many of the fitting ones, the best;
+         * with 1 kube-scheduler takes that node without scoring (no prioritize call).  0:
+         * filter passes every node that fits.  At most EXT_FILTER_BEST_MAX. */
+        unsigned filter_best;
 };
 /* nvidia.com/gpu, unannotated = pcie, the TTLs above, score_config_default(),
  * place_config_default(). */
@@ -489,6 +495,19 @@ int ext_prioritize_rep(const struct ext_cluster *c, struct ext_ledger *l,
                        const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
                        struct ext_verdict *ret, uint32_t *rep);
 
+/* The deciding filter (cfg->filter_best > 0): prioritize's verdicts and its reservation on
+ * the pod's best node, then of the fitting nodes the cfg->filter_best of highest priority
+ * (ties: node name, as prioritize's best), their indices written to ret_pass in request
+ * order (room for cfg->filter_best) and their number to *ret_n_pass.  *ret_n_pass is
+ * SIZE_MAX when every fitting node passes: filter_best 0, a pod that asks no GPU, or no
+ * more fitting nodes than filter_best.  Returns how many fit (before narrowing), or
+ * -E2BIG. */
+int ext_filter_best_rep(const struct ext_cluster *c, struct ext_ledger *l,
+                        const struct ext_config *cfg, const struct ext_request *req,
+                        const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+                        struct ext_verdict *ret, uint32_t *rep, uint32_t *ret_pass,
+                        size_t *ret_n_pass);
+
 /* Node i's verdict: v[rep[i]], or v[i] when rep is NULL (one verdict per node). */
 static inline const struct ext_verdict *
 ext_verdict_at(const struct ext_verdict *v, const uint32_t *rep, size_t i)
@@ -669,6 +688,12 @@ int ext_request_decode(const char *json, size_t len, const struct ext_config *cf
  * ext_verdict_at(v, rep, i) (rep NULL: v[i]). */
 int ext_filter_result_encode(const struct ext_args *a, const struct ext_verdict *v,
                              const uint32_t *rep, const char *error, struct buf *out);
+/* The same with only the n_pass nodes at pass (request indices, ascending, each fitting)
+ * in NodeNames / Nodes: the other fitting nodes are in no list (kube-scheduler drops them
+ * without a status); pass NULL: every fitting node, as above. */
+int ext_filter_result_encode_pass(const struct ext_args *a, const struct ext_verdict *v,
+                                  const uint32_t *rep, const uint32_t *pass, size_t n_pass,
+                                  const char *error, struct buf *out);
 /* HostPriorityList: [{"Host":name,"Score":priority}] for every node of the request; node
  * i's verdict as above. */
 int ext_priorities_encode(const struct ext_args *a, const struct ext_verdict *v,

@@ -185,6 +185,8 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
         struct ext_args a = { 0 };
         const char *why = NULL, *wait = NULL;
         char wait_name[EXT_NAME_MAX];
+        uint32_t pass[EXT_FILTER_BEST_MAX]; /* the deciding filter's nodes (--filter-best) */
+        size_t n_pass = SIZE_MAX;           /* SIZE_MAX: every node that fits passes */
         int r, fits;
 
         r = ext_args_decode_memo(body, len, &s->cfg, memo, &a, &why);
@@ -205,7 +207,10 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                 ext_args_release(&a);
                 return error_body(out, "out of memory"), 503;
         }
-        if (verb == EXT_VERB_FILTER)
+        if (verb == EXT_VERB_FILTER && s->cfg.filter_best > 0)
+                fits = ext_filter_best_rep(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n,
+                                           ext_now_ns(), v, rep, pass, &n_pass);
+        else if (verb == EXT_VERB_FILTER)
                 fits = ext_filter_rep(c, s->ledger, &s->cfg, &a.req, rn.nodes, a.n, ext_now_ns(),
                                       v, rep);
         else
@@ -232,12 +237,16 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                          "reason=\"the preemption's victims are still in the cluster view\"",
                          a.req.namespace, a.req.name, a.req.uid, LOG_V(wait));
 
+        if (n_pass != SIZE_MAX)
+                atomic_fetch_add(&s->metrics.filter_narrowed, 1);
         if (verb == EXT_VERB_FILTER)
-                r = ext_filter_result_encode(&a, v, rep,
-                                             wait ? "topofit: waiting for the cluster view to see "
-                                                    "this pod's preemption victims leave"
-                                                  : NULL,
-                                             out);
+                r = ext_filter_result_encode_pass(&a, v, rep, n_pass != SIZE_MAX ? pass : NULL,
+                                                  n_pass,
+                                                  wait ? "topofit: waiting for the cluster view "
+                                                         "to see this pod's preemption victims "
+                                                         "leave"
+                                                       : NULL,
+                                                  out);
         else
                 r = ext_priorities_encode(&a, v, rep, out);
         if (memo)

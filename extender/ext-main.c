@@ -61,6 +61,7 @@ enum {
         OPT_QUEUE_TIMEOUT,
         OPT_CLUSTER_SHARE,
         OPT_DRAIN_WEIGHT,
+        OPT_FILTER_BEST,
         OPT_VERSION,
         OPT_HELP,
 };
@@ -87,6 +88,7 @@ static const struct option long_options[] = {
         { "queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT },
         { "cluster-share", required_argument, NULL, OPT_CLUSTER_SHARE },
         { "drain-weight", required_argument, NULL, OPT_DRAIN_WEIGHT },
+        { "filter-best", required_argument, NULL, OPT_FILTER_BEST },
         { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, OPT_HELP },
         {},
@@ -127,6 +129,10 @@ usage(FILE *f)
               "                           0..1 (0.5; 0 ranks each node by its own set alone)\n"
               "  --drain-weight X         weight of a drained node's lost sets in the cluster\n"
               "                           term, 0..1 (1)\n"
+              "  --filter-best N          filter passes only the N best of the nodes that fit\n"
+              "                           a GPU pod, ranked as prioritize ranks them; with 1\n"
+              "                           kube-scheduler takes that node without scoring\n"
+              "                           (0, the default: every node that fits; at most 64)\n"
               "  --log-level LEVEL        error, warn, info (default), debug\n"
               "  --config FILE            key = value lines with the long option names\n"
               "  --version, --help\n",
@@ -264,6 +270,14 @@ apply(struct options *o, int opt, const char *arg)
                                            : &o->cfg.place.drain_weight) = x;
                 return 0;
         }
+        case OPT_FILTER_BEST:
+                if (str_to_int64(arg, strlen(arg), 0, EXT_FILTER_BEST_MAX, &v) < 0) {
+                        fprintf(stderr, "topofit-extender: --filter-best is 0..%d\n",
+                                EXT_FILTER_BEST_MAX);
+                        return -EINVAL;
+                }
+                o->cfg.filter_best = (unsigned)v;
+                return 0;
         case OPT_LOG_LEVEL: {
                 enum log_level l = log_level_from_string(arg);
 

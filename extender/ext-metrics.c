@@ -131,6 +131,13 @@ render_cuts(struct ext_metrics *m, struct buf *out)
                                     PRIu64 "\n",
                                (uint64_t)atomic_load(&m->list_repeats[0]),
                                (uint64_t)atomic_load(&m->list_repeats[1]));
+        if (r >= 0)
+                r = buf_printf(out, "# HELP topofit_extender_filter_narrowed_total Filter answers "
+                                    "that passed only the best of the nodes that fit "
+                                    "(--filter-best).\n"
+                                    "# TYPE topofit_extender_filter_narrowed_total counter\n"
+                                    "topofit_extender_filter_narrowed_total %" PRIu64 "\n",
+                               (uint64_t)atomic_load(&m->filter_narrowed));
         return r;
 }
 

@@ -92,6 +92,8 @@ struct ext_metrics {
          * serving worker kept from its previous one (ext_names_memo), by verb (filter,
          * prioritize). */
         atomic_uint_fast64_t list_repeats[2];
+        /* Filter answers that passed only the best nodes of more that fit (--filter-best). */
+        atomic_uint_fast64_t filter_narrowed;
 };
 
 struct ext_state;

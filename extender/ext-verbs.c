@@ -1010,6 +1010,61 @@ ext_prioritize_rep(const struct ext_cluster *c, struct ext_ledger *l,
         return prioritize(c, l, cfg, req, nodes, n, now_ns, ret, rep);
 }
 
+/* Whether fitting node i ranks before fitting node j: the higher priority, then the name
+ * first in order (prioritize's own choice of the best node). */
+static bool
+ranks_before(const struct ext_cluster *c, const struct ext_node *const *nodes,
+             const struct ext_verdict *ret, const uint32_t *rep, size_t i, size_t j)
+{
+        int pi = ext_verdict_at(ret, rep, i)->priority, pj = ext_verdict_at(ret, rep, j)->priority;
+
+        return pi != pj ? pi > pj : name_before(c, nodes[i], nodes[j]);
+}
+
+static int
+index_cmp(const void *a, const void *b)
+{
+        uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+        return (x > y) - (x < y);
+}
+
+int
+ext_filter_best_rep(const struct ext_cluster *c, struct ext_ledger *l,
+                    const struct ext_config *cfg, const struct ext_request *req,
+                    const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
+                    struct ext_verdict *ret, uint32_t *rep, uint32_t *ret_pass,
+                    size_t *ret_n_pass)
+{
+        size_t k = MIN((size_t)cfg->filter_best, (size_t)EXT_FILTER_BEST_MAX), m = 0;
+        int fits;
+
+        *ret_n_pass = SIZE_MAX;
+        if (n > UINT32_MAX)
+                return -E2BIG;
+        fits = prioritize(c, l, cfg, req, nodes, n, now_ns, ret, rep);
+        if (fits <= 0 || req->count == 0 || k == 0 || (size_t)fits <= k)
+                return fits;
+        /* The k best so far in ret_pass, best first: one insertion step per fitting node
+         * that beats the last of them (k is small, n up to EXT_MAX_NODES). */
+        for (size_t i = 0; i < n; i++) {
+                size_t at;
+
+                if (ext_verdict_at(ret, rep, i)->r != 0 ||
+                    (m == k && !ranks_before(c, nodes, ret, rep, i, ret_pass[m - 1])))
+                        continue;
+                at = m < k ? m++ : k - 1;
+                while (at > 0 && ranks_before(c, nodes, ret, rep, i, ret_pass[at - 1])) {
+                        ret_pass[at] = ret_pass[at - 1];
+                        at--;
+                }
+                ret_pass[at] = (uint32_t)i;
+        }
+        qsort(ret_pass, m, sizeof(*ret_pass), index_cmp);
+        *ret_n_pass = m;
+        return fits;
+}
+
 /* The domain of node i for a group that has no record when one of its pods binds there:
  * in placement's order (the multi-node NVLink domain, the node itself, the network tiers
  * innermost first), the first domain of the node that holds the whole group (its free sets

@@ -129,6 +129,62 @@ codec_encodes_filter_result_exactly_in_names_mode(void **state)
         free(json);
 }
 
+/* The deciding filter's answer: only the passed nodes in NodeNames, the other fitting node
+ * in no list, the failed one with its reason as before; in full-Nodes mode the passed Node
+ * echoed alone. */
+static void
+codec_filter_answer_lists_only_the_passed_nodes(void **state)
+{
+        static const struct {
+                const char *file, *want;
+        } cases[] = {
+                { "kube-scheduler-v1.20/nodecache-true/01-filter.json",
+                  "{\"Nodes\":null,\"NodeNames\":[\"gpu-node-3\"],"
+                  "\"FailedNodes\":{\"gpu-node-2\":\"not enough free GPUs\"},"
+                  "\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}" },
+                { "kube-scheduler-v1.20/nodecache-false/01-filter.json", NULL },
+        };
+        struct ext_verdict v[3] = {
+                { .r = 0 },
+                { .r = -ENOSPC, .why = "not enough free GPUs" },
+                { .r = 0 },
+        };
+        const uint32_t pass[] = { 2 };
+        struct ext_config cfg;
+
+        ext_config_default(&cfg);
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                struct ext_args a;
+                struct buf out;
+                size_t len;
+                char *json = test_read_data(cases[k].file, &len);
+
+                assert_int_equal(ext_args_decode(json, len, &cfg, &a, NULL), 0);
+                buf_init(&out, 1 << 20);
+                assert_int_equal(ext_filter_result_encode_pass(&a, v, NULL, pass, 1, NULL, &out),
+                                 0);
+                if (cases[k].want) {
+                        assert_string_equal(out.data, cases[k].want);
+                } else {
+                        /* One item, node 3's span as the body has it, and no other Node. */
+                        assert_non_null(strstr(out.data, "\"items\":["));
+                        assert_non_null(memmem(out.data, out.len, a.nodes[2].span,
+                                               a.nodes[2].span_len));
+                        assert_null(memmem(out.data, out.len, a.nodes[0].span,
+                                           a.nodes[0].span_len));
+                        assert_null(strstr(out.data, "\"name\":\"gpu-node-1\""));
+                }
+                /* Without pass, every fitting node, as ext_filter_result_encode. */
+                buf_reset(&out);
+                assert_int_equal(ext_filter_result_encode_pass(&a, v, NULL, NULL, 0, NULL, &out),
+                                 0);
+                assert_non_null(strstr(out.data, "gpu-node-1"));
+                buf_release(&out);
+                ext_args_release(&a);
+                free(json);
+        }
+}
+
 /* Node names of every length from 1 to 80 (the short-copy paths: under 4, 4-7, 8-15, 16
  * and more, whole and partial 16-byte blocks), fitting and not, through both names-mode
  * encoders: the answers are what a plain formatter writes.  Of every five names the second
@@ -1325,6 +1381,109 @@ many_node_cluster(const struct ext_config *cfg, const struct ext_node **nodes)
         return many_node_cluster_used(cfg, nodes, 0xff, false);
 }
 
+/* The deciding filter (--filter-best) over 1,200 nodes of three real topologies with random
+ * GPUs in use: its passed nodes are, in request order, the filter_best of highest priority
+ * as prioritize (one verdict per node) ranks them, ties by name; the verdicts are
+ * prioritize's; the pod's best node holds its set against other pods as after prioritize;
+ * and nothing is narrowed for a pod asking no GPU, with filter_best 0, or when no more nodes
+ * fit than it passes. */
+static void
+filter_best_passes_the_nodes_prioritize_ranks_first(void **state)
+{
+        static const unsigned ks[] = { 1, 2, 7, EXT_FILTER_BEST_MAX };
+        static const unsigned counts[] = { 1, 2, 4 };
+        const struct ext_node *nodes[MANY_NODES];
+        CLEANUP(freep) struct ext_verdict *want = malloc(MANY_NODES * sizeof(*want));
+        CLEANUP(freep) struct ext_verdict *got = malloc(MANY_NODES * sizeof(*got));
+        CLEANUP(freep) uint32_t *rep = malloc(MANY_NODES * sizeof(*rep));
+        uint32_t pass[EXT_FILTER_BEST_MAX];
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        size_t n_pass;
+
+        assert_non_null(want);
+        assert_non_null(got);
+        assert_non_null(rep);
+        ext_config_default(&cfg);
+        c = many_node_cluster(&cfg, nodes);
+        for (size_t ci = 0; ci < ELEMENTSOF(counts); ci++)
+                for (size_t ki = 0; ki < ELEMENTSOF(ks); ki++) {
+                        struct ext_request req = { .uid = "pod-best", .count = counts[ci] };
+                        struct ext_ledger *l1 = ext_ledger_new(&cfg), *l2 = ext_ledger_new(&cfg);
+                        bool taken[MANY_NODES] = { false };
+                        int fits;
+
+                        cfg.filter_best = ks[ki];
+                        fits = ext_prioritize(c, l1, &cfg, &req, nodes, MANY_NODES, 0, want);
+                        assert_true(fits > (int)ks[ki]);
+                        assert_int_equal(ext_filter_best_rep(c, l2, &cfg, &req, nodes, MANY_NODES,
+                                                             0, got, rep, pass, &n_pass),
+                                         fits);
+                        assert_int_equal(n_pass, ks[ki]);
+                        for (size_t i = 0; i < MANY_NODES; i++) {
+                                const struct ext_verdict *g = ext_verdict_at(got, rep, i);
+
+                                assert_int_equal(g->r, want[i].r);
+                                if (g->r == 0)
+                                        assert_int_equal(g->priority, want[i].priority);
+                        }
+                        /* The expected set: ks[ki] times the best node not yet taken. */
+                        for (size_t j = 0; j < ks[ki]; j++) {
+                                ssize_t b = -1;
+
+                                for (size_t i = 0; i < MANY_NODES; i++)
+                                        if (want[i].r == 0 && !taken[i] &&
+                                            (b < 0 || want[i].priority > want[b].priority ||
+                                             (want[i].priority == want[b].priority &&
+                                              strcmp(nodes[i]->name, nodes[b]->name) < 0)))
+                                                b = (ssize_t)i;
+                                assert_true(b >= 0);
+                                taken[b] = true;
+                        }
+                        for (size_t j = 0; j < n_pass; j++) {
+                                assert_true(taken[pass[j]]);
+                                if (j > 0)
+                                        assert_true(pass[j - 1] < pass[j]);
+                        }
+                        /* Both ledgers hold the same set for the pod on the same node. */
+                        for (size_t i = 0; i < MANY_NODES; i++) {
+                                struct topo_mask h1, h2;
+
+                                ext_ledger_held(l1, nodes[i]->name, "someone-else", 1, &h1);
+                                ext_ledger_held(l2, nodes[i]->name, "someone-else", 1, &h2);
+                                assert_true(topo_mask_equal(&h1, &h2));
+                        }
+                        ext_ledger_free(l1);
+                        ext_ledger_free(l2);
+                }
+
+        /* Not narrowed: a pod asking no GPU, filter_best 0, few fitting nodes. */
+        {
+                struct ext_request none = { .uid = "pod-none", .count = 0 };
+                struct ext_request eight = { .uid = "pod-eight", .count = 8 };
+                struct ext_ledger *l = ext_ledger_new(&cfg);
+                int fits;
+
+                cfg.filter_best = 1;
+                assert_int_equal(ext_filter_best_rep(c, l, &cfg, &none, nodes, MANY_NODES, 0, got,
+                                                     rep, pass, &n_pass),
+                                 MANY_NODES);
+                assert_int_equal(n_pass, SIZE_MAX);
+                cfg.filter_best = 0;
+                assert_true(ext_filter_best_rep(c, l, &cfg, &eight, nodes, MANY_NODES, 0, got, rep,
+                                                pass, &n_pass) > 0);
+                assert_int_equal(n_pass, SIZE_MAX);
+                /* Eight GPUs fit only the nodes with none in use: pass more than fit. */
+                cfg.filter_best = EXT_FILTER_BEST_MAX;
+                fits = ext_filter_best_rep(c, l, &cfg, &eight, nodes, MANY_NODES, 0, got, rep,
+                                           pass, &n_pass);
+                assert_in_range(fits, 1, EXT_FILTER_BEST_MAX);
+                assert_int_equal(n_pass, SIZE_MAX);
+                ext_ledger_free(l);
+        }
+        ext_cluster_unref(c);
+}
+
 /* Through prioritize, the cluster term's tie-break by leaf: two DGX H100 nodes with 4 GPUs
  * taken each cost the cluster the same for a 4-GPU pod, and the one in the fuller leaf
  * (leaf-1: 4 of 16 GPUs taken, leaf-2: 4 of 24) ranks first, so leaf-2 keeps its room
@@ -1752,7 +1911,7 @@ filter_many_equals_each_alone(const struct ext_cluster *c, struct ext_ledger *l,
 static void
 memoised_verdicts_equal_deciding_each_node_alone(void **state)
 {
-        static const unsigned counts[] = { 1, 2, 4, 8 };
+        static const unsigned counts[] = { 1, 2, 4 };
         const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
         struct ext_config cfg;
         struct ext_cluster *c;
@@ -1953,7 +2112,7 @@ many_names_body(const struct ext_node **nodes, size_t *ret_len)
 static void
 compact_verdicts_answer_as_one_per_node(void **state)
 {
-        static const unsigned counts[] = { 1, 2, 4, 8 };
+        static const unsigned counts[] = { 1, 2, 4 };
         const struct ext_node **nodes = calloc(MANY_NODES, sizeof(*nodes));
         struct ext_verdict *full = calloc(MANY_NODES, sizeof(*full));
         struct ext_verdict *v = malloc(MANY_NODES * sizeof(*v));
@@ -4498,6 +4657,7 @@ main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(codec_decodes_filter_fixtures_in_both_modes),
                 cmocka_unit_test(codec_encodes_filter_result_exactly_in_names_mode),
+                cmocka_unit_test(codec_filter_answer_lists_only_the_passed_nodes),
                 cmocka_unit_test(codec_encodes_names_of_every_length),
                 cmocka_unit_test(codec_echoes_full_nodes_verbatim),
                 cmocka_unit_test(codec_scanner_reads_every_fixture_as_the_tree_did),
@@ -4527,6 +4687,7 @@ main(void)
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
+                cmocka_unit_test(filter_best_passes_the_nodes_prioritize_ranks_first),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
                 cmocka_unit_test(names_memo_repeats_lists_and_resolves_per_snapshot),
                 cmocka_unit_test(snapshot_states_follow_free_gpus),
