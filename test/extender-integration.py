@@ -226,6 +226,55 @@ def node_list_repeats():
         ext.stop()
 
 
+def filter_best():
+    """The deciding filter over HTTP: with --filter-best N the filter answer lists only the N
+    nodes prioritize ranks first (the highest score, the first name among equals), every
+    other fitting node in no list; a pod that asks no GPU gets every node; the narrowed
+    answers are counted; bind takes the set the filter reserved."""
+    filt = fixture("nodecache-true", "01-filter.json")
+    prio = fixture("nodecache-true", "02-prioritize.json")
+    plain = Extender()
+    try:
+        status, body, _ = plain.request("POST", "/prioritize", prio)
+        scores = json.loads(body) if status == 200 else []
+        ranked = [p["Host"] for p in sorted(scores, key=lambda p: (-p["Score"], p["Host"]))]
+    finally:
+        plain.stop()
+    for n in (1, 2):
+        ext = Extender("--filter-best", str(n))
+        try:
+            status, body, _ = ext.request("POST", "/filter", filt)
+            res = json.loads(body) if status == 200 else {}
+            check("filter-best %d: the filter passes prioritize's %d best nodes, no other node listed"
+                  % (n, n),
+                  len(ranked) == 3 and res.get("NodeNames") == sorted(ranked[:n]) and
+                  res.get("FailedNodes") == {} and res.get("FailedAndUnresolvableNodes") == {},
+                  "%s ranked %r" % (body, ranked))
+            nogpu = json.loads(filt)
+            nogpu["Pod"]["metadata"]["uid"] = "no-gpu-pod"
+            del nogpu["Pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+            status, body, _ = ext.request("POST", "/filter", json.dumps(nogpu))
+            check("filter-best %d: a pod asking no GPU gets every node" % n,
+                  status == 200 and json.loads(body)["NodeNames"] == ["gpu-node-1", "gpu-node-2",
+                                                                      "gpu-node-3"], body)
+            _, metrics, _ = ext.request("GET", "/metrics")
+            check("filter-best %d: one narrowed answer counted" % n,
+                  "topofit_extender_filter_narrowed_total 1" in metrics.splitlines(),
+                  [l for l in metrics.splitlines() if "narrowed" in l])
+            if n == 1:
+                bind = json.loads(fixture("nodecache-true", "03-bind.json"))
+                bind["Node"] = res["NodeNames"][0]
+                status, body, _ = ext.request("POST", "/bind", json.dumps(bind))
+                _, allocs, _ = ext.request("GET", "/allocations")
+                check("filter-best 1: bind on the passed node takes the filter's reservation",
+                      body == '{"Error":""}' and bind["Node"] in allocs and
+                      'topofit_extender_ledger_entries{hold="reserved"} 0' in
+                      ext.request("GET", "/metrics")[1].splitlines(),
+                      "%s %s" % (body, allocs[:300]))
+        finally:
+            ext.stop()
+
+
 def concurrent_binds():
     """Many scheduler threads at once against one extender: filter, prioritize and bind
     race, and no GPU may end up on two pods."""
@@ -914,6 +963,8 @@ def bad_flags():
         ("a cluster share over 1", ["--cluster", CLUSTER, "--cluster-share", "1.5"]),
         ("a cluster share that is not a number", ["--cluster", CLUSTER, "--cluster-share", "nan"]),
         ("a negative drain weight", ["--cluster", CLUSTER, "--drain-weight", "-0.1"]),
+        ("a filter-best over 64", ["--cluster", CLUSTER, "--filter-best", "65"]),
+        ("a filter-best that is not a number", ["--cluster", CLUSTER, "--filter-best", "one"]),
     ]
     for name, args in cases:
         p = subprocess.run([BIN, *args], capture_output=True, timeout=20)
@@ -928,7 +979,7 @@ def main():
         except Exception as e:  # a crash is a failed case, not a lost plan
             check("%s: replay ran" % mode, False, repr(e))
     for part in (hostile, untrusted_output, connection_exhaustion, silent_hangs, body_budget,
-                 endpoints, preempt_then_filter, node_list_repeats, concurrent_binds, tls,
+                 endpoints, preempt_then_filter, node_list_repeats, filter_best, concurrent_binds, tls,
                  config_file, bad_flags):
         try:
             part()

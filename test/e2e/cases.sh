@@ -774,9 +774,9 @@ print(",".join(str(i) for c in json.loads(a)["containers"] for i in c["indices"]
 # an 8-GPU all-NVLink set; the DGX-1's is broken (one quad busy) and the 4x A100 node is all
 # NVLink.  A best-effort 4-GPU pod must not take the H100, and still gets an all-NVLink four;
 # the 8-GPU nvlink-required pod after it then fits there.
-t_stranding() {
-        need_topofit || return 0
-        need_api_mode || return 0
+# e2e_stranding: the stranding case on the four scenario machines, the scheduler and the
+# extender (E2E_EXT_ARGS) restarted first; sets E2E_NOTE, or fails.
+e2e_stranding() {
         local node gpus
         e2e_placement_reset || { fail "restarting the scheduler and its extender failed"; return; }
         # Only the four scenario machines take pods (earlier cases added more nodes).
@@ -803,6 +803,31 @@ t_stranding() {
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
         E2E_NOTE="4-GPU pod on $node GPUs $gpus, 8-GPU nvlink-required pod on h100"
+}
+
+t_stranding() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_stranding
+}
+
+# The stranding case again with the deciding filter (--filter-best 1): the filter passes only
+# the node topofit ranks first, so kube-scheduler binds there without scoring and never
+# calls prioritize (the extender's prioritize count stays 0 while both pods are placed).
+t_filter_best() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        local prio narrowed rc=0
+        E2E_EXT_ARGS=(--filter-best 1)
+        e2e_stranding || rc=1
+        prio=$(e2e_extender_metric 'topofit_extender_request_duration_seconds_count{verb="prioritize"}')
+        narrowed=$(e2e_extender_metric topofit_extender_filter_narrowed_total)
+        E2E_EXT_ARGS=()
+        [ "$rc" = 0 ] || return 1
+        [ "${prio:-x}" = 0 ] || { fail "kube-scheduler called prioritize ${prio:-?} times"; return; }
+        [ "${narrowed:-0}" -ge 1 ] 2>/dev/null ||
+                { fail "no filter answer was narrowed (topofit_extender_filter_narrowed_total '${narrowed}')"; return; }
+        E2E_NOTE="$E2E_NOTE; $narrowed filter answers narrowed to one node, no prioritize call"
 }
 
 # e2e_gang NAME PODS: a PodGroup (gang of PODS) and its pods of 4 GPUs each, domain-required,
