@@ -29,6 +29,7 @@ static const char *const gang_policy_names[_BENCH_GANG_POLICY_MAX] = {
         [BENCH_GANG_BINPACK] = "binpack-besteffort",
         [BENCH_GANG_RACKPACK] = "rack-packing",
         [BENCH_GANG_TOPOFIT] = "topofit",
+        [BENCH_GANG_TOPOFIT_DECIDE] = "topofit-decide",
 };
 
 DEFINE_STRING_TABLE(bench_gang_policy, enum bench_gang_policy, gang_policy_names)
@@ -445,9 +446,28 @@ topofit_pod(struct gsim *s, unsigned job, unsigned p, unsigned *ret_node, struct
                 req.group.count = j->gpus;
                 req.group.mode = PLACE_DOMAIN_PREFERRED;
         }
-        n = ext_prioritize(s->snap, s->ledger, &s->ecfg, &req, s->fit, n_fit, now, s->verdicts);
-        if (n < 0)
-                return n;
+        if (s->ecfg.filter_best) {
+                /* The deciding filter: kube-scheduler takes the one node it passes (or the
+                 * one that fits) without scoring. */
+                uint32_t pass[EXT_FILTER_BEST_MAX];
+                size_t n_pass;
+
+                n = ext_filter_best_rep(s->snap, s->ledger, &s->ecfg, &req, s->fit, n_fit, now,
+                                        s->verdicts, NULL, pass, &n_pass);
+                if (n < 0)
+                        return n;
+                if (n_pass != SIZE_MAX)
+                        best = (int)pass[0];
+                for (size_t k = 0; n_pass == SIZE_MAX && best < 0 && k < n_fit; k++)
+                        if (s->verdicts[k].r == 0)
+                                best = (int)k; /* the only one */
+                n_fit = 0;                     /* no scoring below */
+        } else {
+                n = ext_prioritize(s->snap, s->ledger, &s->ecfg, &req, s->fit, n_fit, now,
+                                   s->verdicts);
+                if (n < 0)
+                        return n;
+        }
         for (size_t k = 0; k < n_fit; k++) {
                 if (s->verdicts[k].r != 0)
                         continue;
@@ -529,7 +549,8 @@ static int
 try_job(struct gsim *s, enum bench_gang_policy policy, unsigned job)
 {
         const struct bench_gang_job *j = &s->jobs[job];
-        bool gang_bound_later = policy == BENCH_GANG_TOPOFIT && j->pods > 1;
+        bool topofit = policy == BENCH_GANG_TOPOFIT || policy == BENCH_GANG_TOPOFIT_DECIDE;
+        bool gang_bound_later = topofit && j->pods > 1;
         int want_d = -1, want_l = -1, r = 0;
         unsigned placed = 0;
 
@@ -542,6 +563,7 @@ try_job(struct gsim *s, enum bench_gang_policy policy, unsigned job)
 
                 switch (policy) {
                 case BENCH_GANG_TOPOFIT:
+                case BENCH_GANG_TOPOFIT_DECIDE:
                         r = topofit_pod(s, job, p, &node, &set);
                         break;
                 default:
@@ -714,10 +736,11 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                 topo_mask_fill(&s.nodes[i].free, s.nodes[i].n_gpus);
                 cluster_gpus += s.nodes[i].n_gpus;
         }
-        if (policy == BENCH_GANG_TOPOFIT) {
+        if (policy == BENCH_GANG_TOPOFIT || policy == BENCH_GANG_TOPOFIT_DECIDE) {
                 size_t len;
 
                 ext_config_default(&s.ecfg);
+                s.ecfg.filter_best = policy == BENCH_GANG_TOPOFIT_DECIDE;
                 s.ledger = ext_ledger_new(&s.ecfg);
                 s.enodes = calloc(s.n_nodes, sizeof(*s.enodes));
                 s.sim_of = calloc(s.n_nodes, sizeof(*s.sim_of));

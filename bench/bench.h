@@ -396,6 +396,7 @@ enum bench_gang_policy {
         BENCH_GANG_BINPACK,        /* each pod: most allocated node, pair-score picker */
         BENCH_GANG_RACKPACK,       /* Kueue TAS style: the best-fit domain/leaf, then binpack */
         BENCH_GANG_TOPOFIT,        /* the extender's decision path with the pod's group */
+        BENCH_GANG_TOPOFIT_DECIDE, /* the same with --filter-best 1: the extender's node */
         _BENCH_GANG_POLICY_MAX,
         _BENCH_GANG_POLICY_INVALID = -EINVAL,
 };

@@ -20,7 +20,7 @@ check() { # check NAME COMMAND...: ok when the command succeeds
                 fails=$((fails + 1))
         fi
 }
-echo "1..11"
+echo "1..12"
 
 check "bench help exits 0 and shows the usage" \
         bash -c '"$0" bench --help | grep -q "^Usage: topofit bench"' "$topofit"
@@ -71,5 +71,10 @@ check "gang: --out wrote the summary, the CDFs of every class and the gnuplot sc
         bash -c '[ "$(wc -l <"$0/gang/gang-summary.csv")" -eq 3 ] && [ -s "$0/gang/gang-plots.gp" ] &&
                  head -1 "$0/gang/gang-summary.csv" | grep -q ",qdelay_8_p95," &&
                  [ "$(cut -d, -f1 "$0/gang/gang-cdf.csv" | sort -u | tr "\n" " ")" = "policy rack-packing topofit " ]' "$tmp"
+
+check "gang: topofit-decide (the deciding filter) runs the trace and places every multi-GPU pod on a best set" \
+        bash -c '"$0" bench gang --jobs 60 --policies topofit-decide >"$1/gd" &&
+                 grep "^| topofit-decide |" "$1/gd" | head -1 | grep -q "| 100.0% |"' \
+        "$topofit" "$tmp"
 
 exit $((fails > 0))
