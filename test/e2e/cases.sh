@@ -926,26 +926,33 @@ t_gang_domains() {
         need_topofit || return 0
         need_api_mode || return 0
         e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
-        local dom_a dom_b
+        e2e_gang_two_domains gang-a gang-b
+}
+
+# e2e_gang_two_domains A B: t_gang_domains' case with gangs named A and B (PodGroups are
+# not deleted between cases: each case names its own) on a freshly reset gang cluster (the
+# extender started with E2E_EXT_ARGS); sets E2E_NOTE, or fails.
+e2e_gang_two_domains() {
+        local a=$1 b=$2 dom_a dom_b
         e2e_gang_cluster || { fail "$E2E_WHY"; return; }
-        e2e_gang gang-a 4 || { fail "creating gang-a failed"; return; }
-        e2e_wait 60 "gang-a bound" e2e_bound_at_least 4 gang-a ||
-                { fail "gang-a: $(e2e_bound_count gang-a) of 4 pods bound in 60 s"; return; }
-        dom_a=$(e2e_gang_domains gang-a)
+        e2e_gang "$a" 4 || { fail "creating $a failed"; return; }
+        e2e_wait 60 "$a bound" e2e_bound_at_least 4 "$a" ||
+                { fail "$a: $(e2e_bound_count "$a") of 4 pods bound in 60 s"; return; }
+        dom_a=$(e2e_gang_domains "$a")
         [ "$(echo "$dom_a" | wc -l)" = 1 ] && [ -n "$dom_a" ] ||
-                { fail "gang-a spans domains: $(echo $dom_a)"; return; }
-        e2e_gang gang-b 4 || { fail "creating gang-b failed"; return; }
+                { fail "$a spans domains: $(echo $dom_a)"; return; }
+        e2e_gang "$b" 4 || { fail "creating $b failed"; return; }
         e2e_gpu_pods_4 single 1 4 || { fail "creating the single pods failed"; return; }
-        e2e_wait 60 "gang-b bound" e2e_bound_at_least 4 gang-b ||
-                { fail "gang-b: $(e2e_bound_count gang-b) of 4 pods bound in 60 s"; return; }
-        dom_b=$(e2e_gang_domains gang-b)
+        e2e_wait 60 "$b bound" e2e_bound_at_least 4 "$b" ||
+                { fail "$b: $(e2e_bound_count "$b") of 4 pods bound in 60 s"; return; }
+        dom_b=$(e2e_gang_domains "$b")
         [ "$(echo "$dom_b" | wc -l)" = 1 ] && [ -n "$dom_b" ] && [ "$dom_b" != "$dom_a" ] ||
-                { fail "gang-b is in '$(echo $dom_b)', gang-a in '$dom_a'"; return; }
+                { fail "$b is in '$(echo $dom_b)', $a in '$dom_a'"; return; }
         e2e_wait 60 "the single pods bound" e2e_bound_at_least 4 single ||
                 { fail "$(e2e_bound_count single) of 4 single pods bound in 60 s"; return; }
         e2e_check_no_double_allocation || { fail "a GPU is on two pods"; return; }
         # shellcheck disable=SC2034
-        E2E_NOTE="gang-a in $dom_a on $(e2e_nodes_of gang-a | sort | tr '\n' ' '); gang-b in $dom_b; 4 single pods on $(e2e_nodes_of single | sort | tr '\n' ' ')"
+        E2E_NOTE="$a in $dom_a on $(e2e_nodes_of "$a" | sort | tr '\n' ' '); $b in $dom_b; 4 single pods on $(e2e_nodes_of single | sort | tr '\n' ' ')"
 }
 
 # The gang's size from Kubernetes' PodGroup alone: only the trays schedulable (the 8-GPU
@@ -1244,4 +1251,22 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
                               "resources": {"limits": res, "requests": res}}],
               "terminationGracePeriodSeconds": 0}} for i in range(lo, hi + 1)]}))
 PY
+}
+
+# The gang case again with the deciding filter (--filter-best 1): inside kube-scheduler's
+# PodGroup cycle each member's filter passes only the node topofit plans for it, so the
+# scheduler takes it without scoring (no prioritize call); the gangs still land one domain
+# each, the single pods beside them.
+t_gang_filter_best() {
+        need_topofit || return 0
+        need_api_mode || return 0
+        e2e_legacy && { skip "PodGroups need Kubernetes 1.35 or later"; return; }
+        local prio rc=0
+        E2E_EXT_ARGS=(--filter-best 1)
+        e2e_gang_two_domains gang-fa gang-fb || rc=1
+        prio=$(e2e_extender_metric 'topofit_extender_request_duration_seconds_count{verb="prioritize"}')
+        E2E_EXT_ARGS=()
+        [ "$rc" = 0 ] || return 1
+        [ "${prio:-x}" = 0 ] || { fail "kube-scheduler called prioritize ${prio:-?} times"; return; }
+        E2E_NOTE="$E2E_NOTE; no prioritize call"
 }
