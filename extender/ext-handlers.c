@@ -222,7 +222,15 @@ handle_filter_or_prioritize(struct ext_state *s, enum ext_verb verb, const char 
                 return error_body(out, "too many nodes in one request"), 413;
         }
 
-        log_decision(verb, &a, v, rep, fits, count_outcomes(s, verb, v, rep, a.n));
+        {
+                ssize_t best = count_outcomes(s, verb, v, rep, a.n);
+
+                /* The deciding filter's one node is the best by its own tie-break (the
+                 * name), which count_outcomes' first-in-request-order need not be. */
+                if (n_pass == 1)
+                        best = (ssize_t)pass[0];
+                log_decision(verb, &a, v, rep, fits, best);
+        }
 
         /* No node fits, but one is where the scheduler preempted for this pod and the view
          * still shows the victims' GPUs in use: it has deleted them and retried before this
