@@ -808,6 +808,9 @@ e2e_stranding() {
 t_stranding() {
         need_topofit || return 0
         need_api_mode || return 0
+        # The cluster term on, as deploy/ runs it (t_topofit_extender_up turned it off for
+        # the placement cases, and t_node_cache_false back on: this case can run without it).
+        E2E_EXT_ARGS=()
         e2e_stranding
 }
 
