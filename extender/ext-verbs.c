@@ -937,6 +937,18 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
         return true;
 }
 
+/* Whether fitting node i ranks before fitting node j: the higher priority, then the name
+ * first in order: prioritize's choice of the pod's best node, and the deciding filter's
+ * order. */
+static bool
+ranks_before(const struct ext_cluster *c, const struct ext_node *const *nodes,
+             const struct ext_verdict *ret, const uint32_t *rep, size_t i, size_t j)
+{
+        int pi = ext_verdict_at(ret, rep, i)->priority, pj = ext_verdict_at(ret, rep, j)->priority;
+
+        return pi != pj ? pi > pj : name_before(c, nodes[i], nodes[j]);
+}
+
 /* Prioritize into ret, compact with rep (filter_common), else one verdict per node. */
 static int
 prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
@@ -958,9 +970,7 @@ prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
         for (size_t i = 0; i < n; i++) {
                 const struct ext_verdict *v = ext_verdict_at(ret, rep, i);
 
-                if (v->r == 0 && (!bv || v->priority > bv->priority ||
-                                  (v->priority == bv->priority &&
-                                   name_before(c, nodes[i], nodes[best])))) {
+                if (v->r == 0 && (!bv || ranks_before(c, nodes, ret, rep, i, best))) {
                         bv = v;
                         best = i;
                 }
@@ -1008,17 +1018,6 @@ ext_prioritize_rep(const struct ext_cluster *c, struct ext_ledger *l,
         if (n > UINT32_MAX)
                 return -E2BIG;
         return prioritize(c, l, cfg, req, nodes, n, now_ns, ret, rep);
-}
-
-/* Whether fitting node i ranks before fitting node j: the higher priority, then the name
- * first in order (prioritize's own choice of the best node). */
-static bool
-ranks_before(const struct ext_cluster *c, const struct ext_node *const *nodes,
-             const struct ext_verdict *ret, const uint32_t *rep, size_t i, size_t j)
-{
-        int pi = ext_verdict_at(ret, rep, i)->priority, pj = ext_verdict_at(ret, rep, j)->priority;
-
-        return pi != pj ? pi > pj : name_before(c, nodes[i], nodes[j]);
 }
 
 static int
