@@ -11,7 +11,10 @@
  * request (kube-scheduler's extender timeout is 5 s).
  * Invariant: a pod has at most one entry, and a committed set never overlaps another live
  * entry's set on the same node (ext_bind checks it under this lock).  Entries hang off a
- * fixed table of node-name buckets so lookups for one node cost its entries only.
+ * fixed table of node-name buckets so lookups for one node cost its entries only, and are
+ * chained again by UID hash so a pod's own entry is found without walking them all
+ * (committed entries stay LEDGER_SEEN_GRACE_NS after their view: under a stream of
+ * bindings that is thousands, and every prioritize and bind replaces its pod's entry).
  * Beside the holds, the ledger owns the two other things that outlive a request, each a
  * bounded ring under its own small lock (never taken with the holds' lock): the decoded
  * requests that filter and prioritize saw (bind names only the pod) and the preemption
@@ -30,6 +33,8 @@
 
 struct entry {
         struct entry *next;       /* in its node bucket */
+        struct entry *uid_next;   /* in its UID bucket */
+        uint64_t uid_hash;        /* uid_hash(uid) */
         char uid[EXT_UID_MAX];
         char node[EXT_NAME_MAX];
         uint32_t node_hash;       /* ext__name_hash(node) */
@@ -57,9 +62,16 @@ struct ext_ledger {
         uint64_t committed_ttl_ns;
         unsigned n_entries;
         struct entry *buckets[LEDGER_BUCKETS];
-        /* The rings, under ring_lock: oldest evicted. */
+        struct entry *by_uid[LEDGER_BUCKETS]; /* the same entries, by uid_hash */
+        /* The rings, under ring_lock: oldest evicted.  request_hash[i] is the hash of
+         * requests[i]'s UID (0 for an empty slot), so a scan reads one 8 KiB array and
+         * compares strings only where the hashes match: every filter, prioritize and bind
+         * scans the ring, and a scan through the 1,024 pointers to separately allocated
+         * requests was a quarter of a request thread's time under kube-scheduler
+         * (docs/performance.md, "The ledger's request ring"). */
         pthread_mutex_t ring_lock;
         struct ext_request *requests[EXT_MAX_PENDING];
+        uint64_t request_hash[EXT_MAX_PENDING];
         unsigned request_next;
         struct grant grants[EXT_MAX_GRANTS];
         unsigned grant_next;
@@ -147,21 +159,23 @@ counts_against(const struct entry *e, const char *uid, uint64_t view_gen, uint64
 {
         if (!live(e, now_ns) || holds_nothing(e))
                 return false;
-        if (uid && strcmp(e->uid, uid) == 0)
-                return false;
         /* The view already accounts for this pod (or its deletion). */
-        return e->seen_gen == 0 || view_gen < e->seen_gen;
+        if (e->seen_gen != 0 && view_gen >= e->seen_gen)
+                return false;
+        return !uid || strcmp(e->uid, uid) != 0;
 }
 
+/* The GPUs held on node (of hash ext__name_hash(node)) against uid; lock held. */
 static void
-held_in_bucket(struct ext_ledger *l, unsigned bucket, const char *node, const char *uid,
+held_in_bucket(struct ext_ledger *l, uint32_t hash, const char *node, const char *uid,
                uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
         topo_mask_clear(ret);
         if (l->n_entries == 0)
                 return;
-        for (const struct entry *e = l->buckets[bucket]; e; e = e->next)
-                if (strcmp(e->node, node) == 0 && counts_against(e, uid, view_gen, now_ns))
+        for (const struct entry *e = l->buckets[hash % LEDGER_BUCKETS]; e; e = e->next)
+                if (e->node_hash == hash && strcmp(e->node, node) == 0 &&
+                    counts_against(e, uid, view_gen, now_ns))
                         topo_mask_or(ret, &e->set);
 }
 
@@ -189,7 +203,7 @@ void
 ext__ledger_held_locked(struct ext_ledger *l, const char *node, const char *uid,
                         uint64_t view_gen, uint64_t now_ns, struct topo_mask *ret)
 {
-        held_in_bucket(l, bucket_of(node), node, uid, view_gen, now_ns, ret);
+        held_in_bucket(l, ext__name_hash(node), node, uid, view_gen, now_ns, ret);
 }
 
 void
@@ -197,8 +211,7 @@ ext__ledger_held_node_locked(struct ext_ledger *l, const struct ext_node *node,
                              const char *uid, uint64_t view_gen, uint64_t now_ns,
                              struct topo_mask *ret)
 {
-        held_in_bucket(l, node->name_hash % LEDGER_BUCKETS, node->name, uid, view_gen, now_ns,
-                       ret);
+        held_in_bucket(l, node->name_hash, node->name, uid, view_gen, now_ns, ret);
 }
 
 const struct topo_mask *
@@ -210,6 +223,24 @@ ext__ledger_find_locked(struct ext_ledger *l, const char *uid, const char *node,
                     strcmp(e->node, node) == 0)
                         return &e->set;
         return NULL;
+}
+
+static uint64_t
+uid_hash(const char *uid)
+{
+        return str_hash_fnv1a(14695981039346656037ull, uid);
+}
+
+/* Takes e out of its UID bucket; lock held.  (Its node bucket is the caller's.) */
+static void
+unlink_uid(struct ext_ledger *l, const struct entry *e)
+{
+        for (struct entry **pp = &l->by_uid[e->uid_hash % LEDGER_BUCKETS]; *pp;
+             pp = &(*pp)->uid_next)
+                if (*pp == e) {
+                        *pp = e->uid_next;
+                        return;
+                }
 }
 
 /* Removes the entries for which drop() is true; lock held. */
@@ -225,6 +256,7 @@ remove_if(struct ext_ledger *l, bool (*drop)(struct entry *e, const void *arg),
 
                         if (drop(e, arg)) {
                                 *pp = e->next;
+                                unlink_uid(l, e);
                                 free(e);
                                 __atomic_sub_fetch(&l->n_entries, 1, __ATOMIC_RELAXED);
                         } else
@@ -233,10 +265,30 @@ remove_if(struct ext_ledger *l, bool (*drop)(struct entry *e, const void *arg),
         }
 }
 
-static bool
-drop_uid(struct entry *e, const void *arg)
+/* Removes uid's entries (one, by the invariant) through the UID buckets; lock held. */
+static void
+remove_uid(struct ext_ledger *l, const char *uid)
 {
-        return strcmp(e->uid, arg) == 0;
+        uint64_t h = uid_hash(uid);
+        struct entry **up = &l->by_uid[h % LEDGER_BUCKETS];
+
+        while (*up) {
+                struct entry *e = *up;
+
+                if (e->uid_hash != h || strcmp(e->uid, uid) != 0) {
+                        up = &e->uid_next;
+                        continue;
+                }
+                *up = e->uid_next;
+                for (struct entry **pp = &l->buckets[e->node_hash % LEDGER_BUCKETS]; *pp;
+                     pp = &(*pp)->next)
+                        if (*pp == e) {
+                                *pp = e->next;
+                                break;
+                        }
+                free(e);
+                __atomic_sub_fetch(&l->n_entries, 1, __ATOMIC_RELAXED);
+        }
 }
 
 int
@@ -255,7 +307,7 @@ ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *
         unsigned b;
 
         if (l->n_entries > 0)
-                remove_if(l, drop_uid, uid);
+                remove_uid(l, uid);
         if (!set)
                 return 0;
         if (l->n_entries >= EXT_LEDGER_MAX_ENTRIES)
@@ -275,6 +327,9 @@ ext__ledger_put_group_locked(struct ext_ledger *l, const char *uid, const char *
         b = e->node_hash % LEDGER_BUCKETS;
         e->next = l->buckets[b];
         l->buckets[b] = e;
+        e->uid_hash = uid_hash(e->uid);
+        e->uid_next = l->by_uid[e->uid_hash % LEDGER_BUCKETS];
+        l->by_uid[e->uid_hash % LEDGER_BUCKETS] = e;
         __atomic_add_fetch(&l->n_entries, 1, __ATOMIC_RELAXED);
         return 0;
 }
@@ -334,7 +389,7 @@ ext_ledger_release(struct ext_ledger *l, const char *uid)
 {
         ext__ledger_lock(l);
         if (l->n_entries > 0)
-                remove_if(l, drop_uid, uid);
+                remove_uid(l, uid);
         ext__ledger_unlock(l);
 }
 
@@ -362,10 +417,31 @@ ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats 
 
 /* --- the rings: requests awaiting bind, preemption grants ------------------------------- */
 
+/* The ring's hash of a UID: never 0, which marks an empty slot. */
+static uint64_t
+request_hash(const char *uid)
+{
+        uint64_t h = str_hash_fnv1a(14695981039346656037ull, uid);
+
+        return h ? h : 1;
+}
+
+/* The ring slot at or after from holding uid (of hash h), EXT_MAX_PENDING when none; ring
+ * lock held. */
+static size_t
+find_request_locked(const struct ext_ledger *l, const char *uid, uint64_t h, size_t from)
+{
+        for (size_t i = from; i < EXT_MAX_PENDING; i++)
+                if (l->request_hash[i] == h && strcmp(l->requests[i]->uid, uid) == 0)
+                        return i;
+        return EXT_MAX_PENDING;
+}
+
 int
 ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req)
 {
         struct ext_request *copy;
+        uint64_t h;
         size_t i;
 
         if (!req->uid[0])
@@ -374,14 +450,14 @@ ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req)
         if (!copy)
                 return -ENOMEM;
         *copy = *req;
+        h = request_hash(req->uid);
         pthread_mutex_lock(&l->ring_lock);
-        for (i = 0; i < EXT_MAX_PENDING; i++)
-                if (l->requests[i] && strcmp(l->requests[i]->uid, req->uid) == 0)
-                        break;
+        i = find_request_locked(l, req->uid, h, 0);
         if (i == EXT_MAX_PENDING)
                 i = l->request_next++ % EXT_MAX_PENDING;
         free(l->requests[i]);
         l->requests[i] = copy;
+        l->request_hash[i] = h;
         pthread_mutex_unlock(&l->ring_lock);
         return 0;
 }
@@ -389,15 +465,16 @@ ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req)
 int
 ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_request *ret)
 {
+        uint64_t h = request_hash(uid);
         int r = -ENOENT;
+        size_t i;
 
         pthread_mutex_lock(&l->ring_lock);
-        for (size_t i = 0; i < EXT_MAX_PENDING; i++)
-                if (l->requests[i] && strcmp(l->requests[i]->uid, uid) == 0) {
-                        *ret = *l->requests[i];
-                        r = 0;
-                        break;
-                }
+        i = find_request_locked(l, uid, h, 0);
+        if (i < EXT_MAX_PENDING) {
+                *ret = *l->requests[i];
+                r = 0;
+        }
         pthread_mutex_unlock(&l->ring_lock);
         return r;
 }
@@ -405,12 +482,15 @@ ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_requ
 void
 ext_ledger_forget_request(struct ext_ledger *l, const char *uid)
 {
+        uint64_t h = request_hash(uid);
+
         pthread_mutex_lock(&l->ring_lock);
-        for (size_t i = 0; i < EXT_MAX_PENDING; i++)
-                if (l->requests[i] && strcmp(l->requests[i]->uid, uid) == 0) {
-                        free(l->requests[i]);
-                        l->requests[i] = NULL;
-                }
+        for (size_t i = find_request_locked(l, uid, h, 0); i < EXT_MAX_PENDING;
+             i = find_request_locked(l, uid, h, i + 1)) {
+                free(l->requests[i]);
+                l->requests[i] = NULL;
+                l->request_hash[i] = 0;
+        }
         pthread_mutex_unlock(&l->ring_lock);
 }
 

@@ -4522,6 +4522,70 @@ placement_rows_reach_the_codec_and_the_docs(void **state)
         assert_true(ext_placement_lowest_free(EXT_PLACEMENT_NONE));
 }
 
+/* A pod's entry is found by its UID among thousands (committed entries stay a minute after
+ * their view), whichever node it is on: replacing it, releasing it and pruning others
+ * leave every other pod's hold as it was. */
+static void
+ledger_replaces_a_pods_entry_among_thousands(void **state)
+{
+        enum { N = 3000 };
+        struct ext_config cfg;
+        struct ext_ledger_stats st;
+        struct topo_mask one = { 0 }, got;
+        char uid[32], node[32];
+        struct ext_ledger *l;
+
+        (void)state;
+        ext_config_default(&cfg);
+        l = ext_ledger_new(&cfg);
+        assert_non_null(l);
+        topo_mask_set(&one, 0);
+        ext__ledger_lock(l);
+        for (unsigned i = 0; i < N; i++) {
+                snprintf(uid, sizeof(uid), "uid-%u", i);
+                snprintf(node, sizeof(node), "node-%u", i % 100);
+                topo_mask_clear(&one);
+                topo_mask_set(&one, i / 100 % 30);
+                assert_int_equal(ext__ledger_put_locked(l, uid, node, &one, EXT_HOLD_COMMITTED, 1), 0);
+        }
+        /* uid-5 moves from node-5 to node-99 (a reservation now, GPU 31). */
+        topo_mask_clear(&one);
+        topo_mask_set(&one, 31);
+        assert_int_equal(ext__ledger_put_locked(l, "uid-5", "node-99", &one, EXT_HOLD_RESERVED, 2), 0);
+        ext__ledger_unlock(l);
+        ext_ledger_stats(l, 3, &st);
+        assert_int_equal(st.committed, N - 1);
+        assert_int_equal(st.reserved, 1);
+        ext_ledger_held(l, "node-5", NULL, 3, &got);
+        assert_int_equal(topo_mask_count(&got), 29); /* uid-105 .. uid-2905: GPUs 1..29 */
+        assert_false(topo_mask_test(&got, 0));
+        ext_ledger_held(l, "node-99", NULL, 3, &got);
+        assert_int_equal(topo_mask_count(&got), 31); /* its 30 and uid-5's GPU 31 */
+        ext_ledger_held(l, "node-99", "uid-5", 3, &got); /* not against itself */
+        assert_false(topo_mask_test(&got, 31));
+        ext_ledger_release(l, "uid-5");
+        ext_ledger_release(l, "uid-2999");
+        ext_ledger_release(l, "no-such-pod");
+        ext_ledger_stats(l, 3, &st);
+        assert_int_equal(st.committed, N - 2);
+        assert_int_equal(st.reserved, 0);
+        ext_ledger_held(l, "node-99", NULL, 3, &got);
+        assert_int_equal(topo_mask_count(&got), 29);
+        /* Pruned past their TTL, all go; the index holds nothing freed (ASan) and takes
+         * new entries for the same UIDs. */
+        ext_ledger_prune(l, NULL, UINT64_MAX / 2);
+        ext_ledger_stats(l, UINT64_MAX / 2, &st);
+        assert_int_equal(st.committed + st.reserved, 0);
+        ext__ledger_lock(l);
+        assert_int_equal(ext__ledger_put_locked(l, "uid-7", "node-7", &one, EXT_HOLD_COMMITTED,
+                                                UINT64_MAX / 2), 0);
+        ext__ledger_unlock(l);
+        ext_ledger_release(l, "uid-7");
+        ext_ledger_stats(l, UINT64_MAX / 2, &st);
+        assert_int_equal(st.committed, 0);
+        ext_ledger_free(l);
+}
+
 /* What outlives a request lives in the ledger: the requests bind will look up (a bounded
  * ring, oldest evicted) and preemption grants (live until their TTL, waiting only while
  * the view still shows one of their GPUs in use). */
@@ -4550,6 +4614,26 @@ ledger_remembers_requests_and_grants_for_later_requests(void **state)
         assert_int_equal(got.count, EXT_MAX_PENDING % 8 + 1);
         ext_ledger_forget_request(l, req.uid);
         assert_int_equal(ext_ledger_lookup_request(l, req.uid, &got), -ENOENT);
+        /* Every other one is found by its UID alone (the ring's hash index), and a pod
+         * remembered again replaces its own slot: nothing older is evicted for it. */
+        for (unsigned i = 1; i < EXT_MAX_PENDING; i++) {
+                char uid[16];
+
+                snprintf(uid, sizeof(uid), "u-%u", i);
+                assert_int_equal(ext_ledger_lookup_request(l, uid, &got), 0);
+                assert_string_equal(got.uid, uid);
+                assert_int_equal(got.count, i % 8 + 1);
+        }
+        snprintf(req.uid, sizeof(req.uid), "u-7");
+        req.count = 3;
+        assert_int_equal(ext_ledger_remember_request(l, &req), 0);
+        assert_int_equal(ext_ledger_lookup_request(l, "u-7", &got), 0);
+        assert_int_equal(got.count, 3);
+        assert_int_equal(ext_ledger_lookup_request(l, "u-1", &got), 0);
+        assert_int_equal(ext_ledger_lookup_request(l, "u-2", &got), 0);
+        ext_ledger_forget_request(l, "u-7");
+        assert_int_equal(ext_ledger_lookup_request(l, "u-7", &got), -ENOENT);
+        assert_int_equal(ext_ledger_lookup_request(l, "u-8", &got), 0);
 
         snprintf(n.name, sizeof(n.name), "n1");
         topo_mask_set(&gpus, 3);
@@ -4677,6 +4761,7 @@ main(void)
                 cmocka_unit_test(cluster_takes_domains_from_the_annotation_then_node_labels),
                 cmocka_unit_test(codec_round_trips_the_gpus_annotation),
                 cmocka_unit_test(ledger_remembers_requests_and_grants_for_later_requests),
+        cmocka_unit_test(ledger_replaces_a_pods_entry_among_thousands),
                 cmocka_unit_test(codec_decodes_preemption_args_in_both_forms),
                 cmocka_unit_test(codec_refuses_pdb_violations_outside_int64),
                 cmocka_unit_test(cluster_decode_skips_finished_pods_and_counts_used_gpus),
