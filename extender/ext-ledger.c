@@ -64,11 +64,9 @@ struct ext_ledger {
         struct entry *buckets[LEDGER_BUCKETS];
         struct entry *by_uid[LEDGER_BUCKETS]; /* the same entries, by uid_hash */
         /* The rings, under ring_lock: oldest evicted.  request_hash[i] is the hash of
-         * requests[i]'s UID (0 for an empty slot), so a scan reads one 8 KiB array and
-         * compares strings only where the hashes match: every filter, prioritize and bind
-         * scans the ring, and a scan through the 1,024 pointers to separately allocated
-         * requests was a quarter of a request thread's time under kube-scheduler
-         * (docs/performance.md, "The ledger's request ring"). */
+         * requests[i]'s UID (0 for an empty slot): a scan (every filter, prioritize and
+         * bind makes one) reads one 8 KiB array and compares strings only where the hashes
+         * match, instead of following 1,024 pointers to separately allocated requests. */
         pthread_mutex_t ring_lock;
         struct ext_request *requests[EXT_MAX_PENDING];
         uint64_t request_hash[EXT_MAX_PENDING];
