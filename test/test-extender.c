@@ -1570,6 +1570,64 @@ builder_sorts_nodes_and_refuses_repeats(void **state)
         }
 }
 
+/* Pods too come in any order (live mode's by node, then name): the view holds them in UID
+ * order (strcmp's, which ext_cluster_find_pod searches), with their nodes and GPUs, and a
+ * repeated UID is refused.  The UIDs share long prefixes, differ only after their first 8
+ * bytes, are shorter than 8 bytes, or are prefixes of each other, where the sort's 8-byte
+ * keys tie or end early. */
+static void
+builder_sorts_pods_by_uid_and_refuses_repeats(void **state)
+{
+        static const char *const uids[] = {
+                "pod-uid-000010", "pod-uid-000002", "b", "pod-uid-00000", "a", "ab",
+                "pod-uid-000001", "\xff-high", "pod-uid-0", "pod-uid-", "pod-uid-000011", "zz",
+                "e7c1a3d2-58f4-4c0e-9a7b-0d1f2e3c4b5a", "0e7c1a3d-58f4-4c0e-9a7b-0d1f2e3c4b5a",
+        };
+        struct ext_config cfg;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+
+        (void)state;
+        ext_config_default(&cfg);
+        for (unsigned repeat = 0; repeat < 2; repeat++)
+                for (unsigned rot = 0; rot < ELEMENTSOF(uids); rot++) {
+                        struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                        struct ext_cluster *c = NULL;
+                        size_t n = ELEMENTSOF(uids);
+
+                        assert_int_equal(ext_cluster_builder_add_node(b, "n", h100, strlen(h100),
+                                                                      8, NULL), 0);
+                        for (size_t i = 0; i < n; i++) {
+                                const char *uid = uids[(i * 5 + rot) % n];
+                                struct topo_mask gpu = { 0 };
+
+                                topo_mask_set(&gpu, (unsigned)((i * 5 + rot) % n % 8));
+                                assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid,
+                                                                             "n", &gpu), 0);
+                        }
+                        if (repeat)
+                                assert_int_equal(ext_cluster_builder_add_pod(b, uids[rot], "ns",
+                                                                             "again", NULL, NULL), 0);
+                        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), repeat ? -EEXIST : 0);
+                        if (repeat)
+                                continue;
+                        assert_int_equal(c->n_pods, n);
+                        for (size_t i = 1; i < n; i++)
+                                assert_true(strcmp(c->pods[i - 1].uid, c->pods[i].uid) < 0);
+                        for (size_t i = 0; i < n; i++) {
+                                const struct ext_pod *p = ext_cluster_find_pod(c, uids[i]);
+
+                                assert_non_null(p);
+                                assert_string_equal(p->uid, uids[i]);
+                                assert_int_equal(p->node, 0);
+                                assert_true(topo_mask_test(&p->gpus, (unsigned)(i % 8)));
+                                assert_int_equal(topo_mask_count(&p->gpus), 1);
+                        }
+                        assert_null(ext_cluster_find_pod(c, "pod-uid-00001"));
+                        ext_cluster_unref(c);
+                }
+        free(h100);
+}
+
 /* ext_nodes_resolve tries the node after the last one found before the index: whatever the
  * order of the names (sorted, reversed, rotated, strided, shuffled, repeated, with unknown
  * names and near misses between), each resolves to the node the index alone finds. */
@@ -4771,6 +4829,7 @@ main(void)
                 cmocka_unit_test(filter_sorts_failures_by_resolvability),
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
+        cmocka_unit_test(builder_sorts_pods_by_uid_and_refuses_repeats),
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(filter_best_passes_the_nodes_prioritize_ranks_first),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
