@@ -223,10 +223,14 @@ ext__ledger_find_locked(struct ext_ledger *l, const char *uid, const char *node,
         return NULL;
 }
 
+/* A pod UID's hash, for the entries' UID chains and the request ring: never 0, which marks
+ * the ring's empty slots. */
 static uint64_t
 uid_hash(const char *uid)
 {
-        return str_hash_fnv1a(14695981039346656037ull, uid);
+        uint64_t h = str_hash_fnv1a(14695981039346656037ull, uid);
+
+        return h ? h : 1;
 }
 
 /* Takes e out of its UID bucket; lock held.  (Its node bucket is the caller's.) */
@@ -415,15 +419,6 @@ ext_ledger_stats(struct ext_ledger *l, uint64_t now_ns, struct ext_ledger_stats 
 
 /* --- the rings: requests awaiting bind, preemption grants ------------------------------- */
 
-/* The ring's hash of a UID: never 0, which marks an empty slot. */
-static uint64_t
-request_hash(const char *uid)
-{
-        uint64_t h = str_hash_fnv1a(14695981039346656037ull, uid);
-
-        return h ? h : 1;
-}
-
 /* The ring slot at or after from holding uid (of hash h), EXT_MAX_PENDING when none; ring
  * lock held. */
 static size_t
@@ -448,7 +443,7 @@ ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req)
         if (!copy)
                 return -ENOMEM;
         *copy = *req;
-        h = request_hash(req->uid);
+        h = uid_hash(req->uid);
         pthread_mutex_lock(&l->ring_lock);
         i = find_request_locked(l, req->uid, h, 0);
         if (i == EXT_MAX_PENDING)
@@ -463,7 +458,7 @@ ext_ledger_remember_request(struct ext_ledger *l, const struct ext_request *req)
 int
 ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_request *ret)
 {
-        uint64_t h = request_hash(uid);
+        uint64_t h = uid_hash(uid);
         int r = -ENOENT;
         size_t i;
 
@@ -480,7 +475,7 @@ ext_ledger_lookup_request(struct ext_ledger *l, const char *uid, struct ext_requ
 void
 ext_ledger_forget_request(struct ext_ledger *l, const char *uid)
 {
-        uint64_t h = request_hash(uid);
+        uint64_t h = uid_hash(uid);
 
         pthread_mutex_lock(&l->ring_lock);
         for (size_t i = find_request_locked(l, uid, h, 0); i < EXT_MAX_PENDING;

@@ -966,17 +966,15 @@ prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
                 expand(ret, rep, n);
                 rank(c, cfg, req, nodes, ret, n);
         }
-        /* The pod's best node: the one that ranks_before() every other, read with the best
-         * one's priority kept (at 5,000 nodes the calls were a tenth of the request). */
+        /* The pod's best node: the one that ranks_before() every other (inlined: at 5,000
+         * nodes the calls were a tenth of the request). */
         for (size_t i = 0; i < n; i++) {
                 const struct ext_verdict *v = ext_verdict_at(ret, rep, i);
 
-                if (v->r != 0 || (bv && (v->priority < bv->priority ||
-                                         (v->priority == bv->priority &&
-                                          !name_before(c, nodes[i], nodes[best])))))
-                        continue;
-                bv = v;
-                best = i;
+                if (v->r == 0 && (!bv || ranks_before(c, nodes, ret, rep, i, best))) {
+                        bv = v;
+                        best = i;
+                }
         }
         if (!req->uid[0])
                 return fits;
