@@ -2056,6 +2056,52 @@ reserved_node(struct ext_ledger *l, const struct ext_node **nodes, const char *u
         return at;
 }
 
+/* The node prioritize reserves is the fitting one of the highest priority in its answer,
+ * the first by name among equals, whatever order the nodes are asked in and whether they
+ * are the view's own records (ordered by name and address alike) or not (Nodes mode:
+ * records outside the view): asked in the view's order, in reverse, and in reverse with
+ * every third node a copy outside the view. */
+static void
+check_reserved_best(const struct ext_cluster *c, const struct ext_config *cfg,
+                    const struct ext_request *req, const struct ext_node **nodes)
+{
+        const struct ext_node **asked = calloc(MANY_NODES, sizeof(*asked));
+        struct ext_node *copies = aligned_alloc(64, MANY_NODES * sizeof(*copies));
+        struct ext_verdict *got = calloc(MANY_NODES, sizeof(*got));
+
+        assert_true(asked && copies && got);
+        for (int order = 0; order < 3; order++) {
+                struct ext_ledger *l = ext_ledger_new(cfg);
+                size_t best = MANY_NODES;
+
+                for (size_t i = 0; i < MANY_NODES; i++) {
+                        const struct ext_node *node = nodes[order ? MANY_NODES - 1 - i : i];
+
+                        if (order == 2 && i % 3 == 0) {
+                                copies[i] = *node;
+                                node = &copies[i];
+                        }
+                        asked[i] = node;
+                }
+                (void)ext_prioritize(c, l, cfg, req, asked, MANY_NODES, 0, got);
+                for (size_t i = 0; i < MANY_NODES; i++)
+                        if (got[i].r == 0 &&
+                            (best == MANY_NODES || got[i].priority > got[best].priority ||
+                             (got[i].priority == got[best].priority &&
+                              strcmp(asked[i]->name, asked[best]->name) < 0)))
+                                best = i;
+                if (best == MANY_NODES)
+                        assert_null(reserved_node(l, nodes, req->uid));
+                else
+                        assert_string_equal(reserved_node(l, nodes, req->uid)->name,
+                                            asked[best]->name);
+                ext_ledger_free(l);
+        }
+        free(got);
+        free(copies);
+        free(asked);
+}
+
 /* Prioritize ranks only the distinct verdicts when copies would rank alike (no group step),
  * and gives each copy its rep's priority: the same verdicts, the same priorities and the
  * same reserved node (the highest priority, the first name among equals) as ranking every
@@ -2239,9 +2285,11 @@ compact_verdicts_answer_as_one_per_node(void **state)
                                 if (!a.req.group.id[0])
                                         assert_true(reps <= 48);
                                 shared += reps < a.n;
-                                if (verb)
+                                if (verb) {
                                         assert_ptr_equal(reserved_node(la, nodes, a.req.uid),
                                                          reserved_node(lb, nodes, a.req.uid));
+                                        check_reserved_best(c, &cfg, &a.req, nodes);
+                                }
                                 ext_ledger_free(la);
                                 ext_ledger_free(lb);
                         }
