@@ -645,23 +645,33 @@ pct(double *v, size_t n, double p)
 /* Whether a waiting job could use the free GPUs by their count: its pods' GPUs together are
  * at most the free GPUs on the nodes large enough for one of its pods.  Only then are free
  * GPUs stranded (by their shape, or by holds); when every waiting job needs more GPUs than
- * are free, they are idle for want of capacity, which no placement could change. */
+ * are free, they are idle for want of capacity, which no placement could change.  And of
+ * the free GPUs, *ret_fit: those on nodes large enough for a pod of such a job (the trays'
+ * free GPUs do not count while only jobs of 8-GPU pods could use the free GPUs: none of
+ * them could run there, whatever the placement). */
 static bool
 servable_waits(const struct gsim *s, const struct bench_gang_job *jobs, const unsigned *queue,
-               unsigned nq)
+               unsigned nq, unsigned *ret_fit)
 {
         unsigned free_by_size[2] = { 0, 0 }; /* on nodes of < 8 GPUs, of >= 8 */
+        bool any = false;
 
+        *ret_fit = 0;
         for (unsigned i = 0; i < s->n_nodes; i++)
                 free_by_size[s->nodes[i].n_gpus >= 8] += s->nodes[i].n_free;
         for (unsigned q = 0; q < nq; q++) {
                 const struct bench_gang_job *j = &jobs[queue[q]];
-                unsigned usable = free_by_size[1] + (j->gpus <= 4 ? free_by_size[0] : 0);
+                bool small = j->gpus <= 4;
+                unsigned usable = free_by_size[1] + (small ? free_by_size[0] : 0);
 
-                if ((uint64_t)j->pods * j->gpus <= usable)
-                        return true;
+                if ((uint64_t)j->pods * j->gpus > usable)
+                        continue;
+                any = true;
+                *ret_fit = MAX(*ret_fit, usable);
+                if (small)
+                        break; /* every free GPU counts */
         }
-        return false;
+        return any;
 }
 
 int
@@ -677,9 +687,9 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
         struct bench_gang_summary sum = { .policy = policy };
         unsigned nq = 0, cluster_gpus = 0, multi = 0, best = 0;
         unsigned could = 0, inside = 0, could_nvl = 0, inside_nvl = 0;
-        double sat_t = 0, sat_free = 0, sat_alloc = 0, last_t = 0;
+        double sat_t = 0, sat_free = 0, sat_fit = 0, sat_alloc = 0, last_t = 0;
         bool last_sat = false;
-        unsigned last_free = 0;
+        unsigned last_free = 0, last_fit = 0;
         int r = 0;
 
         if (policy < 0 || policy >= _BENCH_GANG_POLICY_MAX || !cl->tray_cls || !cl->hgx_cls)
@@ -773,6 +783,7 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                 if (last_sat) {
                         sat_t += t_next - last_t;
                         sat_free += last_free * (t_next - last_t);
+                        sat_fit += last_fit * (t_next - last_t);
                         sat_alloc += (cluster_gpus - last_free) * (t_next - last_t);
                 }
                 s.now = t_next;
@@ -893,7 +904,7 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                         free_now += s.nodes[i].n_free;
                 last_t = s.now;
                 last_free = free_now;
-                last_sat = servable_waits(&s, jobs, queue, nq);
+                last_sat = servable_waits(&s, jobs, queue, nq, &last_fit);
         }
         sum.n_unplaced = nq;
         sum.gangs_inside = could ? (double)inside / could : 1;
@@ -915,6 +926,7 @@ bench_gang_simulate(const struct bench_gang_cluster *cl, const struct bench_gang
                 sum.qdelay_p95[c] = pct(qd[c], nqd[c], 95);
         }
         sum.stranded_sat = sat_t > 0 ? sat_free / sat_t / cluster_gpus : 0;
+        sum.stranded_sat_fit = sat_t > 0 ? sat_fit / sat_t / cluster_gpus : 0;
         sum.alloc_sat = sat_t > 0 ? sat_alloc / sat_t / cluster_gpus : 0;
         sum.makespan_h = s.now / 3600;
         *ret = sum;
@@ -943,15 +955,16 @@ out:
 int
 bench_gang_report_markdown(const struct bench_gang_summary *s, size_t n, struct buf *out)
 {
-        int r = buf_printf(out, "| policy | gangs in one NVLink domain or leaf, when one could hold them | in one NVLink domain, when one could | gang slow-down mean / p95 | multi-GPU pods on best set | GPUs stranded at saturation | GPUs allocated at saturation | makespan (h) |\n"
-                                "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        int r = buf_printf(out, "| policy | gangs in one NVLink domain or leaf, when one could hold them | in one NVLink domain, when one could | gang slow-down mean / p95 | multi-GPU pods on best set | GPUs stranded at saturation | of them on nodes a waiting pod fits | GPUs allocated at saturation | makespan (h) |\n"
+                                "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = buf_printf(out, "| %s | %.1f%% (%u) | %.1f%% (%u) | %.3f / %.3f | %.1f%% | %.1f%% | %.1f%% | %.1f |\n",
+                r = buf_printf(out, "| %s | %.1f%% (%u) | %.1f%% (%u) | %.3f / %.3f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f |\n",
                                bench_gang_policy_to_string(s[i].policy), 100 * s[i].gangs_inside,
                                s[i].gangs_could, 100 * s[i].gangs_inside_nvl, s[i].gangs_could_nvl,
                                s[i].slowdown_mean, s[i].slowdown_p95, 100 * s[i].best_frac,
-                               100 * s[i].stranded_sat, 100 * s[i].alloc_sat, s[i].makespan_h);
+                               100 * s[i].stranded_sat, 100 * s[i].stranded_sat_fit,
+                               100 * s[i].alloc_sat, s[i].makespan_h);
         if (r >= 0)
                 r = buf_printf(out, "\n| policy | queueing p50 / p95 (min): 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | gangs of 2-4 pods | gangs of 6-18 pods |\n"
                                     "|---|---:|---:|---:|---:|---:|---:|\n");
@@ -974,7 +987,8 @@ bench_gang_report_csv(const struct bench_gang_summary *s, size_t n, struct buf *
         for (unsigned c = 0; r >= 0 && c < BENCH_GANG_CLASSES; c++)
                 r = buf_printf(out, ",qdelay_%s_p50,qdelay_%s_p95", bench_gang_class_to_string(c),
                                bench_gang_class_to_string(c));
-        r = r < 0 ? r : buf_puts(out, "\n");
+        /* Last, so the columns before keep their numbers (the charts read them by number). */
+        r = r < 0 ? r : buf_puts(out, ",stranded_sat_fit\n");
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 r = buf_printf(out, "%s,%.4f,%u,%.4f,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f",
                                bench_gang_policy_to_string(s[i].policy), s[i].gangs_inside,
@@ -983,7 +997,7 @@ bench_gang_report_csv(const struct bench_gang_summary *s, size_t n, struct buf *
                                s[i].stranded_sat, s[i].alloc_sat, s[i].makespan_h);
                 for (unsigned c = 0; r >= 0 && c < BENCH_GANG_CLASSES; c++)
                         r = buf_printf(out, ",%.2f,%.2f", s[i].qdelay_p50[c], s[i].qdelay_p95[c]);
-                r = r < 0 ? r : buf_puts(out, "\n");
+                r = r < 0 ? r : buf_printf(out, ",%.4f\n", s[i].stranded_sat_fit);
         }
         return r < 0 ? r : 0;
 }
@@ -1023,6 +1037,7 @@ bench_gang_report_cdf_csv(const struct bench_gang_summary *s, size_t n,
 static const struct bench_bar_chart gang_bars[] = {
         { "gang-metric-inside-nvl", "gangs in one NVLink domain when one could hold them (%)", 4, "100*v" },
         { "gang-metric-stranded", "GPUs stranded at saturation (%)", 9, "100*v" },
+        { "gang-metric-stranded-fit", "of them on nodes a waiting pod fits (%)", 24, "100*v" },
         { "gang-metric-makespan", "makespan (h)", 11, "v" },
         { "gang-metric-slowdown-mean", "gang slow-down, mean (run time / ideal)", 6, "v" },
         { "gang-metric-qdelay8-p95", "8-GPU single-node jobs: queueing p95 (min)", 19, "v" },

@@ -460,6 +460,8 @@ struct bench_gang_summary {
         double best_frac;          /* multi-GPU pods on their node's best set (exhaustive) */
         double qdelay_p50[BENCH_GANG_CLASSES], qdelay_p95[BENCH_GANG_CLASSES]; /* minutes */
         double stranded_sat;       /* while jobs wait: time-averaged free GPUs / cluster */
+        double stranded_sat_fit;   /* the same, counting only free GPUs on nodes large enough
+                                    * for a pod of a waiting job the free GPUs could serve */
         double alloc_sat;          /* while jobs wait: time-averaged allocated GPUs / cluster */
         double makespan_h;
         unsigned n_unplaced;

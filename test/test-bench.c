@@ -1000,8 +1000,9 @@ gang_spilt_off_its_nvlink_domain_runs_at_rail_speed(void **state)
 /* GPUs count as stranded only while a waiting job could use them by their count.  Every HGX
  * node is taken but for 4 GPUs on each of the last two: an 8-GPU job that arrives then waits
  * with 8 HGX GPUs free in the wrong shape, and the 288 tray GPUs idle beside it are stranded
- * too (296 of 800).  When instead the whole HGX side is taken, the 8-GPU job waits for want
- * of capacity: nothing is stranded (every free GPU counted before: 288 of 800). */
+ * too (296 of 800); on nodes an 8-GPU pod fits, only the 8 HGX GPUs.  When instead the whole
+ * HGX side is taken, the 8-GPU job waits for want of capacity: nothing is stranded (every
+ * free GPU counted before: 288 of 800). */
 static void
 gang_stranding_counts_only_while_free_gpus_could_serve_a_waiting_job(void **state)
 {
@@ -1026,9 +1027,11 @@ gang_stranding_counts_only_while_free_gpus_could_serve_a_waiting_job(void **stat
         assert_int_equal(bench_gang_simulate(&cl, &cfg, shape, ELEMENTSOF(shape),
                                              BENCH_GANG_K8S_DEFAULT, &sum, NULL), 0);
         assert_float_equal(sum.stranded_sat, 296.0 / 800.0, 1e-9);
+        assert_float_equal(sum.stranded_sat_fit, 8.0 / 800.0, 1e-9);
         assert_int_equal(bench_gang_simulate(&cl, &cfg, count, ELEMENTSOF(count),
                                              BENCH_GANG_K8S_DEFAULT, &sum, NULL), 0);
         assert_float_equal(sum.stranded_sat, 0.0, 1e-12);
+        assert_float_equal(sum.stranded_sat_fit, 0.0, 1e-12);
         assert_int_equal(sum.n_unplaced, 0);
         score_class_unref(cl.tray_cls);
         score_class_unref(cl.hgx_cls);
