@@ -313,8 +313,24 @@ ext_cluster_builder_new(const struct ext_config *cfg, const struct ext_cluster *
                 return NULL;
         b->cfg = cfg;
         b->base = base;
-        if (base)
+        if (base) {
+                /* A rebuild has about its base's nodes and pods: room for them (pods an
+                 * eighth more) up front, so the arrays are not grown by doubling, each
+                 * step a copy into fresh pages that fault in.  Without the memory, the
+                 * adds grow them as before. */
+                size_t pods = base->n_pods + base->n_pods / 8;
+
                 memcpy(b->keys, base->group_keys, sizeof(b->keys));
+                (void)nodes_grow(&b->nodes, &b->alloc_nodes, base->n_nodes);
+                if (pods > 0 && grow((void **)&b->pods, &b->alloc_pods, pods, sizeof(*b->pods)) == 0) {
+                        b->pod_node = reallocarray(NULL, b->alloc_pods, sizeof(*b->pod_node));
+                        if (!b->pod_node) {
+                                free(b->pods);
+                                b->pods = NULL;
+                                b->alloc_pods = 0;
+                        }
+                }
+        }
         return b;
 }
 

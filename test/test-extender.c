@@ -1628,6 +1628,75 @@ builder_sorts_pods_by_uid_and_refuses_repeats(void **state)
         free(h100);
 }
 
+/* A rebuild reserves its base's nodes and pods up front: a build on a base of any size, with
+ * fewer, as many or many more nodes and pods than the base (past the reserve, so the
+ * arrays grow again), holds every pod on its node with its GPU, and every node. */
+static void
+rebuild_on_a_base_of_any_size_keeps_every_pod(void **state)
+{
+        static const size_t base_pods[] = { 0, 3, 40 }, pods[] = { 0, 1, 3, 40, 45, 200 };
+        static const size_t nodes[] = { 1, 2, 5 };
+        struct ext_config cfg;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+
+        (void)state;
+        ext_config_default(&cfg);
+        for (size_t bp = 0; bp < ELEMENTSOF(base_pods); bp++)
+                for (size_t np = 0; np < ELEMENTSOF(pods); np++)
+                        for (size_t nn = 0; nn < ELEMENTSOF(nodes); nn++) {
+                                struct ext_cluster *base = NULL, *c = NULL;
+
+                                for (int step = 0; step < 2; step++) {
+                                        struct ext_cluster_builder *b =
+                                                ext_cluster_builder_new(&cfg, step ? base : NULL);
+                                        size_t n_nodes = step ? nodes[nn] : 2;
+                                        size_t n_pods = step ? pods[np] : base_pods[bp];
+
+                                        assert_non_null(b);
+                                        for (size_t i = 0; i < n_nodes; i++) {
+                                                char name[32];
+
+                                                snprintf(name, sizeof(name), "n%zu", i);
+                                                assert_int_equal(ext_cluster_builder_add_node(
+                                                                         b, name, h100, strlen(h100),
+                                                                         8, NULL),
+                                                                 0);
+                                        }
+                                        for (size_t i = 0; i < n_pods; i++) {
+                                                char uid[32], node[32];
+                                                struct topo_mask gpu = { 0 };
+
+                                                snprintf(uid, sizeof(uid), "s%d-pod-%zu", step, i);
+                                                snprintf(node, sizeof(node), "n%zu", i % n_nodes);
+                                                topo_mask_set(&gpu, (unsigned)(i / n_nodes % 8));
+                                                assert_int_equal(ext_cluster_builder_add_pod(
+                                                                         b, uid, "ns", uid, node, &gpu),
+                                                                 0);
+                                        }
+                                        assert_int_equal(ext_cluster_builder_finish(b, 1 + (uint64_t)step,
+                                                                                    step ? &c : &base),
+                                                         0);
+                                }
+                                assert_int_equal(c->n_nodes, nodes[nn]);
+                                assert_int_equal(c->n_pods, pods[np]);
+                                for (size_t i = 0; i < pods[np]; i++) {
+                                        char uid[32];
+                                        const struct ext_pod *p;
+
+                                        snprintf(uid, sizeof(uid), "s1-pod-%zu", i);
+                                        p = ext_cluster_find_pod(c, uid);
+                                        assert_non_null(p);
+                                        assert_int_equal(p->node, (int)(i % nodes[nn]));
+                                        assert_true(topo_mask_test(&p->gpus,
+                                                                   (unsigned)(i / nodes[nn] % 8)));
+                                }
+                                assert_null(ext_cluster_find_pod(c, "s0-pod-0"));
+                                ext_cluster_unref(c);
+                                ext_cluster_unref(base);
+                        }
+        free(h100);
+}
+
 /* ext_nodes_resolve tries the node after the last one found before the index: whatever the
  * order of the names (sorted, reversed, rotated, strided, shuffled, repeated, with unknown
  * names and near misses between), each resolves to the node the index alone finds. */
@@ -4878,6 +4947,7 @@ main(void)
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
         cmocka_unit_test(builder_sorts_pods_by_uid_and_refuses_repeats),
+        cmocka_unit_test(rebuild_on_a_base_of_any_size_keeps_every_pod),
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(filter_best_passes_the_nodes_prioritize_ranks_first),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
