@@ -29,7 +29,13 @@ struct ext_cluster_builder {
         struct ext_node *nodes;
         size_t n_pods, alloc_pods;
         struct ext_pod *pods;
-        char (*pod_node)[EXT_NAME_MAX]; /* per pod, its node name until finish resolves it */
+        /* Per pod, its node's name until finish resolves it: an offset into node_names
+         * (POD_NO_NODE: none).  Pods come by node, so a name repeating the one before is
+         * not stored again. */
+        uint32_t *pod_node;
+        char *node_names;
+        size_t n_node_names, alloc_node_names;
+        uint32_t last_node; /* offset of the last name stored, POD_NO_NODE before one */
         size_t n_classes, alloc_classes;
         struct class_slot *classes;
         const struct ext_cluster *base;
@@ -44,6 +50,8 @@ struct ext_cluster_builder {
         char keys[PLACE_MAX_KEYS][EXT_LABEL_KEY_MAX];
         bool key_named[PLACE_MAX_KEYS];
 };
+
+#define POD_NO_NODE UINT32_MAX
 
 static int
 grow(void **p, size_t *alloc, size_t need, size_t size)
@@ -313,6 +321,7 @@ ext_cluster_builder_new(const struct ext_config *cfg, const struct ext_cluster *
                 return NULL;
         b->cfg = cfg;
         b->base = base;
+        b->last_node = POD_NO_NODE;
         if (base) {
                 /* A rebuild has about its base's nodes and pods: room for them (pods an
                  * eighth more) up front, so the arrays are not grown by doubling, each
@@ -346,6 +355,7 @@ ext_cluster_builder_free(struct ext_cluster_builder *b)
         free(b->nodes);
         free(b->pods);
         free(b->pod_node);
+        free(b->node_names);
         free(b->classes);
         free(b->group_sizes);
         free(b->gids);
@@ -678,9 +688,23 @@ ext_cluster_builder_add_pod(struct ext_cluster_builder *b, const char *uid,
         (void)name;
         if (gpus)
                 p->gpus = *gpus;
-        b->pod_node[b->n_pods][0] = 0;
-        if (node)
-                memcpy(b->pod_node[b->n_pods], node, strlen(node) + 1);
+        b->pod_node[b->n_pods] = POD_NO_NODE;
+        if (node && node[0]) {
+                size_t len = strlen(node);
+
+                if (b->last_node == POD_NO_NODE || strcmp(b->node_names + b->last_node, node) != 0) {
+                        if (b->n_node_names + len + 1 > UINT32_MAX - 1)
+                                return -E2BIG;
+                        r = grow((void **)&b->node_names, &b->alloc_node_names,
+                                 b->n_node_names + len + 1, 1);
+                        if (r < 0)
+                                return r;
+                        memcpy(b->node_names + b->n_node_names, node, len + 1);
+                        b->last_node = (uint32_t)b->n_node_names;
+                        b->n_node_names += len + 1;
+                }
+                b->pod_node[b->n_pods] = b->last_node;
+        }
         b->n_pods++;
         return 0;
 }
@@ -1084,12 +1108,22 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
                 cluster_free(c);
                 return -ENOMEM;
         }
-        /* Resolve node names before sorting pods (pod_node is indexed like pods). */
-        for (size_t i = 0; i < b->n_pods; i++) {
-                const struct ext_node *n =
-                        b->pod_node[i][0] ? ext_cluster_find_node(c, b->pod_node[i]) : NULL;
+        /* Resolve node names before sorting pods (pod_node is indexed like pods), each run
+         * of one name once. */
+        {
+                uint32_t at = POD_NO_NODE;
+                int at_node = -1;
 
-                b->pods[i].node = n ? (int)(n - c->nodes) : -1;
+                for (size_t i = 0; i < b->n_pods; i++) {
+                        if (b->pod_node[i] != at && b->pod_node[i] != POD_NO_NODE) {
+                                const struct ext_node *n;
+
+                                at = b->pod_node[i];
+                                n = ext_cluster_find_node(c, b->node_names + at);
+                                at_node = n ? (int)(n - c->nodes) : -1;
+                        }
+                        b->pods[i].node = b->pod_node[i] == POD_NO_NODE ? -1 : at_node;
+                }
         }
         if (sort_pods(&b->pods, b->n_pods) < 0) {
                 cluster_free(c);

@@ -1628,9 +1628,20 @@ builder_sorts_pods_by_uid_and_refuses_repeats(void **state)
         free(h100);
 }
 
-/* A rebuild reserves its base's nodes and pods up front: a build on a base of any size, with
- * fewer, as many or many more nodes and pods than the base (past the reserve, so the
- * arrays grow again), holds every pod on its node with its GPU, and every node. */
+/* The node a pod of rebuild_on_a_base_of_any_size_keeps_every_pod names: node (runs of
+ * three pods by node), but none for every 7th pod, "" for every 11th, and a node the view
+ * does not have for every 13th, between pods of one node. */
+static const char *
+pod_node_name(size_t i, const char *node)
+{
+        return i % 7 == 6 ? NULL : i % 11 == 10 ? "" : i % 13 == 12 ? "nowhere" : node;
+}
+
+/* A rebuild reserves its base's nodes and pods up front, and keeps each run of pods' node
+ * name once: a build on a base of any size, with fewer, as many or many more nodes and pods
+ * than the base (past the reserve, so the arrays grow again), holds every pod with its GPU
+ * on its node, or on none when it names none, "" or a node the view lacks, between pods of
+ * one node. */
 static void
 rebuild_on_a_base_of_any_size_keeps_every_pod(void **state)
 {
@@ -1667,10 +1678,11 @@ rebuild_on_a_base_of_any_size_keeps_every_pod(void **state)
                                                 struct topo_mask gpu = { 0 };
 
                                                 snprintf(uid, sizeof(uid), "s%d-pod-%zu", step, i);
-                                                snprintf(node, sizeof(node), "n%zu", i % n_nodes);
-                                                topo_mask_set(&gpu, (unsigned)(i / n_nodes % 8));
+                                                snprintf(node, sizeof(node), "n%zu", i / 3 % n_nodes);
+                                                topo_mask_set(&gpu, (unsigned)(i % 8));
                                                 assert_int_equal(ext_cluster_builder_add_pod(
-                                                                         b, uid, "ns", uid, node, &gpu),
+                                                                         b, uid, "ns", uid,
+                                                                         pod_node_name(i, node), &gpu),
                                                                  0);
                                         }
                                         assert_int_equal(ext_cluster_builder_finish(b, 1 + (uint64_t)step,
@@ -1682,13 +1694,16 @@ rebuild_on_a_base_of_any_size_keeps_every_pod(void **state)
                                 for (size_t i = 0; i < pods[np]; i++) {
                                         char uid[32];
                                         const struct ext_pod *p;
+                                        const char *on;
 
                                         snprintf(uid, sizeof(uid), "s1-pod-%zu", i);
                                         p = ext_cluster_find_pod(c, uid);
                                         assert_non_null(p);
-                                        assert_int_equal(p->node, (int)(i % nodes[nn]));
-                                        assert_true(topo_mask_test(&p->gpus,
-                                                                   (unsigned)(i / nodes[nn] % 8)));
+                                        on = pod_node_name(i, "n");
+                                        assert_int_equal(p->node, on && strcmp(on, "n") == 0
+                                                                          ? (int)(i / 3 % nodes[nn])
+                                                                          : -1);
+                                        assert_true(topo_mask_test(&p->gpus, (unsigned)(i % 8)));
                                 }
                                 assert_null(ext_cluster_find_pod(c, "s0-pod-0"));
                                 ext_cluster_unref(c);
