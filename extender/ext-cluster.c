@@ -434,26 +434,56 @@ name_ok(const char *s)
         return n > 0 && n < EXT_NAME_MAX;
 }
 
+static inline uint64_t
+digest_step(uint64_t h, uint64_t w)
+{
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        return h ^ h >> 29;
+}
+
+static inline uint64_t
+rotl64(uint64_t x, unsigned r)
+{
+        return x << r | x >> (64 - r);
+}
+
 /* A hash of a node's annotation bytes and capacity, compared on every rebuild of the view
  * (every node, every rebuild: 1,000 annotations of 3 KB per pod bound in live mode), so it
- * takes 8 bytes a step; a byte-at-a-time FNV here was the largest cost of a rebuild. */
+ * takes 8 bytes a step (a byte-at-a-time FNV here was the largest cost of a rebuild) in four
+ * independent lanes of 32 bytes a round: one lane's multiply chain waited on itself and was
+ * still three quarters of node_init under kube-scheduler.  Kept in memory only. */
 static uint64_t
 topo_digest(const char *topo_json, size_t len, unsigned gpu_capacity)
 {
         uint64_t h = 1469598103934665603ull ^ gpu_capacity ^ ((uint64_t)len << 32);
+        /* Four variables, not an array: gcc -O2 kept an array's lanes in memory, at half
+         * the speed (0.35 against 0.17 us for 3.1 KB in a throwaway loop; one lane 0.58). */
+        uint64_t a = h, b = h ^ 0x243f6a8885a308d3ull, c = h ^ 0x13198a2e03707344ull,
+                 d = h ^ 0xa4093822299f31d0ull;
         size_t i = 0;
 
         if (!topo_json)
                 return h;
+        for (; i + 32 <= len; i += 32) {
+                uint64_t w[4];
+
+                memcpy(w, topo_json + i, sizeof(w));
+                a = digest_step(a, w[0]);
+                b = digest_step(b, w[1]);
+                c = digest_step(c, w[2]);
+                d = digest_step(d, w[3]);
+        }
         for (; i + 8 <= len; i += 8) {
                 uint64_t w;
 
                 memcpy(&w, topo_json + i, 8);
-                h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-                h ^= h >> 29;
+                a = digest_step(a, w);
         }
         for (; i < len; i++)
-                h = (h ^ (unsigned char)topo_json[i]) * 1099511628211ull;
+                a = (a ^ (unsigned char)topo_json[i]) * 1099511628211ull;
+        h = digest_step(a, rotl64(b, 17));
+        h = digest_step(h, rotl64(c, 31));
+        h = digest_step(h, rotl64(d, 47));
         return h ^ 0x5bd1e995u;
 }
 

@@ -1628,6 +1628,46 @@ builder_sorts_pods_by_uid_and_refuses_repeats(void **state)
         free(h100);
 }
 
+/* The digest a rebuild compares to reuse a node unparsed tells every change: the node's
+ * annotation with any one byte changed (each of the digest's four lanes, the 8-byte steps
+ * after them and the last bytes) gets a digest of its own, the same bytes the base's. */
+static void
+rebuild_digest_sees_any_byte_changed(void **state)
+{
+        struct ext_config cfg;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+        size_t len = strlen(h100);
+        struct ext_cluster *base = NULL;
+        struct ext_cluster_builder *b;
+        char *copy = malloc(len + 1);
+
+        (void)state;
+        assert_non_null(copy);
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n", h100, len, 8, NULL), 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &base), 0);
+        for (size_t i = 0; i <= len; i++) {
+                struct ext_cluster *c = NULL;
+
+                memcpy(copy, h100, len + 1);
+                if (i < len)
+                        copy[i] ^= 0x01; /* i == len: unchanged */
+                b = ext_cluster_builder_new(&cfg, base);
+                assert_int_equal(ext_cluster_builder_add_node(b, "n", copy, len, 8, NULL), 0);
+                assert_int_equal(ext_cluster_builder_finish(b, 2, &c), 0);
+                if (i < len)
+                        assert_true(c->nodes[0].topo_digest != base->nodes[0].topo_digest);
+                else
+                        assert_true(c->nodes[0].topo_digest == base->nodes[0].topo_digest &&
+                                    c->nodes[0].cls == base->nodes[0].cls);
+                ext_cluster_unref(c);
+        }
+        ext_cluster_unref(base);
+        free(copy);
+        free(h100);
+}
+
 /* The node a pod of rebuild_on_a_base_of_any_size_keeps_every_pod names: node (runs of
  * three pods by node), but none for every 7th pod, "" for every 11th, and a node the view
  * does not have for every 13th, between pods of one node. */
@@ -4963,6 +5003,7 @@ main(void)
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
         cmocka_unit_test(builder_sorts_pods_by_uid_and_refuses_repeats),
         cmocka_unit_test(rebuild_on_a_base_of_any_size_keeps_every_pod),
+        cmocka_unit_test(rebuild_digest_sees_any_byte_changed),
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(filter_best_passes_the_nodes_prioritize_ranks_first),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
