@@ -49,6 +49,10 @@ struct ext_cluster_builder {
          * slot), and whether a PodGroup of this build named each; finish keeps those. */
         char keys[PLACE_MAX_KEYS][EXT_LABEL_KEY_MAX];
         bool key_named[PLACE_MAX_KEYS];
+        /* ext_cluster_builder_sources(): the new view's source, and whether the base's
+         * topo_src may be compared (its source is alive). */
+        const void *source;
+        bool base_sources_alive;
 };
 
 #define POD_NO_NODE UINT32_MAX
@@ -343,6 +347,15 @@ ext_cluster_builder_new(const struct ext_config *cfg, const struct ext_cluster *
         return b;
 }
 
+void
+ext_cluster_builder_sources(struct ext_cluster_builder *b, const void *source, const void *alive)
+{
+        if (!b)
+                return;
+        b->source = source;
+        b->base_sources_alive = b->base && alive && b->base->source == alive;
+}
+
 struct ext_cluster_builder *
 ext_cluster_builder_free(struct ext_cluster_builder *b)
 {
@@ -499,11 +512,24 @@ node_init(struct ext_node *n, struct ext_cluster_builder *b, const struct ext_co
 
         if (!name_ok(name))
                 return -EINVAL;
-        node.topo_digest = topo_digest(topo_json, len, gpu_capacity);
         old = b && b->base ? ext_cluster_find_node(b->base, name) : NULL;
+        /* The same bytes at the same address of a live immutable source: unchanged. */
+        if (old && b->base_sources_alive && topo_json && old->topo_src == topo_json &&
+            old->topo_src_len == len && old->topo_src_cap == gpu_capacity)
+                node.topo_digest = old->topo_digest;
+        else
+                node.topo_digest = topo_digest(topo_json, len, gpu_capacity);
+        if (b && b->source && topo_json && len <= UINT32_MAX) {
+                node.topo_src = topo_json;
+                node.topo_src_len = (uint32_t)len;
+                node.topo_src_cap = gpu_capacity;
+        }
         if (old && old->topo_digest == node.topo_digest && old->cls &&
             class_register(b, old->cls) == 0) {
                 *n = *old;
+                n->topo_src = node.topo_src;
+                n->topo_src_len = node.topo_src_len;
+                n->topo_src_cap = node.topo_src_cap;
                 n->used = (struct topo_mask){ 0 };
                 /* Labels come again after the node: they may have changed. */
                 memset(n->label_domain, 0, sizeof(n->label_domain));
@@ -1104,6 +1130,7 @@ ext_cluster_builder_finish(struct ext_cluster_builder *b, uint64_t gen, struct e
         c->n_ref = 1;
         c->generation = gen;
         c->serial = next_serial();
+        c->source = b->source;
         c->classes = calloc(MAX(b->n_classes, (size_t)1), sizeof(*c->classes));
         if (!c->classes) {
                 free(c);
@@ -1255,6 +1282,7 @@ ext_cluster_with_pod(const struct ext_cluster *c, const struct ext_config *cfg, 
         next->n_ref = 1;
         next->generation = c->generation + 1;
         next->serial = next_serial();
+        next->source = c->source; /* the same node records */
         next->nodes = nodes_alloc(c->n_nodes);
         next->pods = malloc((c->n_pods + 1) * sizeof(*next->pods));
         next->classes = malloc(MAX(c->n_classes, (size_t)1) * sizeof(*next->classes));

@@ -187,6 +187,12 @@ struct ext_node {
          * "Groups"); pods bound there still count, and filter still answers for it (a pod
          * that tolerates the taint may be placed there by the scheduler). */
         bool closed;
+        /* Where its annotation's bytes were when this view was built, their length and the
+         * capacity given, when the builder was told they stay unchanged at that address
+         * while the view's source lives (ext_cluster_builder_sources(): live mode's cache
+         * objects); NULL otherwise.  Compared, never read. */
+        const char *topo_src;
+        uint32_t topo_src_len, topo_src_cap;
 };
 _Static_assert(TOPO_MAX_GPUS <= UINT8_MAX, "ext_node.n_gpus is a uint8_t");
 _Static_assert(offsetof(struct ext_node, name) == 48, "a node's hot fields and 16 bytes of "
@@ -212,6 +218,9 @@ struct ext_cluster {
         struct ext_pod *pods;
         size_t n_classes;
         struct score_class **classes; /* distinct classes, for metrics and reuse */
+        /* The source its nodes' topo_src point into (ext_cluster_builder_sources()), NULL
+         * none: a later build trusts them only while that source is alive. */
+        const void *source;
         size_t index_size;            /* private: open-addressing name index of nodes */
         uint64_t *index;
         /* Nodes that share a class, annotated-ness and free GPUs (healthy, not used by
@@ -310,6 +319,14 @@ struct ext_cluster_builder *ext_cluster_builder_new(const struct ext_config *cfg
                                                     const struct ext_cluster *base);
 struct ext_cluster_builder *ext_cluster_builder_free(struct ext_cluster_builder *b);
 DEFINE_CLEANUP_FUNC(struct ext_cluster_builder, ext_cluster_builder_free)
+/* The nodes' annotations come from source, immutable objects whose bytes stay unchanged at
+ * their address while source is referenced (live mode: a kube snapshot); alive: the source
+ * the base view was built from, if the caller still holds it (else NULL).  Then a node
+ * whose annotation is at the same address, of the same length and capacity, as its base
+ * record's is known unchanged without hashing its bytes (the digest read every node's
+ * annotation, cold, on every rebuild).  Without this call every annotation is hashed. */
+void ext_cluster_builder_sources(struct ext_cluster_builder *b, const void *source,
+                                 const void *alive);
 
 /* Adds a node.  topo_json/len is its topofit.io/topology annotation (NULL when absent);
  * gpu_capacity is its allocatable GPU count, used when the annotation is absent or bad.

@@ -229,6 +229,10 @@ rebuild(struct ext_live *lv, struct kube_snapshot *ks)
 
         if (!b)
                 return -ENOMEM;
+        /* The cache's objects are immutable and the last rebuild's snapshot (lv->prev, which
+         * the base view was built from) is held until this one is installed: a node whose
+         * annotation is still the same object is not hashed again. */
+        ext_cluster_builder_sources(b, ks, lv->prev);
         while (cap < 2 * ks->n_pods)
                 cap *= 2;
         memo = calloc(cap, sizeof(*memo));

@@ -133,6 +133,8 @@ rebuild(const struct node_set *set, const struct ext_config *cfg, const struct e
 
         if (!b)
                 exit(1);
+        /* As live mode does: the decoded nodes are the source, alive across rebuilds. */
+        ext_cluster_builder_sources(b, set, set);
         ext__live_key_lengths(cfg, b, bits);
         for (size_t i = 0; r >= 0 && i < set->n; i++)
                 r = ext__live_add_node(b, &set->obj[i]->node, bits);

@@ -1668,6 +1668,65 @@ rebuild_digest_sees_any_byte_changed(void **state)
         free(h100);
 }
 
+/* A node whose annotation is the same object of a source still alive is not hashed again:
+ * shown by changing the bytes in place (which a live source never does), which such a
+ * rebuild does not see, while one whose base's source is not the one alive, one given no
+ * source, and one given the bytes at another address each hash them and see the change. */
+static void
+rebuild_skips_the_digest_for_the_same_live_object(void **state)
+{
+        static const struct {
+                bool sources, alive_is_base, same_address;
+                bool sees_change;
+        } cases[] = {
+                { true, true, true, false },   /* trusted: the old digest is kept */
+                { true, false, true, true },   /* the base's source is not the alive one */
+                { false, true, true, true },   /* no sources: hashed */
+                { true, true, false, true },   /* another address: hashed */
+        };
+        static int token_a, token_b, token_c;
+        struct ext_config cfg;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+        size_t len = strlen(h100);
+
+        (void)state;
+        ext_config_default(&cfg);
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                struct ext_cluster *base = NULL, *c = NULL;
+                struct ext_cluster_builder *b = ext_cluster_builder_new(&cfg, NULL);
+                char *bytes = strdup(h100), *other = strdup(h100);
+
+                assert_true(bytes && other);
+                ext_cluster_builder_sources(b, &token_a, NULL);
+                assert_int_equal(ext_cluster_builder_add_node(b, "n", bytes, len, 8, NULL), 0);
+                assert_int_equal(ext_cluster_builder_finish(b, 1, &base), 0);
+                assert_ptr_equal(base->source, &token_a);
+                assert_ptr_equal(base->nodes[0].topo_src, bytes);
+
+                bytes[len / 2] ^= 0x01;
+                other[len / 2] ^= 0x01;
+                b = ext_cluster_builder_new(&cfg, base);
+                if (cases[k].sources)
+                        ext_cluster_builder_sources(b, &token_b,
+                                                    cases[k].alive_is_base ? (void *)&token_a
+                                                                           : (void *)&token_c);
+                assert_int_equal(ext_cluster_builder_add_node(
+                                         b, "n", cases[k].same_address ? bytes : other, len, 8,
+                                         NULL),
+                                 0);
+                assert_int_equal(ext_cluster_builder_finish(b, 2, &c), 0);
+                assert_int_equal(c->nodes[0].topo_digest != base->nodes[0].topo_digest,
+                                 cases[k].sees_change);
+                assert_ptr_equal(c->nodes[0].topo_src,
+                                 cases[k].sources ? (cases[k].same_address ? bytes : other) : NULL);
+                ext_cluster_unref(c);
+                ext_cluster_unref(base);
+                free(bytes);
+                free(other);
+        }
+        free(h100);
+}
+
 /* The node a pod of rebuild_on_a_base_of_any_size_keeps_every_pod names: node (runs of
  * three pods by node), but none for every 7th pod, "" for every 11th, and a node the view
  * does not have for every 13th, between pods of one node. */
@@ -5004,6 +5063,7 @@ main(void)
         cmocka_unit_test(builder_sorts_pods_by_uid_and_refuses_repeats),
         cmocka_unit_test(rebuild_on_a_base_of_any_size_keeps_every_pod),
         cmocka_unit_test(rebuild_digest_sees_any_byte_changed),
+        cmocka_unit_test(rebuild_skips_the_digest_for_the_same_live_object),
                 cmocka_unit_test(prioritize_fills_the_fuller_leaf_when_losses_tie),
                 cmocka_unit_test(filter_best_passes_the_nodes_prioritize_ranks_first),
                 cmocka_unit_test(node_lookup_finds_names_in_any_order),
