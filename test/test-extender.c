@@ -1736,6 +1736,77 @@ pod_node_name(size_t i, const char *node)
         return i % 7 == 6 ? NULL : i % 11 == 10 ? "" : i % 13 == 12 ? "nowhere" : node;
 }
 
+/* Many pods, as a large cluster's rebuild sorts them (a radix sort on the UIDs' first 8
+ * bytes, then the ties by strcmp): random UUIDs, UIDs that share their first 8 bytes in
+ * runs, short ones and ones with high bytes, added in a shuffled order, come out in strcmp
+ * order and are each found. */
+static void
+builder_sorts_many_pods_by_uid(void **state)
+{
+        enum { N = 3000 };
+        struct ext_config cfg;
+        char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
+        char (*uids)[EXT_UID_MAX] = calloc(N, sizeof(*uids));
+        size_t *order = calloc(N, sizeof(*order));
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+
+        (void)state;
+        assert_true(uids && order);
+        ext_config_default(&cfg);
+        for (size_t i = 0; i < N; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                switch (i % 4) {
+                case 0:
+                        snprintf(uids[i], EXT_UID_MAX, "%08x-%04x-4%03x-a%03x-%012llx",
+                                 (unsigned)(x >> 32), (unsigned)(x >> 16) & 0xffff,
+                                 (unsigned)(x >> 8) & 0xfff, (unsigned)x & 0xfff,
+                                 (unsigned long long)(x ^ (x >> 13)) & 0xffffffffffffull);
+                        break;
+                case 1:
+                        snprintf(uids[i], EXT_UID_MAX, "same8pfx-%zu", i);
+                        break;
+                case 2:
+                        snprintf(uids[i], EXT_UID_MAX, "%zx", i);
+                        break;
+                default:
+                        snprintf(uids[i], EXT_UID_MAX, "\xff%c-%zu", (char)('a' + i % 26), i);
+                }
+                order[i] = i;
+        }
+        for (size_t i = N - 1; i > 0; i--) {
+                size_t j, t;
+
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                j = (size_t)(x >> 33) % (i + 1);
+                t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+        }
+        b = ext_cluster_builder_new(&cfg, NULL);
+        assert_int_equal(ext_cluster_builder_add_node(b, "n", h100, strlen(h100), 8, NULL), 0);
+        for (size_t i = 0; i < N; i++)
+                assert_int_equal(ext_cluster_builder_add_pod(b, uids[order[i]], "ns", "p", "n",
+                                                             NULL),
+                                 0);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_int_equal(c->n_pods, N);
+        for (size_t i = 1; i < N; i++)
+                assert_true(strcmp(c->pods[i - 1].uid, c->pods[i].uid) < 0);
+        for (size_t i = 0; i < N; i++) {
+                const struct ext_pod *p = ext_cluster_find_pod(c, uids[i]);
+
+                assert_non_null(p);
+                assert_string_equal(p->uid, uids[i]);
+                assert_int_equal(p->node, 0);
+        }
+        ext_cluster_unref(c);
+        free(order);
+        free(uids);
+        free(h100);
+}
+
 /* A rebuild reserves its base's nodes and pods up front, and keeps each run of pods' node
  * name once: a build on a base of any size, with fewer, as many or many more nodes and pods
  * than the base (past the reserve, so the arrays grow again), holds every pod with its GPU
@@ -5061,6 +5132,7 @@ main(void)
                 cmocka_unit_test(prioritize_prefers_nvlink_and_reserves_on_the_best_node),
                 cmocka_unit_test(builder_sorts_nodes_and_refuses_repeats),
         cmocka_unit_test(builder_sorts_pods_by_uid_and_refuses_repeats),
+        cmocka_unit_test(builder_sorts_many_pods_by_uid),
         cmocka_unit_test(rebuild_on_a_base_of_any_size_keeps_every_pod),
         cmocka_unit_test(rebuild_digest_sees_any_byte_changed),
         cmocka_unit_test(rebuild_skips_the_digest_for_the_same_live_object),
