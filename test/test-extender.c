@@ -1570,6 +1570,22 @@ builder_sorts_nodes_and_refuses_repeats(void **state)
         }
 }
 
+/* c holds exactly the n pods uids names, in strcmp order, each found on node 0. */
+static void
+assert_pods_in_uid_order(const struct ext_cluster *c, const char *const *uids, size_t n)
+{
+        assert_int_equal(c->n_pods, n);
+        for (size_t i = 1; i < n; i++)
+                assert_true(strcmp(c->pods[i - 1].uid, c->pods[i].uid) < 0);
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_pod *p = ext_cluster_find_pod(c, uids[i]);
+
+                assert_non_null(p);
+                assert_string_equal(p->uid, uids[i]);
+                assert_int_equal(p->node, 0);
+        }
+}
+
 /* Pods too come in any order (live mode's by node, then name): the view holds them in UID
  * order (strcmp's, which ext_cluster_find_pod searches), with their nodes and GPUs, and a
  * repeated UID is refused.  The UIDs share long prefixes, differ only after their first 8
@@ -1610,15 +1626,10 @@ builder_sorts_pods_by_uid_and_refuses_repeats(void **state)
                         assert_int_equal(ext_cluster_builder_finish(b, 1, &c), repeat ? -EEXIST : 0);
                         if (repeat)
                                 continue;
-                        assert_int_equal(c->n_pods, n);
-                        for (size_t i = 1; i < n; i++)
-                                assert_true(strcmp(c->pods[i - 1].uid, c->pods[i].uid) < 0);
+                        assert_pods_in_uid_order(c, uids, n);
                         for (size_t i = 0; i < n; i++) {
                                 const struct ext_pod *p = ext_cluster_find_pod(c, uids[i]);
 
-                                assert_non_null(p);
-                                assert_string_equal(p->uid, uids[i]);
-                                assert_int_equal(p->node, 0);
                                 assert_true(topo_mask_test(&p->gpus, (unsigned)(i % 8)));
                                 assert_int_equal(topo_mask_count(&p->gpus), 1);
                         }
@@ -1748,12 +1759,13 @@ builder_sorts_many_pods_by_uid(void **state)
         char *h100 = annotation_of("dgx-h100-12nic-talos.txt");
         char (*uids)[EXT_UID_MAX] = calloc(N, sizeof(*uids));
         size_t *order = calloc(N, sizeof(*order));
+        const char **names = calloc(N, sizeof(*names));
         struct ext_cluster_builder *b;
         struct ext_cluster *c = NULL;
         uint64_t x = 0x9e3779b97f4a7c15ull;
 
         (void)state;
-        assert_true(uids && order);
+        assert_true(uids && order && names);
         ext_config_default(&cfg);
         for (size_t i = 0; i < N; i++) {
                 x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -1791,17 +1803,11 @@ builder_sorts_many_pods_by_uid(void **state)
                                                              NULL),
                                  0);
         assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
-        assert_int_equal(c->n_pods, N);
-        for (size_t i = 1; i < N; i++)
-                assert_true(strcmp(c->pods[i - 1].uid, c->pods[i].uid) < 0);
-        for (size_t i = 0; i < N; i++) {
-                const struct ext_pod *p = ext_cluster_find_pod(c, uids[i]);
-
-                assert_non_null(p);
-                assert_string_equal(p->uid, uids[i]);
-                assert_int_equal(p->node, 0);
-        }
+        for (size_t i = 0; i < N; i++)
+                names[i] = uids[i];
+        assert_pods_in_uid_order(c, names, N);
         ext_cluster_unref(c);
+        free(names);
         free(order);
         free(uids);
         free(h100);
