@@ -32,6 +32,8 @@
 #define DP_REGISTER_TIMEOUT_MS 5000
 #define DP_PODRES_TIMEOUT_MS 5000
 #define DP_REGISTER_BACKOFF_MAX_MS 10000
+#define DP_PUBLISH_BACKOFF_MIN_MS 500
+#define DP_PUBLISH_BACKOFF_MAX_MS 30000
 #define DP_MAX_PODS_FILE_BYTES (64u << 20)
 #define DP_MISMATCH_ANNOTATION "topofit.io/gpus-observed"
 #define DP_CLASS_LABEL "topofit.io/topology-class"
@@ -67,6 +69,12 @@ struct dp_opts {
 
 struct dp_daemon {
         struct dp_opts o;
+        /* The topology annotation is to be written (again): at the start and when
+         * rediscovery changes the topology, retried with a backoff until it is, since the
+         * Node may not exist yet (the kubelet registers it) or the API server may be down.
+         * Main thread only. */
+        bool publish_due;
+        int64_t publish_next_ms, publish_backoff_ms;
         char plugin_path[256];
         char kubelet_path[256];
         struct topo *topo;
@@ -574,7 +582,9 @@ rediscover(struct dp_daemon *d)
         if (!topo_equal(t, d->topo)) {
                 topo_unref(d->topo);
                 d->topo = t;
-                (void)publish_topology(d);
+                d->publish_due = true;
+                d->publish_next_ms = 0;
+                d->publish_backoff_ms = DP_PUBLISH_BACKOFF_MIN_MS;
         } else {
                 topo_unref(t);
         }
@@ -716,7 +726,23 @@ daemon_new(const struct dp_opts *o, struct dp_daemon **ret)
         return 0;
 }
 
-/* The API server side: the watch of this node's pods, and the topology published once. */
+/* Writes the topology annotation when it is due and its backoff has passed; a failure (the
+ * Node not there yet, the API server down: publish_topology() logs it) doubles the wait. */
+static void
+keep_published(struct dp_daemon *d, int64_t now)
+{
+        if (!d->publish_due || now < d->publish_next_ms)
+                return;
+        if (publish_topology(d) >= 0) {
+                d->publish_due = false;
+                return;
+        }
+        d->publish_next_ms = now + d->publish_backoff_ms;
+        d->publish_backoff_ms = MIN(d->publish_backoff_ms * 2, DP_PUBLISH_BACKOFF_MAX_MS);
+}
+
+/* The API server side: the watch of this node's pods, and the topology published (retried
+ * from the main loop until it is). */
 static int
 kube_start(struct dp_daemon *d)
 {
@@ -749,7 +775,10 @@ kube_start(struct dp_daemon *d)
                 log_error("cannot start the pod watch", "why=%s", LOG_V(strerror(-r)));
                 return r;
         }
-        (void)publish_topology(d);
+        d->publish_due = true;
+        d->publish_next_ms = 0;
+        d->publish_backoff_ms = DP_PUBLISH_BACKOFF_MIN_MS;
+        keep_published(d, now_ms());
         return 0;
 }
 
@@ -865,6 +894,7 @@ run(struct dp_opts *o)
                 if (keep_serving(d, &reg) < 0)
                         break;
                 keep_registered(d, &reg, now);
+                keep_published(d, now);
                 pthread_mutex_lock(&d->lock);
                 pods_file_refresh_locked(d);
                 pthread_mutex_unlock(&d->lock);

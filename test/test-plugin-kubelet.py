@@ -750,6 +750,26 @@ try:
     check("without_an_api_server_a_pods_file_feeds_the_cache_and_is_re_read",
           first_static == gpus(3) and second_static == gpus(6) and static_code == 0,
           (first_static, second_static, static_code))
+
+    # The Node may not exist yet when topofit-node starts (the kubelet registers it), or the
+    # API server may be down: the annotation is written once it can be, not tried once.
+    plugin.send_signal(signal.SIGTERM)
+    plugin.wait(10)
+    API.call("DELETE", "/api/v1/nodes/" + NODE)
+    seen = len(log_text())
+    plugin = start_plugin()
+    wait_for(lambda: "cannot read the node" in log_text()[seen:], 10)
+    missing_first = "cannot read the node" in log_text()[seen:]
+    API.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
+
+    def annotation_now():
+        n = API.call("GET", "/api/v1/nodes/" + NODE)
+        return n["metadata"].get("annotations", {}).get("topofit.io/topology")
+    wait_for(annotation_now, 15)
+    late = annotation_now()
+    check("topology_annotation_is_written_once_the_node_exists",
+          missing_first and late is not None and json.loads(late)["gpus"][3]["uuid"] == UUIDS[3],
+          (missing_first, late))
 finally:
     if plugin and plugin.poll() is None:
         plugin.send_signal(signal.SIGTERM)
