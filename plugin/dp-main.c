@@ -112,6 +112,16 @@ now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The topology annotation is to be written from now on (keep_published() tries it, with a
+ * fresh backoff).  Main thread only. */
+static void
+publish_soon(struct dp_daemon *d)
+{
+        d->publish_due = true;
+        d->publish_next_ms = 0;
+        d->publish_backoff_ms = DP_PUBLISH_BACKOFF_MIN_MS;
+}
+
 static int
 device_index(const struct dp_daemon *d, const char *id)
 {
@@ -582,9 +592,7 @@ rediscover(struct dp_daemon *d)
         if (!topo_equal(t, d->topo)) {
                 topo_unref(d->topo);
                 d->topo = t;
-                d->publish_due = true;
-                d->publish_next_ms = 0;
-                d->publish_backoff_ms = DP_PUBLISH_BACKOFF_MIN_MS;
+                publish_soon(d);
         } else {
                 topo_unref(t);
         }
@@ -775,9 +783,7 @@ kube_start(struct dp_daemon *d)
                 log_error("cannot start the pod watch", "why=%s", LOG_V(strerror(-r)));
                 return r;
         }
-        d->publish_due = true;
-        d->publish_next_ms = 0;
-        d->publish_backoff_ms = DP_PUBLISH_BACKOFF_MIN_MS;
+        publish_soon(d);
         keep_published(d, now_ms());
         return 0;
 }
