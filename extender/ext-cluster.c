@@ -125,6 +125,7 @@ cluster_free(struct ext_cluster *c)
         free(c->classes);
         free(c->index);
         free(c->node_state);
+        ext__verdict_memo_free(c->verdicts);
         free(c->group_sizes);
         free(c->pod_groups);
         place_view_unref(c->place);
@@ -1129,6 +1130,7 @@ cluster_states(struct ext_cluster *c)
         free(c->node_state);
         c->node_state = NULL;
         c->n_states = 0;
+        c->verdicts = ext__verdict_memo_free(c->verdicts);
         while (size < 2 * c->n_nodes)
                 size *= 2;
         slot = calloc(size, sizeof(*slot));
@@ -1162,6 +1164,8 @@ cluster_states(struct ext_cluster *c)
                         c->node_state[i] = c->node_state[slot[k] - 1];
         }
         free(slot);
+        /* Verdicts kept per state across requests; without a memo, decided per request. */
+        c->verdicts = ext__verdict_memo_new();
 }
 
 /* A snapshot's serial: one count for the process, from 1. */

@@ -71,6 +71,37 @@ bool ext__ledger_maybe_empty(struct ext_ledger *l);
  * each pod group was given, and the room held there for its pods not yet bound. */
 struct place_groups *ext__ledger_groups(struct ext_ledger *l);
 
+/* --- verdicts kept per snapshot across requests (ext-verdict-memo.c) ----------------------- */
+/* A table holds at most this many bytes (its states' verdicts and flags): a snapshot of more
+ * node states goes without; a memo keeps at most EXT_VERDICT_TABLES tables. */
+#define EXT_VERDICT_TABLE_MAX_BYTES (1u << 20)
+#define EXT_VERDICT_TABLES 8
+
+/* All that a node state's verdict depends on besides the snapshot: what decide() reads of
+ * the request and the configuration, and whether the cluster term's loss is in it. */
+struct ext_verdict_key {
+        unsigned count, require;
+        int placement;
+        bool with_priority, reject_unannotated, loss;
+};
+
+struct ext_verdict_memo *ext__verdict_memo_new(void);
+struct ext_verdict_memo *ext__verdict_memo_free(struct ext_verdict_memo *m);
+/* The table of key's verdicts for a snapshot of n_states node states, made when missing
+ * (the least recently used making room when the memo is full); a reference, dropped with
+ * ext__verdict_table_unref.  NULL without a memo, when too large, or when memory is short. */
+struct ext_verdict_table *ext__verdict_table_get(struct ext_verdict_memo *m,
+                                                 const struct ext_verdict_key *key,
+                                                 uint32_t n_states);
+struct ext_verdict_table *ext__verdict_table_unref(struct ext_verdict_table *t);
+DEFINE_CLEANUP_FUNC(struct ext_verdict_table, ext__verdict_table_unref)
+/* State's verdict into ret when one was written: true; false otherwise (ret untouched). */
+bool ext__verdict_table_read(const struct ext_verdict_table *t, uint32_t state,
+                             struct ext_verdict *ret);
+/* Records state's verdict unless one is written or being written. */
+void ext__verdict_table_write(struct ext_verdict_table *t, uint32_t state,
+                              const struct ext_verdict *v);
+
 /* --- the codec's shared pieces (ext-codec.c) ------------------------------------------------ */
 #define EXT_MAX_QUANTITY_LEN 32
 #define EXT_WHY_REPEATED "a JSON object in the request repeats a key that the extender reads " \

@@ -230,6 +230,9 @@ struct ext_cluster {
          * key.  NULL when it could not be built (then every node is hashed). */
         uint32_t *node_state;
         uint32_t n_states;
+        /* Verdicts per node state of the request shapes seen in this snapshot, kept across
+         * requests (ext-verdict-memo.c; mutable, with its own lock); NULL: none kept. */
+        struct ext_verdict_memo *verdicts;
         /* The cluster term's view of this snapshot (placement/), indexed like nodes; NULL
          * when the term is off (cluster_share 0) or could not be built (then prioritize
          * goes without it). */

@@ -573,6 +573,7 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
          * under the ledger's lock: beside the verdicts in compact mode, so the copies'
          * verdicts are never touched; in ret[i].free without. */
         CLEANUP(freep) struct topo_mask *freev = NULL;
+        CLEANUP(ext__verdict_table_unrefp) struct ext_verdict_table *kept = NULL;
         uint32_t *first = NULL;
 
         for (size_t i = 0; rep && i < n; i++)
@@ -615,8 +616,18 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
          * without a hold: first[s] is the node whose verdict state s's nodes share. */
         if (c && c->node_state && memo.slots && (!holds || n_held >= 0)) {
                 first = malloc(MAX((size_t)c->n_states, (size_t)1) * sizeof(*first));
-                if (first)
+                if (first) {
+                        struct ext_verdict_key key = {
+                                .count = req->count, .require = req->require,
+                                .placement = (int)req->placement, .with_priority = with_priority,
+                                .reject_unannotated = cfg->unannotated == EXT_UNANNOTATED_REJECT,
+                                .loss = with_priority && c->place && cfg->place.cluster_share > 0,
+                        };
+
                         memset(first, 0xff, c->n_states * sizeof(*first));
+                        /* The states' verdicts that earlier requests of this shape decided. */
+                        kept = ext__verdict_table_get(c->verdicts, &key, c->n_states);
+                }
         }
         for (size_t i = 0; i < n; i++) {
                 struct memo_slot *m = NULL;
@@ -648,12 +659,16 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
                                 continue;
                         }
                         if (state != EXT_NO_STATE) {
-                                free = nodes[i]->healthy;
-                                topo_mask_andnot(&free, &nodes[i]->used);
-                                decide(cfg, req, nodes[i], &free, with_priority, &ret[i]);
-                                if (with_priority && ret[i].r == 0 && c->place &&
-                                    cfg->place.cluster_share > 0)
-                                        ret[i].loss = node_loss(c, nodes[i], &ret[i]);
+                                if (!ext__verdict_table_read(kept, state, &ret[i])) {
+                                        free = nodes[i]->healthy;
+                                        topo_mask_andnot(&free, &nodes[i]->used);
+                                        decide(cfg, req, nodes[i], &free, with_priority,
+                                               &ret[i]);
+                                        if (with_priority && ret[i].r == 0 && c->place &&
+                                            cfg->place.cluster_share > 0)
+                                                ret[i].loss = node_loss(c, nodes[i], &ret[i]);
+                                        ext__verdict_table_write(kept, state, &ret[i]);
+                                }
                                 first[state] = (uint32_t)i;
                                 fits += ret[i].r == 0;
                                 continue;

@@ -5012,6 +5012,308 @@ ledger_remembers_requests_and_grants_for_later_requests(void **state)
         ext_ledger_free(l);
 }
 
+/* --- verdicts kept per snapshot across requests (ext-verdict-memo.c) --------------------- */
+
+/* A mixed cluster for the kept-verdict tests, the same for the same seed: HGX H100 and
+ * DGX-1 V100 nodes (annotated), 8-GPU nodes without an annotation, random GPUs used, the
+ * first half under one leaf label (the cluster term's view). */
+enum { KEPT_NODES = 40 };
+
+static struct ext_cluster *
+kept_cluster(const struct ext_config *cfg, unsigned seed)
+{
+        static const char *const files[] = { "dgx-h100-12nic-talos.txt", "dgx1-v100-sxm2-oneflow.txt" };
+        struct ext_cluster_builder *b = ext_cluster_builder_new(cfg, NULL);
+        struct ext_cluster *c = NULL;
+        char *json[2];
+
+        assert_non_null(b);
+        for (unsigned k = 0; k < 2; k++)
+                json[k] = annotation_of(files[k]);
+        for (unsigned i = 0; i < KEPT_NODES; i++) {
+                char name[16], uid[24];
+                struct topo_mask used = { 0 };
+                unsigned kind = i % 3;
+
+                snprintf(name, sizeof(name), "k%02u", i);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, kind < 2 ? json[kind] : NULL,
+                                                              kind < 2 ? strlen(json[kind]) : 0, 8,
+                                                              NULL),
+                                 0);
+                if (i < KEPT_NODES / 2)
+                        assert_int_equal(ext_cluster_builder_node_label(
+                                                 b, "network.topology.nvidia.com/leaf", "leaf-a"),
+                                         0);
+                /* A few used-GPU patterns, so that states repeat across nodes. */
+                seed = seed * 1103515245u + 12345u;
+                for (unsigned g = 0; g < 8; g++)
+                        if ((seed >> 16) & (1u << ((g + i % 4) % 8)) & 0x5a)
+                                topo_mask_set(&used, g);
+                if (topo_mask_count(&used) > 0) {
+                        snprintf(uid, sizeof(uid), "busy-%u", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name, &used),
+                                         0);
+                }
+        }
+        for (unsigned k = 0; k < 2; k++)
+                free(json[k]);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        return c;
+}
+
+/* One request shape of the kept-verdict tests: every field of ext_verdict_key varied. */
+struct kept_shape {
+        unsigned count;
+        enum ext_placement placement;
+        bool prioritize, reject, no_share;
+};
+
+static struct kept_shape
+kept_shape_at(unsigned k)
+{
+        static const unsigned counts[] = { 0, 1, 2, 3, 4, 8 };
+
+        return (struct kept_shape){ .count = counts[k % ELEMENTSOF(counts)],
+                                    .placement = (enum ext_placement)(k / 6 % _EXT_PLACEMENT_MAX),
+                                    .prioritize = k / 42 % 2, .reject = k / 84 % 2,
+                                    .no_share = k / 168 % 2 };
+}
+#define KEPT_SHAPES 336
+
+/* The verdicts of one request of shape s over nodes (fresh ledger); returns the fit count. */
+static int
+kept_run(const struct ext_cluster *c, const struct kept_shape *s,
+         const struct ext_node *const *nodes, size_t n, struct ext_verdict *ret)
+{
+        struct ext_config cfg;
+        struct ext_request req = { .uid = "kept-asker", .count = s->count,
+                                   .placement = s->placement,
+                                   .require = ext_placement_require(s->placement) };
+        struct ext_ledger *l;
+        int fits;
+
+        ext_config_default(&cfg);
+        if (s->reject)
+                cfg.unannotated = EXT_UNANNOTATED_REJECT;
+        if (s->no_share)
+                cfg.place.cluster_share = 0;
+        l = ext_ledger_new(&cfg);
+        assert_non_null(l);
+        fits = s->prioritize ? ext_prioritize(c, l, &cfg, &req, nodes, n, 0, ret)
+                             : ext_filter(c, l, &cfg, &req, nodes, n, 0, ret);
+        ext_ledger_free(l);
+        return fits;
+}
+
+static void
+assert_verdicts_equal(const struct ext_verdict *a, const struct ext_verdict *b, size_t n,
+                      unsigned shape)
+{
+        for (size_t i = 0; i < n; i++) {
+                bool same = a[i].r == b[i].r && a[i].priority == b[i].priority &&
+                            (a[i].why == b[i].why ||
+                             (a[i].why && b[i].why && strcmp(a[i].why, b[i].why) == 0)) &&
+                            a[i].loss == b[i].loss && a[i].off_domain == b[i].off_domain &&
+                            a[i].planned == b[i].planned && topo_mask_equal(&a[i].free, &b[i].free) &&
+                            (a[i].r != 0 || (topo_mask_equal(&a[i].choice.set, &b[i].choice.set) &&
+                                             a[i].choice.busbw_gbps == b[i].choice.busbw_gbps));
+
+                if (!same)
+                        fail_msg("shape %u, node %zu: r %d/%d priority %d/%d loss %g/%g why %s/%s",
+                                 shape, i, a[i].r, b[i].r, a[i].priority, b[i].priority, a[i].loss,
+                                 b[i].loss, a[i].why ? a[i].why : "-", b[i].why ? b[i].why : "-");
+        }
+}
+
+/* The snapshot's nodes in an order of their own per seed (a permutation). */
+static void
+kept_nodes(const struct ext_cluster *c, unsigned seed, const struct ext_node **ret)
+{
+        for (size_t i = 0; i < c->n_nodes; i++)
+                ret[i] = &c->nodes[(i * 7 + seed) % c->n_nodes];
+}
+
+/* A request answered from the verdicts that earlier requests kept in the snapshot gets what
+ * it gets decided afresh: a snapshot with its memo and a copy without it (the same build)
+ * answer 2,000 requests alike.  First 8 shapes, each one field of the key away from the
+ * first (count, placement, filter or prioritize, the unannotated-nodes policy, the cluster
+ * term on or off), over and over with the nodes in other orders: all 8 tables stay in the
+ * memo, so a field left out of the key has one shape read another's verdicts; then all
+ * 336 shapes of kept_shape_at() in turn (tables evicted and made again). */
+static void
+kept_verdicts_answer_as_fresh_ones_for_every_request_shape(void **state)
+{
+        static const struct kept_shape near[] = {
+                { 2, EXT_PLACEMENT_NVLINK_REQUIRED, true, false, false },
+                { 1, EXT_PLACEMENT_NVLINK_REQUIRED, true, false, false },
+                { 4, EXT_PLACEMENT_NVLINK_REQUIRED, true, false, false },
+                { 2, EXT_PLACEMENT_NVLINK_PREFERRED, true, false, false },
+                { 2, EXT_PLACEMENT_BEST_EFFORT, true, false, false },
+                { 2, EXT_PLACEMENT_NVLINK_REQUIRED, false, false, false },
+                { 2, EXT_PLACEMENT_NVLINK_REQUIRED, true, true, false },
+                { 2, EXT_PLACEMENT_NVLINK_REQUIRED, true, false, true },
+        };
+        struct ext_config cfg;
+        struct ext_cluster *kept, *fresh;
+        const struct ext_node *kn[KEPT_NODES], *fn[KEPT_NODES];
+        struct ext_verdict a[KEPT_NODES], b[KEPT_NODES];
+        unsigned fitted = 0;
+
+        _Static_assert(ELEMENTSOF(near) <= EXT_VERDICT_TABLES, "every shape's table is kept");
+        ext_config_default(&cfg);
+        kept = kept_cluster(&cfg, 7);
+        fresh = kept_cluster(&cfg, 7);
+        assert_non_null(kept->verdicts);
+        fresh->verdicts = ext__verdict_memo_free(fresh->verdicts);
+        assert_int_equal(kept->n_states, fresh->n_states);
+        assert_true(kept->n_states >= 8 && kept->n_states < KEPT_NODES);
+        for (unsigned round = 0; round < 2000; round++) {
+                unsigned k = round < 1000 ? (round * 3 + round / 8) % ELEMENTSOF(near)
+                                          : (round - 1000) * 13 % KEPT_SHAPES;
+                struct kept_shape s = round < 1000 ? near[k] : kept_shape_at(k);
+                int fa, fb;
+
+                kept_nodes(kept, round, kn);
+                kept_nodes(fresh, round, fn);
+                fa = kept_run(kept, &s, kn, KEPT_NODES, a);
+                fb = kept_run(fresh, &s, fn, KEPT_NODES, b);
+                assert_int_equal(fa, fb);
+                assert_verdicts_equal(a, b, KEPT_NODES, k);
+                fitted += fa > 0 && fa < KEPT_NODES;
+        }
+        /* Not a test of nothing: most requests had nodes that fit and nodes that did not. */
+        assert_true(fitted > 1000);
+        ext_cluster_unref(kept);
+        ext_cluster_unref(fresh);
+}
+
+/* The verdicts a request finds kept are the ones it answers with (the read path is taken,
+ * and under the key the request makes), and a request writes the states it decides: a
+ * table made for a filter's shape and filled with a doctored verdict per state is what
+ * the next filter of that shape answers; a prioritize of that count (another shape) decides
+ * afresh and leaves its own table ready for every state it met. */
+static void
+kept_verdicts_are_read_by_the_next_request_of_the_shape(void **state)
+{
+        static const char doctored[] = "doctored by the test";
+        struct ext_config cfg;
+        struct ext_cluster *c;
+        const struct ext_node *nodes[KEPT_NODES];
+        struct ext_verdict v[KEPT_NODES], d = { .r = -EAGAIN, .why = doctored };
+        struct kept_shape s = { .count = 2, .placement = EXT_PLACEMENT_NVLINK_REQUIRED };
+        struct ext_verdict_key key = { .count = 2, .require = SCORE_REQUIRE_NVLINK,
+                                       .placement = EXT_PLACEMENT_NVLINK_REQUIRED };
+        struct ext_verdict_table *t;
+        unsigned stated = 0;
+
+        ext_config_default(&cfg);
+        c = kept_cluster(&cfg, 11);
+        t = ext__verdict_table_get(c->verdicts, &key, c->n_states);
+        assert_non_null(t);
+        for (uint32_t st = 0; st < c->n_states; st++)
+                ext__verdict_table_write(t, st, &d);
+        kept_nodes(c, 0, nodes);
+        assert_int_equal(kept_run(c, &s, nodes, KEPT_NODES, v), 0);
+        for (size_t i = 0; i < KEPT_NODES; i++) {
+                size_t at = (size_t)(nodes[i] - c->nodes);
+
+                if (c->node_state[at] == EXT_NO_STATE)
+                        continue;
+                assert_ptr_equal(v[i].why, doctored);
+                stated++;
+        }
+        assert_true(stated > KEPT_NODES / 2);
+        t = ext__verdict_table_unref(t);
+
+        /* Another shape: its own table, every state a node of the request had now ready,
+         * and what it holds is what the request answered. */
+        s.prioritize = true;
+        key.with_priority = true;
+        key.loss = cfg.place.cluster_share > 0;
+        assert_true(kept_run(c, &s, nodes, KEPT_NODES, v) > 0);
+        t = ext__verdict_table_get(c->verdicts, &key, c->n_states);
+        assert_non_null(t);
+        for (size_t i = 0; i < KEPT_NODES; i++) {
+                uint32_t st = c->node_state[nodes[i] - c->nodes];
+                struct ext_verdict got;
+
+                if (st == EXT_NO_STATE)
+                        continue;
+                assert_true(ext__verdict_table_read(t, st, &got));
+                assert_int_equal(got.r, v[i].r);
+                if (v[i].r == 0)
+                        assert_true(topo_mask_equal(&got.choice.set, &v[i].choice.set));
+        }
+        ext__verdict_table_unref(t);
+        ext_cluster_unref(c);
+}
+
+/* Worker threads share a snapshot and its memo: requests of 20 shapes from 4 threads at
+ * once, each answer compared with the one a snapshot without a memo gave for its shape
+ * (computed beforehand), while the tables are made, filled by whichever thread decides a
+ * state first, and evicted (20 shapes, 8 tables).  Under the sanitizers' build too. */
+enum { KEPT_THREADS = 4, KEPT_THREAD_SHAPES = 20, KEPT_THREAD_ROUNDS = 300 };
+
+struct kept_thread {
+        const struct ext_cluster *c;
+        const struct ext_verdict (*want)[KEPT_NODES];
+        unsigned thread, mismatches;
+};
+
+static void *
+kept_thread_run(void *p)
+{
+        struct kept_thread *t = p;
+        const struct ext_node *nodes[KEPT_NODES];
+        struct ext_verdict v[KEPT_NODES];
+
+        kept_nodes(t->c, 0, nodes);
+        for (unsigned r = 0; r < KEPT_THREAD_ROUNDS; r++) {
+                unsigned j = (r * 3 + t->thread * 5) % KEPT_THREAD_SHAPES;
+                struct kept_shape s = kept_shape_at(j * 17 % KEPT_SHAPES);
+
+                kept_run(t->c, &s, nodes, KEPT_NODES, v);
+                for (size_t i = 0; i < KEPT_NODES; i++)
+                        t->mismatches += v[i].r != t->want[j][i].r ||
+                                         v[i].priority != t->want[j][i].priority ||
+                                         v[i].loss != t->want[j][i].loss ||
+                                         !topo_mask_equal(&v[i].choice.set, &t->want[j][i].choice.set);
+        }
+        return NULL;
+}
+
+static void
+kept_verdicts_hold_under_concurrent_requests(void **state)
+{
+        static struct ext_verdict want[KEPT_THREAD_SHAPES][KEPT_NODES];
+        struct kept_thread kt[KEPT_THREADS];
+        pthread_t th[KEPT_THREADS];
+        struct ext_config cfg;
+        struct ext_cluster *kept, *fresh;
+        const struct ext_node *nodes[KEPT_NODES];
+
+        ext_config_default(&cfg);
+        kept = kept_cluster(&cfg, 23);
+        fresh = kept_cluster(&cfg, 23);
+        fresh->verdicts = ext__verdict_memo_free(fresh->verdicts);
+        kept_nodes(fresh, 0, nodes);
+        for (unsigned j = 0; j < KEPT_THREAD_SHAPES; j++) {
+                struct kept_shape s = kept_shape_at(j * 17 % KEPT_SHAPES);
+
+                kept_run(fresh, &s, nodes, KEPT_NODES, want[j]);
+        }
+        for (unsigned t = 0; t < KEPT_THREADS; t++) {
+                kt[t] = (struct kept_thread){ .c = kept, .want = want, .thread = t };
+                assert_int_equal(pthread_create(&th[t], NULL, kept_thread_run, &kt[t]), 0);
+        }
+        for (unsigned t = 0; t < KEPT_THREADS; t++) {
+                assert_int_equal(pthread_join(th[t], NULL), 0);
+                assert_int_equal(kt[t].mismatches, 0);
+        }
+        ext_cluster_unref(kept);
+        ext_cluster_unref(fresh);
+}
+
 /* The request memo copies a verdict, loss included, between nodes of one class and free
  * set, so a node's loss may depend on nothing else of it (found in review: the drained-node
  * loss once left out each node in a multi-node domain, the memo copied the first node's loss
@@ -5153,6 +5455,9 @@ main(void)
                 cmocka_unit_test(compact_verdicts_equal_one_per_node_with_holds_and_unknown_nodes),
                 cmocka_unit_test(gathered_holds_are_read_from_copies_while_other_pods_come_and_go),
                 cmocka_unit_test(memo_keeps_each_nodes_loss_in_a_partly_labelled_cluster),
+                cmocka_unit_test(kept_verdicts_answer_as_fresh_ones_for_every_request_shape),
+                cmocka_unit_test(kept_verdicts_are_read_by_the_next_request_of_the_shape),
+                cmocka_unit_test(kept_verdicts_hold_under_concurrent_requests),
                 cmocka_unit_test(gathered_holds_equal_each_nodes_own),
                 cmocka_unit_test(prioritize_keeps_the_last_eight_gpu_nvlink_set_whole),
                 cmocka_unit_test(gang_lands_in_one_domain_and_its_hold_keeps_others_out),
