@@ -385,7 +385,7 @@ groups_may_act(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 static void
 spill_domain(const struct ext_cluster *c, const struct place_group_request *grp,
              const struct ext_node *const *nodes, size_t n, const struct ext_verdict *ret,
-             unsigned *level, ssize_t *dom)
+             const uint32_t *rep, unsigned *level, ssize_t *dom)
 {
         CLEANUP(freep) const struct topo_mask **cand = NULL;
         unsigned l;
@@ -395,15 +395,16 @@ spill_domain(const struct ext_cluster *c, const struct place_group_request *grp,
         if (!cand)
                 return; /* steered to the group's own domain, as before */
         for (size_t i = 0; i < n; i++) {
+                const struct ext_verdict *v = ext_verdict_at(ret, rep, i);
                 size_t idx;
 
-                if (ret[i].r != 0 || !nodes[i] || nodes[i] < c->nodes ||
+                if (v->r != 0 || !nodes[i] || nodes[i] < c->nodes ||
                     nodes[i] >= c->nodes + c->n_nodes)
                         continue;
                 idx = (size_t)(nodes[i] - c->nodes);
                 if (place_view_node_domain(c->place, idx, *level) == *dom)
                         return; /* the group's domain still has room for this pod */
-                cand[idx] = &ret[i].free;
+                cand[idx] = &v->free;
         }
         if (place_spill_domain(c->place, cand, grp->count, grp->require, &l, &d) == 1) {
                 *level = l;
@@ -411,15 +412,37 @@ spill_domain(const struct ext_cluster *c, const struct place_group_request *grp,
         }
 }
 
+/* Node i's verdict copied from its representative's, for every i, and rep made the identity:
+ * each entry then stands alone (a step that changes one node's verdict needs that). */
+static void
+expand(struct ext_verdict *ret, uint32_t *rep, size_t n)
+{
+        for (size_t i = 0; rep && i < n; i++)
+                if (rep[i] != i) {
+                        ret[i] = ret[rep[i]];
+                        rep[i] = (uint32_t)i;
+                }
+}
+
+/* What the group step does to one node's verdict (apply_groups), one byte: off_domain,
+ * planned, and the reason it no longer fits (GROUP_TURN: 0 it still does). */
+#define GROUP_OFF_DOMAIN 0x1u
+#define GROUP_PLANNED 0x2u
+#define GROUP_NO_ROOM (1u << 2)
+#define GROUP_OUTSIDE (2u << 2)
+#define GROUP_HELD (3u << 2)
+#define GROUP_TURN(o) ((o) >> 2)
+
 /* prioritize, a grouped pod whose group has a node plan (placement/: made with its domain):
- * marks the verdict of the pod's planned node among those that fit (place_group_plan_pick),
- * which rank_plan() puts first, so the gang's members pack onto the nodes planned for them
- * instead of spreading over nodes that tie (the scheduler's assumed members hold nothing in
- * the extender's view). */
+ * marks the pod's planned node among those that still fit (out[i] not turned;
+ * place_group_plan_pick) as GROUP_PLANNED (its verdict itself when out is NULL, rep then
+ * NULL too), which rank_plan() puts first, so the gang's
+ * members pack onto the nodes planned for them instead of spreading over nodes that tie
+ * (the scheduler's assumed members hold nothing in the extender's view). */
 static void
 plan_node(const struct ext_cluster *c, struct place_groups *g, const struct ext_request *req,
           const struct ext_node *const *nodes, size_t n, uint64_t now_ns,
-          struct ext_verdict *ret, bool *ret_steered)
+          struct ext_verdict *ret, const uint32_t *rep, uint8_t *out)
 {
         CLEANUP(freep) bool *fits = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*fits));
         size_t at;
@@ -427,34 +450,134 @@ plan_node(const struct ext_cluster *c, struct place_groups *g, const struct ext_
         if (!fits || !req->uid[0])
                 return; /* ranked without the plan */
         for (size_t i = 0; i < n; i++)
-                if (ret[i].r == 0 && nodes[i] && nodes[i] >= c->nodes &&
-                    nodes[i] < c->nodes + c->n_nodes)
+                if (ext_verdict_at(ret, rep, i)->r == 0 && !(out && GROUP_TURN(out[i])) && nodes[i] &&
+                    nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
                         fits[nodes[i] - c->nodes] = true;
         if (place_group_plan_pick(g, c->place, req->group.id, req->uid, fits, now_ns, &at) != 1)
                 return;
         for (size_t i = 0; i < n; i++)
-                if (ret[i].r == 0 && nodes[i] == &c->nodes[at]) {
-                        ret[i].planned = true;
-                        *ret_steered = true;
+                if (ext_verdict_at(ret, rep, i)->r == 0 && !(out && GROUP_TURN(out[i])) &&
+                    nodes[i] == &c->nodes[at]) {
+                        if (out)
+                                out[i] |= GROUP_PLANNED;
+                        else
+                                ret[i].planned = true; /* rep is NULL: its own verdict */
                 }
+}
+
+static void
+group_outcome_apply(struct ext_verdict *v, uint8_t o)
+{
+        static const char *const why[] = {
+                [GROUP_TURN(GROUP_NO_ROOM)] = "no domain has room for the pod's group "
+                                              "(domain-required)",
+                [GROUP_TURN(GROUP_OUTSIDE)] = "the node is outside the domain the pod's group "
+                                              "was given (domain-required)",
+                [GROUP_TURN(GROUP_HELD)] = "the node's GPUs are held for another pod group's "
+                                           "pods that are not bound yet",
+        };
+
+        if (o & GROUP_OFF_DOMAIN)
+                v->off_domain = true;
+        if (o & GROUP_PLANNED)
+                v->planned = true;
+        if (GROUP_TURN(o)) {
+                v->r = -EAGAIN;
+                v->why = why[GROUP_TURN(o)];
+        }
+}
+
+/* The group step's outcomes applied with the verdicts kept compact: nodes that share a
+ * verdict and an outcome share the changed verdict, the first of them holding it (rep[i]
+ * <= i still), so prioritize can still rank the distinct verdicts only (a gang member's
+ * domain or a live group's holds had every verdict copied out, 5,000 of them, and ranked one
+ * by one).  A representative whose own outcome changes its entry in place has the entry's
+ * earlier bytes saved for the sharers whose outcome differs.  Without rep each node's
+ * entry is its own.  false when memory is short (nothing changed: the caller expands). */
+static bool
+apply_outcomes(struct ext_verdict *ret, uint32_t *rep, size_t n, const uint8_t *out)
+{
+        struct slot {
+                uint32_t rep, at; /* at: the entry holding (rep, o); UINT32_MAX empty */
+                uint8_t o;
+        };
+        CLEANUP(freep) struct slot *t = NULL;
+        CLEANUP(freep) struct ext_verdict *saved = NULL;
+        CLEANUP(freep) uint32_t *saved_at = NULL;
+        size_t cap = 16, n_saved = 0, n_apart = 0, k = 0;
+
+        if (!rep) {
+                for (size_t i = 0; i < n; i++)
+                        group_outcome_apply(&ret[i], out[i]);
+                return true;
+        }
+        for (size_t i = 0; i < n; i++) {
+                n_saved += rep[i] == i && out[i];
+                n_apart += rep[i] != i && out[i] != out[rep[i]];
+        }
+        while (cap < 2 * n_apart)
+                cap *= 2;
+        t = malloc(cap * sizeof(*t));
+        saved = malloc(MAX(n_saved, (size_t)1) * sizeof(*saved));
+        saved_at = n_saved ? malloc(n * sizeof(*saved_at)) : NULL;
+        if (!t || !saved || (n_saved && !saved_at))
+                return false;
+        for (size_t j = 0; j < cap; j++)
+                t[j].at = UINT32_MAX;
+        for (size_t i = 0; i < n; i++) {
+                uint32_t r = rep[i];
+                uint8_t o = out[i];
+                const struct ext_verdict *orig;
+                uint64_t h;
+                size_t j;
+
+                if (r == i) {
+                        /* Its sharers come after it: keep what they may need. */
+                        if (o) {
+                                saved_at[i] = (uint32_t)k;
+                                saved[k++] = ret[i];
+                                group_outcome_apply(&ret[i], o);
+                        }
+                        continue;
+                }
+                if (o == out[r])
+                        continue; /* its representative's entry, changed alike */
+                orig = out[r] ? &saved[saved_at[r]] : &ret[r];
+                h = ((uint64_t)r << 8 | o) * 0x9E3779B97F4A7C15ull;
+                for (j = (size_t)(h >> 32) & (cap - 1);
+                     t[j].at != UINT32_MAX && (t[j].rep != r || t[j].o != o);
+                     j = (j + 1) & (cap - 1))
+                        ;
+                if (t[j].at != UINT32_MAX) {
+                        rep[i] = t[j].at;
+                        continue;
+                }
+                ret[i] = *orig;
+                group_outcome_apply(&ret[i], o);
+                rep[i] = (uint32_t)i;
+                t[j] = (struct slot){ .rep = r, .at = (uint32_t)i, .o = o };
+        }
+        return true;
 }
 
 /* The pod-group pass (placement/'s groups), after the per-node verdicts: a grouped pod
  * gets its group's domain (chosen now for the group's first pod) and is kept in it
  * (domain-required) or steered to it (domain-preferred: off_domain), and in prioritize
  * its planned node marked (plan_node); every pod is kept off GPUs that another group's
- * domain holds for its pods not yet bound.  Per node, not memoized: nodes of one class
- * differ in domain.  Returns how many verdicts it turned. */
+ * domain holds for its pods not yet bound.  Per node (nodes of one class differ in
+ * domain), each node's outcome first, then applied with the verdicts kept compact
+ * (apply_outcomes).  Returns how many verdicts it turned. */
 static int
 apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_request *req,
              const struct ext_node *const *nodes, size_t n, uint64_t now_ns, bool with_priority,
-             struct ext_verdict *ret, bool *ret_steered)
+             struct ext_verdict *ret, uint32_t *rep)
 {
         struct place_groups *g = ext__ledger_groups(l);
         struct place_group_request sized;
         const struct place_group_request *grp = group_of(c, req, &sized);
         CLEANUP(freep) const struct topo_mask **free_of = NULL;
         CLEANUP(freep) struct topo_mask *others = NULL;
+        CLEANUP(freep) uint8_t *out = NULL;
         static const struct topo_mask no_gpus;
         struct place_group_domain d;
         bool live, required = grp->mode == PLACE_DOMAIN_REQUIRED;
@@ -463,6 +586,12 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
 
         if (!groups_may_act(c, l, req, now_ns))
                 return 0;
+        /* Without room for the outcomes, each node's verdict of its own, changed at once. */
+        out = calloc(MAX(n, (size_t)1), sizeof(*out));
+        if (!out) {
+                expand(ret, rep, n);
+                rep = NULL;
+        }
         live = place_groups_live(g, now_ns) > 0;
         /* Domains and holds count the free GPUs this request saw (ledger holds applied: GPUs
          * bound or reserved since the snapshot was built are not free), not the snapshot's;
@@ -473,7 +602,7 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         free_of = calloc(MAX(c->n_nodes, (size_t)1), sizeof(*free_of));
         for (size_t i = 0; free_of && i < n; i++)
                 if (nodes[i] && nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
-                        free_of[nodes[i] - c->nodes] = &ret[i].free;
+                        free_of[nodes[i] - c->nodes] = &ext_verdict_at(ret, rep, i)->free;
         if (free_of && n < c->n_nodes && !ext__ledger_maybe_empty(l))
                 others = malloc(c->n_nodes * sizeof(*others));
         if (others) {
@@ -500,75 +629,57 @@ apply_groups(const struct ext_cluster *c, struct ext_ledger *l, const struct ext
         if (x == 0 && !live)
                 return 0;
         if (x == 1 && !required && !d.whole && dom >= 0)
-                spill_domain(c, grp, nodes, n, ret, &d.level, &dom);
+                spill_domain(c, grp, nodes, n, ret, rep, &d.level, &dom);
         for (size_t i = 0; i < n; i++) {
                 const struct ext_node *node = nodes[i];
+                const struct ext_verdict *v = ext_verdict_at(ret, rep, i);
+                uint8_t o = 0;
                 size_t idx;
 
-                if (ret[i].r != 0 || !node)
+                if (v->r != 0 || !node)
                         continue;
                 idx = node >= c->nodes && node < c->nodes + c->n_nodes ? (size_t)(node - c->nodes)
                                                                        : PLACE_NO_NODE;
-                if (x < 0 && required) {
-                        ret[i].r = -EAGAIN;
-                        ret[i].why = "no domain has room for the pod's group (domain-required)";
-                } else if (x == 1 && (idx == PLACE_NO_NODE ||
-                                      place_view_node_domain(c->place, idx, d.level) != dom)) {
-                        if (required) {
-                                ret[i].r = -EAGAIN;
-                                ret[i].why = "the node is outside the domain the pod's group was "
-                                             "given (domain-required)";
-                        } else {
-                                ret[i].off_domain = true;
-                                *ret_steered = true;
-                        }
-                }
-                if (ret[i].r == 0 && live && idx != PLACE_NO_NODE &&
-                    place_group_check(g, c->place, idx, &ret[i].free, &ret[i].choice.set, grp->id,
-                                      free_of, now_ns, NULL) == -EBUSY) {
-                        ret[i].r = -EAGAIN;
-                        ret[i].why = "the node's GPUs are held for another pod group's pods that "
-                                     "are not bound yet";
-                }
-                turned += ret[i].r != 0;
+                if (x < 0 && required)
+                        o = GROUP_NO_ROOM;
+                else if (x == 1 && (idx == PLACE_NO_NODE ||
+                                    place_view_node_domain(c->place, idx, d.level) != dom))
+                        o = required ? GROUP_OUTSIDE : GROUP_OFF_DOMAIN;
+                if (!GROUP_TURN(o) && live && idx != PLACE_NO_NODE &&
+                    place_group_check(g, c->place, idx, &v->free, &v->choice.set, grp->id,
+                                      free_of, now_ns, NULL) == -EBUSY)
+                        o |= GROUP_HELD;
+                if (out)
+                        out[i] = o;
+                else
+                        group_outcome_apply(&ret[i], o);
+                turned += GROUP_TURN(o) != 0;
         }
         if (x == 1 && with_priority)
-                plan_node(c, g, req, nodes, n, now_ns, ret, ret_steered);
-        *ret_steered |= turned > 0;
+                plan_node(c, g, req, nodes, n, now_ns, ret, rep, out);
+        if (out && !apply_outcomes(ret, rep, n, out)) {
+                expand(ret, rep, n);
+                (void)apply_outcomes(ret, NULL, n, out);
+        }
         return turned;
-}
-
-/* Node i's verdict copied from its representative's, for every i, and rep made the identity:
- * each entry then stands alone (a step that changes one node's verdict needs that). */
-static void
-expand(struct ext_verdict *ret, uint32_t *rep, size_t n)
-{
-        for (size_t i = 0; rep && i < n; i++)
-                if (rep[i] != i) {
-                        ret[i] = ret[rep[i]];
-                        rep[i] = (uint32_t)i;
-                }
 }
 
 /* Filter and prioritize's common part: the verdicts of the n nodes.  Without rep, each into
  * ret[i].  With rep, compact: node i's verdict is ret[rep[i]], where rep[i] <= i; a node
  * whose (class, annotated, free GPUs) repeats an earlier node's gets only rep[i] (nodes of
  * one class with the same free GPUs share a verdict, and 5,000 112-byte copies were most of
- * the request's memory traffic), the others ret[i] with rep[i] == i.  When the group step
- * may change single nodes' verdicts, they are expanded first (rep the identity).
- * *ret_steered tells whether the group step changed any verdict. */
+ * the request's memory traffic), the others ret[i] with rep[i] == i.  The group step keeps
+ * them compact (apply_outcomes). */
 static int
 filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
-              uint64_t now_ns, bool with_priority, struct ext_verdict *ret, uint32_t *rep,
-              bool *ret_steered)
+              uint64_t now_ns, bool with_priority, struct ext_verdict *ret, uint32_t *rep)
 {
         struct memo memo = memo_new(n);
         bool holds = !ext__ledger_maybe_empty(l);
         struct ext_held held[EXT_HELD_GATHER];
         char held_names[EXT_HELD_GATHER][EXT_NAME_MAX];
         int n_held = -1, fits = 0;
-        bool steered = false;
         /* Each node's free GPUs between the two passes when they are looked up node by node
          * under the ledger's lock: beside the verdicts in compact mode, so the copies'
          * verdicts are never touched; in ret[i].free without. */
@@ -709,12 +820,8 @@ filter_common(const struct ext_cluster *c, struct ext_ledger *l, const struct ex
         }
         free(memo.slots);
         free(first);
-        if (groups_may_act(c, l, req, now_ns)) {
-                expand(ret, rep, n);
-                fits -= apply_groups(c, l, req, nodes, n, now_ns, with_priority, ret, &steered);
-        }
-        if (ret_steered)
-                *ret_steered = steered;
+        if (groups_may_act(c, l, req, now_ns))
+                fits -= apply_groups(c, l, req, nodes, n, now_ns, with_priority, ret, rep);
         return fits;
 }
 
@@ -723,7 +830,7 @@ ext_filter(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
            uint64_t now_ns, struct ext_verdict *ret)
 {
-        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, NULL, NULL);
+        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, NULL);
 }
 
 int
@@ -733,7 +840,7 @@ ext_filter_rep(const struct ext_cluster *c, struct ext_ledger *l, const struct e
 {
         if (n > UINT32_MAX)
                 return -E2BIG;
-        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, rep, NULL);
+        return filter_common(c, l, cfg, req, nodes, n, now_ns, false, ret, rep);
 }
 
 /* Whether the cluster term enters req's priorities (rank_cluster() acts). */
@@ -912,9 +1019,10 @@ split_by_domain_share(const struct ext_cluster *c, const struct ext_node *const 
 /* rank() over the distinct verdicts only (compact: rep[i] == i), when that gives every node
  * the priority it would get alone: each step reads a verdict's own fields, the node's
  * domain share (split_by_domain_share() gives nodes of one verdict but different shares
- * their own), and the fitting verdicts' maxima and minima, which copies do not change; not
- * when the group step changed verdicts.  Returns false (nothing done) when it does not
- * apply or would not save work. */
+ * their own), the group step's flags (off_domain, planned: apply_outcomes() gives nodes of
+ * one verdict but different outcomes their own), and the fitting verdicts' maxima and
+ * minima, which copies do not change.  Returns false (nothing done) when it does not apply
+ * or would not save work. */
 static bool
 rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes,
@@ -1015,14 +1123,13 @@ prioritize(const struct ext_cluster *c, struct ext_ledger *l, const struct ext_c
            const struct ext_request *req, const struct ext_node *const *nodes, size_t n,
            uint64_t now_ns, struct ext_verdict *ret, uint32_t *rep)
 {
-        bool steered = false;
-        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret, rep, &steered);
+        int fits = filter_common(c, l, cfg, req, nodes, n, now_ns, true, ret, rep);
         const struct ext_verdict *bv = NULL;
         size_t best = 0;
 
         if (fits <= 0 || req->count == 0)
                 return fits;
-        if (!rep || steered || !rank_distinct(c, cfg, req, nodes, ret, n, rep)) {
+        if (!rep || !rank_distinct(c, cfg, req, nodes, ret, n, rep)) {
                 expand(ret, rep, n);
                 rank(c, cfg, req, nodes, ret, n);
         }
