@@ -868,44 +868,74 @@ place_tier(const struct score_choice *ch)
         return ch->p2p ? 1 : 0;
 }
 
+/* Eligible for the cluster score: fitting, of the best tier, within the quality band of
+ * its best bandwidth.  The cost: the loss, and the domain's free share weighted far below
+ * any lost set, so it only orders candidates whose losses tie. */
+static bool
+rank_eligible(const struct place_config *cfg, const struct place_rank_bounds *b,
+              const struct place_candidate *c)
+{
+        return c->fits && c->tier == b->top && c->busbw >= cfg->quality_band * b->top_bw;
+}
+
+static double
+rank_cost(const struct place_candidate *c)
+{
+        return c->loss + PLACE_DOMAIN_TIEBREAK * MIN(MAX(c->domain_free, 0.0), 1.0);
+}
+
+void
+place_rank_bounds(const struct place_config *cfg, const struct place_candidate *c, size_t n,
+                  struct place_rank_bounds *ret)
+{
+        struct place_rank_bounds b = { .lo = INFINITY, .hi = -INFINITY };
+        bool any = false;
+
+        if (cfg && c && cfg->cluster_share > 0) {
+                b.active = true;
+                b.share = MIN(cfg->cluster_share, 1.0);
+                for (size_t i = 0; i < n; i++)
+                        if (c[i].fits) {
+                                b.top = any ? MAX(b.top, c[i].tier) : c[i].tier;
+                                any = true;
+                        }
+                for (size_t i = 0; i < n; i++)
+                        if (c[i].fits && c[i].tier == b.top)
+                                b.top_bw = MAX(b.top_bw, c[i].busbw);
+                for (size_t i = 0; i < n; i++)
+                        if (rank_eligible(cfg, &b, &c[i])) {
+                                b.lo = MIN(b.lo, rank_cost(&c[i]));
+                                b.hi = MAX(b.hi, rank_cost(&c[i]));
+                        }
+        }
+        *ret = b;
+}
+
+int
+place_rank_one(const struct place_config *cfg, const struct place_rank_bounds *b,
+               const struct place_candidate *c)
+{
+        double cluster = 0, p;
+
+        if (!b->active || !c->fits)
+                return c->priority;
+        if (rank_eligible(cfg, b, c))
+                cluster = b->hi - b->lo > 1e-12
+                                  ? PLACE_PRIORITY_MAX * (b->hi - rank_cost(c)) / (b->hi - b->lo)
+                                  : PLACE_PRIORITY_MAX;
+        p = (1 - b->share) * c->priority + b->share * cluster;
+        return (int)MIN((double)PLACE_PRIORITY_MAX, MAX(0.0, floor(p + 0.5)));
+}
+
 void
 place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n)
 {
-        double lo = INFINITY, hi = -INFINITY, top_bw = 0, share;
-        unsigned top = 0;
-        bool any = false;
+        struct place_rank_bounds b;
 
         if (!cfg || !c || cfg->cluster_share <= 0)
                 return;
-        share = MIN(cfg->cluster_share, 1.0);
+        place_rank_bounds(cfg, c, n, &b);
         for (size_t i = 0; i < n; i++)
-                if (c[i].fits) {
-                        top = any ? MAX(top, c[i].tier) : c[i].tier;
-                        any = true;
-                }
-        for (size_t i = 0; i < n; i++)
-                if (c[i].fits && c[i].tier == top)
-                        top_bw = MAX(top_bw, c[i].busbw);
-#define ELIGIBLE(x) ((x).fits && (x).tier == top && (x).busbw >= cfg->quality_band * top_bw)
-        /* The domain's free share, weighted far below any lost set, only orders candidates
-         * whose losses tie. */
-#define COST(x) ((x).loss + PLACE_DOMAIN_TIEBREAK * MIN(MAX((x).domain_free, 0.0), 1.0))
-        for (size_t i = 0; i < n; i++)
-                if (ELIGIBLE(c[i])) {
-                        lo = MIN(lo, COST(c[i]));
-                        hi = MAX(hi, COST(c[i]));
-                }
-        for (size_t i = 0; i < n; i++) {
-                double cluster = 0, p;
-
-                if (!c[i].fits)
-                        continue;
-                if (ELIGIBLE(c[i]))
-                        cluster = hi - lo > 1e-12 ? PLACE_PRIORITY_MAX * (hi - COST(c[i])) / (hi - lo)
-                                                  : PLACE_PRIORITY_MAX;
-                p = (1 - share) * c[i].priority + share * cluster;
-                c[i].priority = (int)MIN((double)PLACE_PRIORITY_MAX, MAX(0.0, floor(p + 0.5)));
-        }
-#undef COST
-#undef ELIGIBLE
+                if (c[i].fits)
+                        c[i].priority = place_rank_one(cfg, &b, &c[i]);
 }

@@ -233,6 +233,24 @@ unsigned place_tier(const struct score_choice *ch);
  * the domain level, as Kueue's Topology Aware Scheduling packs a rack). */
 void place_rank(const struct place_config *cfg, struct place_candidate *c, size_t n);
 
+/* place_rank() in two steps, for a caller that ranks many candidates that share all but
+ * their domain's free share (the extender's nodes of one verdict): the bounds the ranking
+ * reads of the whole request (the top tier and bandwidth, the eligible candidates' least
+ * and most cost), then one candidate's final priority against them.  The bounds of a set of
+ * candidates are those of any set with the same fitting tiers and bandwidths and the same
+ * least and most cost, so one candidate per verdict at its least share and one at its most
+ * stand for all its nodes.  place_rank() is place_rank_bounds() then place_rank_one() per
+ * fitting candidate. */
+struct place_rank_bounds {
+        bool active; /* cluster_share > 0: otherwise place_rank_one() keeps the priority */
+        unsigned top;
+        double top_bw, lo, hi, share;
+};
+void place_rank_bounds(const struct place_config *cfg, const struct place_candidate *c,
+                       size_t n, struct place_rank_bounds *ret);
+int place_rank_one(const struct place_config *cfg, const struct place_rank_bounds *b,
+                   const struct place_candidate *c);
+
 /* --- groups (gangs) ----------------------------------------------------------------------
  * Pods of one group (a PodGroup, a LeaderWorkerSet replica, a Kueue pod group, ...; the
  * extender's codec names it) should land in one domain.  The first pod of a group to be
