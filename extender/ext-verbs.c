@@ -10,6 +10,7 @@
 #include "ext-core-private.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -888,34 +889,65 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
 /* domain-preferred: while some node of the group's domain fits, the others score 0 and
  * the domain's at least 1, so a tie never sends a pod out of its domain. */
 static void
-rank_domain(struct ext_verdict *ret, size_t n)
+rank_domain(struct ext_verdict *ret, const uint32_t *at, size_t n)
 {
         bool inside = false, outside = false;
 
-        for (size_t i = 0; i < n; i++) {
-                inside |= ret[i].r == 0 && !ret[i].off_domain;
-                outside |= ret[i].r == 0 && ret[i].off_domain;
+        for (size_t j = 0; j < n; j++) {
+                const struct ext_verdict *v = &ret[at ? at[j] : j];
+
+                inside |= v->r == 0 && !v->off_domain;
+                outside |= v->r == 0 && v->off_domain;
         }
-        for (size_t i = 0; i < n && inside && outside; i++)
-                if (ret[i].r == 0)
-                        ret[i].priority = ret[i].off_domain ? 0 : MAX(ret[i].priority, 1);
+        for (size_t j = 0; j < n && inside && outside; j++) {
+                struct ext_verdict *v = &ret[at ? at[j] : j];
+
+                if (v->r == 0)
+                        v->priority = v->off_domain ? 0 : MAX(v->priority, 1);
+        }
 }
 
 /* A grouped pod's planned node (plan_node) first: it gets the top priority, every other
  * node at most one less, so kube-scheduler's pick, the highest score, follows the plan
  * unless its own scores say otherwise. */
 static void
-rank_plan(struct ext_verdict *ret, size_t n)
+rank_plan(struct ext_verdict *ret, const uint32_t *at, size_t n)
 {
         bool planned = false;
 
-        for (size_t i = 0; i < n; i++)
-                planned |= ret[i].r == 0 && ret[i].planned;
-        for (size_t i = 0; i < n && planned; i++)
-                if (ret[i].r == 0 && ret[i].planned)
-                        ret[i].priority = EXT_PRIORITY_MAX;
-                else if (ret[i].r == 0)
-                        ret[i].priority = MIN(ret[i].priority, EXT_PRIORITY_MAX - 1);
+        for (size_t j = 0; j < n; j++)
+                planned |= ret[at ? at[j] : j].r == 0 && ret[at ? at[j] : j].planned;
+        for (size_t j = 0; j < n && planned; j++) {
+                struct ext_verdict *v = &ret[at ? at[j] : j];
+
+                if (v->r == 0)
+                        v->priority = v->planned ? EXT_PRIORITY_MAX
+                                                 : MIN(v->priority, EXT_PRIORITY_MAX - 1);
+        }
+}
+
+/* scoring's priority compares a set with the best its own node could give; across nodes
+ * the bandwidth itself matters too: average it with the set's bandwidth relative to the
+ * best fitting node of this request (docs/annotations.md, "Priority").  Over the entries
+ * at[0..n) (ret[0..n) without at), as rank_domain() and rank_plan() below. */
+static void
+rank_bandwidth(struct ext_verdict *ret, const uint32_t *at, size_t n)
+{
+        double top = 0;
+
+        for (size_t j = 0; j < n; j++)
+                if (ret[at ? at[j] : j].r == 0)
+                        top = MAX(top, ret[at ? at[j] : j].choice.busbw_gbps);
+        for (size_t j = 0; j < n && top > 0; j++) {
+                struct ext_verdict *v = &ret[at ? at[j] : j];
+
+                if (v->r == 0) {
+                        double rel = v->choice.busbw_gbps / top;
+                        int p = (int)(((double)v->priority + EXT_PRIORITY_MAX * rel) / 2 + 0.5);
+
+                        v->priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
+                }
+        }
 }
 
 /* The per-node priorities of the fitting verdicts turned into the request's: the bandwidth
@@ -924,24 +956,10 @@ static void
 rank(const struct ext_cluster *c, const struct ext_config *cfg, const struct ext_request *req,
      const struct ext_node *const *nodes, struct ext_verdict *ret, size_t n)
 {
-        double top = 0;
-
-        /* scoring's priority compares a set with the best its own node could give; across
-         * nodes the bandwidth itself matters too: average it with the set's bandwidth
-         * relative to the best fitting node of this request (docs/annotations.md, "Priority"). */
-        for (size_t i = 0; i < n; i++)
-                if (ret[i].r == 0)
-                        top = MAX(top, ret[i].choice.busbw_gbps);
-        for (size_t i = 0; i < n && top > 0; i++)
-                if (ret[i].r == 0) {
-                        double rel = ret[i].choice.busbw_gbps / top;
-                        int p = (int)(((double)ret[i].priority + EXT_PRIORITY_MAX * rel) / 2 + 0.5);
-
-                        ret[i].priority = MAX(0, MIN(p, EXT_PRIORITY_MAX));
-                }
+        rank_bandwidth(ret, NULL, n);
         rank_cluster(c, cfg, req, nodes, ret, n);
-        rank_domain(ret, n);
-        rank_plan(ret, n);
+        rank_domain(ret, NULL, n);
+        rank_plan(ret, NULL, n);
 }
 
 /* Whether node a's name sorts before node b's.  The view's nodes are sorted by name and
@@ -964,100 +982,115 @@ node_domain_free(const struct ext_cluster *c, const struct ext_node *node)
         return place_view_domain_free(c->place, (size_t)(node - c->nodes));
 }
 
-/* With multi-node domains a node's rank also reads its domain's free share, which copies of
- * one verdict need not share: each fitting node whose share differs from its
- * representative's gets the verdict of the first node with its (representative, share),
- * copied out for it when it is that first node, so that rank_distinct() ranks each
- * distinct (verdict, share) once.  false when memory is short (nothing changed). */
-static bool
-split_by_domain_share(const struct ext_cluster *c, const struct ext_node *const *nodes,
-                      struct ext_verdict *ret, size_t n, uint32_t *rep)
+/* A verdict as rank_cluster() hands it to place_rank, with its node's domain share. */
+static struct place_candidate
+candidate_of(const struct ext_verdict *v, double domain_free)
 {
-        struct slot {
-                uint32_t rep, at; /* at: the entry holding (rep, share); UINT32_MAX empty */
-                double share;
-        };
-        size_t cap = 64;
-        CLEANUP(freep) struct slot *t = NULL;
-
-        while (cap < 2 * n)
-                cap *= 2;
-        t = malloc(cap * sizeof(*t));
-        if (!t)
-                return false;
-        for (size_t k = 0; k < cap; k++)
-                t[k].at = UINT32_MAX;
-        for (size_t i = 0; i < n; i++) {
-                uint32_t r = rep[i];
-                double share;
-                uint64_t bits, h;
-                size_t k;
-
-                if (ret[r].r != 0)
-                        continue;
-                share = node_domain_free(c, nodes[i]);
-                memcpy(&bits, &share, sizeof(bits));
-                h = (bits ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
-                for (k = (size_t)(h >> 32) & (cap - 1);
-                     t[k].at != UINT32_MAX && (t[k].rep != r || t[k].share != share);
-                     k = (k + 1) & (cap - 1))
-                        ;
-                if (t[k].at != UINT32_MAX) {
-                        rep[i] = t[k].at;
-                        continue;
-                }
-                /* The first node of this (representative, share): i itself when it is the
-                 * representative (rep[r] == r, seen first as r <= i), else a copy. */
-                if (r != i)
-                        ret[i] = ret[r];
-                rep[i] = (uint32_t)i;
-                t[k] = (struct slot){ .rep = r, .at = (uint32_t)i, .share = share };
-        }
-        return true;
+        return (struct place_candidate){ .fits = v->r == 0, .priority = v->priority,
+                                         .tier = place_tier(&v->choice),
+                                         .busbw = v->choice.busbw_gbps, .loss = v->loss,
+                                         .domain_free = domain_free };
 }
 
-/* rank() over the distinct verdicts only (compact: rep[i] == i), when that gives every node
- * the priority it would get alone: each step reads a verdict's own fields, the node's
- * domain share (split_by_domain_share() gives nodes of one verdict but different shares
- * their own), the group step's flags (off_domain, planned: apply_outcomes() gives nodes of
- * one verdict but different outcomes their own), and the fitting verdicts' maxima and
- * minima, which copies do not change.  Returns false (nothing done) when it does not apply
- * or would not save work. */
+/* rank() over the distinct verdicts only (compact: rep[i] == i), giving every node the
+ * priority it would get alone.  Each step reads a verdict's own fields (the group step's
+ * flags too: apply_outcomes() gave nodes of one verdict but different outcomes their own)
+ * and maxima and minima over the fitting nodes, which copies do not change; the cluster
+ * term also reads each node's domain share.  With multi-node domains, then, the term's
+ * bounds come from each verdict at the least and the most share among its nodes
+ * (place_rank_bounds), each fitting node's priority from its own share (place_rank_one),
+ * and nodes of one verdict that end at different priorities get one entry per priority
+ * (copied out for the first node of each; at most PLACE_PRIORITY_MAX + 1 a verdict).
+ * Returns false (nothing done) when memory is short or nothing fits. */
 static bool
 rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
               const struct ext_request *req, const struct ext_node *const *nodes,
               struct ext_verdict *ret, size_t n, uint32_t *rep)
 {
-        CLEANUP(freep) uint32_t *at = NULL;
-        CLEANUP(freep) struct ext_verdict *u = NULL;
-        CLEANUP(freep) const struct ext_node **un = NULL;
-        size_t k = 0, most = n / 2;
+        CLEANUP(freep) uint32_t *at = NULL;   /* the fitting entries, rep[i] == i */
+        CLEANUP(freep) uint32_t *slot = NULL; /* an entry's index among the distinct */
+        CLEANUP(freep) struct place_candidate *cand = NULL;
+        CLEANUP(freep) double *share = NULL;
+        CLEANUP(freep) uint32_t(*by_prio)[PLACE_PRIORITY_MAX + 1] = NULL;
+        struct place_rank_bounds b;
+        bool term = cluster_term_acts(c, cfg, req);
+        bool domains = term && place_view_has_domains(c->place);
+        size_t k = 0, m;
 
-        if (most == 0)
+        if (n < 2)
                 return false;
-        if (cluster_term_acts(c, cfg, req) && place_view_has_domains(c->place) &&
-            !split_by_domain_share(c, nodes, ret, n, rep))
-                return false;
-        at = malloc(most * sizeof(*at));
+        at = malloc(n * sizeof(*at));
         if (!at)
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (rep[i] == i && ret[i].r == 0) {
-                        if (k == most)
-                                return false;
+                if (rep[i] == i && ret[i].r == 0)
                         at[k++] = (uint32_t)i;
-                }
-        u = malloc(MAX(k, (size_t)1) * sizeof(*u));
-        un = malloc(MAX(k, (size_t)1) * sizeof(*un));
-        if (k == 0 || !u || !un)
+        if (k == 0)
                 return false;
-        for (size_t j = 0; j < k; j++) {
-                u[j] = ret[at[j]];
-                un[j] = nodes[at[j]];
+        m = k;
+        if (term) {
+                slot = malloc(n * sizeof(*slot));
+                cand = malloc(2 * k * sizeof(*cand));
+                share = domains ? malloc(n * sizeof(*share)) : NULL;
+                by_prio = domains ? malloc(k * sizeof(*by_prio)) : NULL;
+                if (!slot || !cand || (domains && (!share || !by_prio)))
+                        return false;
         }
-        rank(c, cfg, req, un, u, k);
-        for (size_t j = 0; j < k; j++)
-                ret[at[j]].priority = u[j].priority;
+        rank_bandwidth(ret, at, k);
+        if (term) {
+                /* Two candidates per verdict: at its least share and its most (0 and 0
+                 * without domains). */
+                for (size_t j = 0; j < k; j++) {
+                        slot[at[j]] = (uint32_t)j;
+                        cand[2 * j] = candidate_of(&ret[at[j]], domains ? INFINITY : 0);
+                        cand[2 * j + 1] = candidate_of(&ret[at[j]], domains ? -INFINITY : 0);
+                }
+                for (size_t i = 0; domains && i < n; i++) {
+                        struct place_candidate *lo, *hi;
+
+                        if (ret[rep[i]].r != 0)
+                                continue;
+                        lo = &cand[2 * slot[rep[i]]];
+                        hi = lo + 1;
+                        share[i] = node_domain_free(c, nodes[i]);
+                        lo->domain_free = MIN(lo->domain_free, share[i]);
+                        hi->domain_free = MAX(hi->domain_free, share[i]);
+                }
+                place_rank_bounds(&cfg->place, cand, 2 * k, &b);
+                if (!domains) {
+                        for (size_t j = 0; j < k; j++)
+                                ret[at[j]].priority = place_rank_one(&cfg->place, &b,
+                                                                     &cand[2 * j]);
+                } else {
+                        memset(by_prio, 0xff, k * sizeof(*by_prio));
+                        /* In node order: a verdict's own entry comes before its copies'. */
+                        for (size_t i = 0; i < n; i++) {
+                                uint32_t r = rep[i], s_ = slot[r], *to;
+                                struct place_candidate one;
+                                int p;
+
+                                if (ret[r].r != 0)
+                                        continue;
+                                one = cand[2 * s_];
+                                one.domain_free = share[i];
+                                p = place_rank_one(&cfg->place, &b, &one);
+                                to = &by_prio[s_][MAX(0, MIN(p, PLACE_PRIORITY_MAX))];
+                                if (*to != UINT32_MAX) {
+                                        rep[i] = *to;
+                                        continue;
+                                }
+                                if (r != i) {
+                                        ret[i] = ret[r];
+                                        rep[i] = (uint32_t)i;
+                                        at[m++] = (uint32_t)i; /* m <= n: one per node */
+                                }
+                                ret[i].priority = p;
+                                *to = (uint32_t)i;
+                        }
+                }
+        }
+        rank_domain(ret, at, m);
+        rank_plan(ret, at, m);
         return true;
 }
 
