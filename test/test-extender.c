@@ -4090,6 +4090,129 @@ gang_members_on_one_node_never_share_a_gpu(void **state)
         ext_cluster_unref(c);
 }
 
+/* The group step on compact verdicts (apply_outcomes) answers as one verdict per node where a
+ * live gang holds a domain's room: 48 GB200 trays in four NVLink domains, every third tray
+ * with two GPUs in use (so trays of one state lie inside and outside the held domain), a
+ * gang of 10 four-GPU pods given a domain by its first member; then lone pods of 4 and 1
+ * GPUs, the gang's next member, and members of two more gangs (domain-preferred and
+ * domain-required), each asked on two ledgers brought to the same state, one verdict per node
+ * on one (ext__prioritize without the distinct ranking, ext_filter), compact on the other
+ * (ext_prioritize_rep, ext_filter_rep): the same fits, and each node's verdict through rep
+ * the same.  The lone 4-GPU pod finds trays held (the split taken: held and free trays of
+ * one state share a verdict before the group step). */
+static void
+group_step_on_compact_verdicts_answers_as_one_per_node(void **state)
+{
+        enum { TRAYS = 48 };
+        struct ext_config cfg;
+        struct ext_cluster_builder *b;
+        struct ext_cluster *c = NULL;
+        struct ext_ledger *la, *lb;
+        const struct ext_node *nodes[TRAYS];
+        struct ext_verdict full[TRAYS], v[TRAYS];
+        uint32_t rep[TRAYS];
+        struct topo *t = NULL;
+        char *text;
+        size_t len;
+        unsigned held = 0, shared_held = 0;
+        struct ext_request asks[] = {
+                { .uid = "g1-0", .count = 4, .n_containers = 1,
+                  .group = { .id = "topofit/ns/g1", .size = 10, .count = 4,
+                             .mode = PLACE_DOMAIN_PREFERRED } },
+                { .uid = "lone-4", .count = 4, .n_containers = 1 },
+                { .uid = "lone-1", .count = 1, .n_containers = 1 },
+                { .uid = "g1-1", .count = 4, .n_containers = 1,
+                  .group = { .id = "topofit/ns/g1", .size = 10, .count = 4,
+                             .mode = PLACE_DOMAIN_PREFERRED } },
+                { .uid = "g2-0", .count = 2, .n_containers = 1,
+                  .group = { .id = "topofit/ns/g2", .size = 3, .count = 2,
+                             .mode = PLACE_DOMAIN_PREFERRED } },
+                { .uid = "g3-0", .count = 4, .n_containers = 1,
+                  .group = { .id = "topofit/ns/g3", .size = 3, .count = 4,
+                             .mode = PLACE_DOMAIN_REQUIRED } },
+        };
+
+        ext_config_default(&cfg);
+        b = ext_cluster_builder_new(&cfg, NULL);
+        text = test_read_data("topologies/gb200-tray-4gpu-8nic-gpu-numa-id.txt", &len);
+        assert_int_equal(topo_parse_any(text, len, &t, NULL), 0);
+        free(text);
+        for (unsigned i = 0; i < TRAYS; i++) {
+                char name[32], *json;
+                size_t jlen;
+
+                snprintf(t->nvlink_domain, sizeof(t->nvlink_domain), "cluster-uuid.%u", i / 12);
+                assert_int_equal(topo_to_annotation(t, &json, &jlen), 0);
+                snprintf(name, sizeof(name), "tray-%02u", i);
+                assert_int_equal(ext_cluster_builder_add_node(b, name, json, jlen, 4, NULL), 0);
+                free(json);
+                if (i % 3 == 1) {
+                        struct topo_mask two = { 0 };
+                        char uid[32];
+
+                        topo_mask_set(&two, 0);
+                        topo_mask_set(&two, 1);
+                        snprintf(uid, sizeof(uid), "busy-%u", i);
+                        assert_int_equal(ext_cluster_builder_add_pod(b, uid, "ns", uid, name, &two),
+                                         0);
+                }
+        }
+        topo_unref(t);
+        assert_int_equal(ext_cluster_builder_finish(b, 1, &c), 0);
+        assert_int_equal(place_view_n_domains(c->place, 0), 4);
+        la = ext_ledger_new(&cfg);
+        lb = ext_ledger_new(&cfg);
+        for (unsigned i = 0; i < TRAYS; i++)
+                nodes[i] = &c->nodes[(i * 5) % TRAYS]; /* not in view order */
+        for (size_t k = 0; k < ELEMENTSOF(asks); k++)
+                for (int verb = 0; verb < 2; verb++) {
+                        struct ext_request *q = &asks[k];
+                        int fa, fb;
+
+                        q->require = ext_placement_require(q->placement);
+                        q->group.require = q->require;
+                        memset(v, 0xa5, sizeof(v));
+                        memset(rep, 0xa5, sizeof(rep));
+                        fa = verb ? ext__prioritize(c, la, &cfg, q, nodes, TRAYS, 10 + k, false, full)
+                                  : ext_filter(c, la, &cfg, q, nodes, TRAYS, 10 + k, full);
+                        fb = verb ? ext_prioritize_rep(c, lb, &cfg, q, nodes, TRAYS, 10 + k, v, rep)
+                                  : ext_filter_rep(c, lb, &cfg, q, nodes, TRAYS, 10 + k, v, rep);
+                        assert_int_equal(fa, fb);
+                        for (size_t i = 0; i < TRAYS; i++) {
+                                const struct ext_verdict *x = ext_verdict_at(v, rep, i);
+
+                                assert_true(rep[i] <= i);
+                                assert_int_equal(full[i].r, x->r);
+                                assert_ptr_equal(full[i].why, x->why);
+                                assert_int_equal(full[i].off_domain, x->off_domain);
+                                if (full[i].r != 0)
+                                        continue;
+                                assert_int_equal(full[i].planned, x->planned);
+                                if (verb)
+                                        assert_int_equal(full[i].priority, x->priority);
+                                assert_true(topo_mask_equal(&full[i].choice.set, &x->choice.set));
+                        }
+                        if (k == 1 && verb == 0)
+                                for (size_t i = 0; i < TRAYS; i++)
+                                        if (full[i].r == -EAGAIN &&
+                                            strstr(full[i].why, "held for another pod group")) {
+                                                held++;
+                                                /* A fitting tray of the same free GPUs. */
+                                                for (size_t j = 0; j < TRAYS; j++)
+                                                        shared_held += full[j].r == 0 &&
+                                                                       topo_mask_equal(&full[j].free,
+                                                                                       &full[i].free);
+                                        }
+                }
+        print_message("# lone 4-GPU pod: %u trays held for g1; %u (held, fitting) pairs of one state\n", held,
+                      shared_held);
+        assert_true(held >= 8);
+        assert_true(shared_held > 0);
+        ext_ledger_free(la);
+        ext_ledger_free(lb);
+        ext_cluster_unref(c);
+}
+
 /* A gang that fails (its members were decided, none bound: it failed in the PodGroup cycle
  * or at Permit, which no extender hears of) keeps its domain's room only while its hold
  * lives: a pod outside the gang is kept off nvl-a's trays until the group TTL, then placed
@@ -5546,6 +5669,7 @@ main(void)
                 cmocka_unit_test(gang_member_placed_off_the_extenders_pick_leaves_room_for_others),
                 cmocka_unit_test(gang_members_on_one_node_never_share_a_gpu),
                 cmocka_unit_test(gang_that_fails_releases_its_hold),
+                cmocka_unit_test(group_step_on_compact_verdicts_answers_as_one_per_node),
                 cmocka_unit_test(spilt_gang_is_planned_fullest_domain_first),
                 cmocka_unit_test(gang_members_follow_their_plan_onto_one_node),
                 cmocka_unit_test(preempt_keeps_only_the_victims_it_needs),
