@@ -853,6 +853,25 @@ cluster_term_acts(const struct ext_cluster *c, const struct ext_config *cfg,
                req->placement != EXT_PLACEMENT_NONE;
 }
 
+/* The node's domain share as the cluster term reads it (0 outside the view). */
+static double
+node_domain_free(const struct ext_cluster *c, const struct ext_node *node)
+{
+        if (!node || node < c->nodes || node >= c->nodes + c->n_nodes)
+                return 0;
+        return place_view_domain_free(c->place, (size_t)(node - c->nodes));
+}
+
+/* A verdict as the cluster term ranks it (place_rank), with its node's domain share. */
+static struct place_candidate
+candidate_of(const struct ext_verdict *v, double domain_free)
+{
+        return (struct place_candidate){ .fits = v->r == 0, .priority = v->priority,
+                                         .tier = place_tier(&v->choice),
+                                         .busbw = v->choice.busbw_gbps, .loss = v->loss,
+                                         .domain_free = domain_free };
+}
+
 /* Folds the cluster term into the priorities (place_rank): among the nodes whose set is of
  * the best link class on offer, those taking least of the cluster's scarce capacity score
  * higher.  Pods that name no topology (placement none) are left as they are. */
@@ -871,15 +890,7 @@ rank_cluster(const struct ext_cluster *c, const struct ext_config *cfg,
                 return; /* the per-node priorities stand */
         domains = place_view_has_domains(c->place);
         for (size_t i = 0; i < n; i++)
-                cand[i] = (struct place_candidate){
-                        .fits = ret[i].r == 0, .priority = ret[i].priority,
-                        .tier = place_tier(&ret[i].choice), .busbw = ret[i].choice.busbw_gbps,
-                        .loss = ret[i].loss,
-                        .domain_free = domains && nodes[i] && nodes[i] >= c->nodes &&
-                                                       nodes[i] < c->nodes + c->n_nodes
-                                               ? place_view_domain_free(c->place,
-                                                                        (size_t)(nodes[i] - c->nodes))
-                                               : 0 };
+                cand[i] = candidate_of(&ret[i], domains ? node_domain_free(c, nodes[i]) : 0);
         place_rank(&cfg->place, cand, n);
         for (size_t i = 0; i < n; i++)
                 if (ret[i].r == 0)
@@ -973,24 +984,6 @@ name_before(const struct ext_cluster *c, const struct ext_node *a, const struct 
         return strcmp(a->name, b->name) < 0;
 }
 
-/* The node's domain share as rank_cluster() reads it (0 outside the view). */
-static double
-node_domain_free(const struct ext_cluster *c, const struct ext_node *node)
-{
-        if (!node || node < c->nodes || node >= c->nodes + c->n_nodes)
-                return 0;
-        return place_view_domain_free(c->place, (size_t)(node - c->nodes));
-}
-
-/* A verdict as rank_cluster() hands it to place_rank, with its node's domain share. */
-static struct place_candidate
-candidate_of(const struct ext_verdict *v, double domain_free)
-{
-        return (struct place_candidate){ .fits = v->r == 0, .priority = v->priority,
-                                         .tier = place_tier(&v->choice),
-                                         .busbw = v->choice.busbw_gbps, .loss = v->loss,
-                                         .domain_free = domain_free };
-}
 
 /* rank() over the distinct verdicts only (compact: rep[i] == i), giving every node the
  * priority it would get alone.  Each step reads a verdict's own fields (the group step's
