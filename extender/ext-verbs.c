@@ -451,8 +451,8 @@ plan_node(const struct ext_cluster *c, struct place_groups *g, const struct ext_
         if (!fits || !req->uid[0])
                 return; /* ranked without the plan */
         for (size_t i = 0; i < n; i++)
-                if (ext_verdict_at(ret, rep, i)->r == 0 && !(out && GROUP_TURN(out[i])) && nodes[i] &&
-                    nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
+                if (ext_verdict_at(ret, rep, i)->r == 0 && !(out && GROUP_TURN(out[i])) &&
+                    nodes[i] && nodes[i] >= c->nodes && nodes[i] < c->nodes + c->n_nodes)
                         fits[nodes[i] - c->nodes] = true;
         if (place_group_plan_pick(g, c->place, req->group.id, req->uid, fits, now_ns, &at) != 1)
                 return;
@@ -1001,7 +1001,7 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
               struct ext_verdict *ret, size_t n, uint32_t *rep)
 {
         CLEANUP(freep) uint32_t *at = NULL;   /* the fitting entries, rep[i] == i */
-        CLEANUP(freep) uint32_t *slot = NULL; /* an entry's index among the distinct */
+        CLEANUP(freep) uint32_t *slot = NULL; /* with domains: an entry's place in at */
         CLEANUP(freep) struct place_candidate *cand = NULL;
         CLEANUP(freep) double *share = NULL;
         CLEANUP(freep) uint32_t(*by_prio)[PLACE_PRIORITY_MAX + 1] = NULL;
@@ -1022,11 +1022,11 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
                 return false;
         m = k;
         if (term) {
-                slot = malloc(n * sizeof(*slot));
                 cand = malloc(2 * k * sizeof(*cand));
+                slot = domains ? malloc(n * sizeof(*slot)) : NULL;
                 share = domains ? malloc(n * sizeof(*share)) : NULL;
                 by_prio = domains ? malloc(k * sizeof(*by_prio)) : NULL;
-                if (!slot || !cand || (domains && (!share || !by_prio)))
+                if (!cand || (domains && (!slot || !share || !by_prio)))
                         return false;
         }
         rank_bandwidth(ret, at, k);
@@ -1034,7 +1034,8 @@ rank_distinct(const struct ext_cluster *c, const struct ext_config *cfg,
                 /* Two candidates per verdict: at its least share and its most (0 and 0
                  * without domains). */
                 for (size_t j = 0; j < k; j++) {
-                        slot[at[j]] = (uint32_t)j;
+                        if (domains)
+                                slot[at[j]] = (uint32_t)j;
                         cand[2 * j] = candidate_of(&ret[at[j]], domains ? INFINITY : 0);
                         cand[2 * j + 1] = candidate_of(&ret[at[j]], domains ? -INFINITY : 0);
                 }

@@ -2670,6 +2670,27 @@ reserved_set(struct ext_ledger *l, const char *node, struct topo_mask *ret)
         return set != NULL;
 }
 
+/* Node i's compact verdict (v through rep, rep[i] <= i) is full[i]: the same outcome and
+ * reason, group flags, and for a fitting node the same priority and set. */
+static void
+assert_compact_equals_full(const struct ext_verdict *full, const struct ext_verdict *v,
+                           const uint32_t *rep, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                const struct ext_verdict *x = ext_verdict_at(v, rep, i);
+
+                assert_true(rep[i] <= i);
+                assert_int_equal(full[i].r, x->r);
+                assert_ptr_equal(full[i].why, x->why);
+                assert_int_equal(full[i].off_domain, x->off_domain);
+                if (full[i].r != 0)
+                        continue;
+                assert_int_equal(full[i].planned, x->planned);
+                assert_int_equal(full[i].priority, x->priority);
+                assert_true(topo_mask_equal(&full[i].choice.set, &x->choice.set));
+        }
+}
+
 /* The compact verdicts the HTTP handler takes (ext_filter_rep, ext_prioritize_rep) equal one
  * verdict per node (ext_filter, ext_prioritize without the distinct ranking) where the
  * request path branches: no holds, holds gathered (10, on requests of 64 nodes or more) and
@@ -2729,17 +2750,7 @@ compact_verdicts_equal_one_per_node_with_holds_and_unknown_nodes(void **state)
                         fb = verb ? ext_prioritize_rep(c, lb, &cfg, &req, nodes, n, 2, v, rep)
                                   : ext_filter_rep(c, lb, &cfg, &req, nodes, n, 2, v, rep);
                         assert_int_equal(fa, fb);
-                        for (size_t i = 0; i < n; i++) {
-                                const struct ext_verdict *x = ext_verdict_at(v, rep, i);
-
-                                assert_true(rep[i] <= i);
-                                assert_int_equal(full[i].r, x->r);
-                                assert_ptr_equal(full[i].why, x->why);
-                                if (full[i].r != 0)
-                                        continue;
-                                assert_int_equal(full[i].priority, x->priority);
-                                assert_true(topo_mask_equal(&full[i].choice.set, &x->choice.set));
-                        }
+                        assert_compact_equals_full(full, v, rep, n);
                         for (size_t i = 0; verb && i < MANY_NODES; i++) {
                                 struct topo_mask ra, rb;
 
@@ -4178,20 +4189,7 @@ group_step_on_compact_verdicts_answers_as_one_per_node(void **state)
                         fb = verb ? ext_prioritize_rep(c, lb, &cfg, q, nodes, TRAYS, 10 + k, v, rep)
                                   : ext_filter_rep(c, lb, &cfg, q, nodes, TRAYS, 10 + k, v, rep);
                         assert_int_equal(fa, fb);
-                        for (size_t i = 0; i < TRAYS; i++) {
-                                const struct ext_verdict *x = ext_verdict_at(v, rep, i);
-
-                                assert_true(rep[i] <= i);
-                                assert_int_equal(full[i].r, x->r);
-                                assert_ptr_equal(full[i].why, x->why);
-                                assert_int_equal(full[i].off_domain, x->off_domain);
-                                if (full[i].r != 0)
-                                        continue;
-                                assert_int_equal(full[i].planned, x->planned);
-                                if (verb)
-                                        assert_int_equal(full[i].priority, x->priority);
-                                assert_true(topo_mask_equal(&full[i].choice.set, &x->choice.set));
-                        }
+                        assert_compact_equals_full(full, v, rep, TRAYS);
                         if (k == 1 && verb == 0)
                                 for (size_t i = 0; i < TRAYS; i++)
                                         if (full[i].r == -EAGAIN &&
